@@ -1,0 +1,31 @@
+# LibTorch: Debian's libtorch-dev (1.13) on CPU machines, python3's torch (2.x) on a GPU machine.
+set(VALIDATE_HAVE_TORCH OFF)
+if(NOT VALIDATE_TORCH STREQUAL "OFF")
+  if(NOT Torch_DIR)
+    # python's torch ships its CMake package; ask it where, if it is there.
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+                      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+                      RESULT_VARIABLE _torch_rc)
+      if(_torch_rc EQUAL 0 AND _torch_prefix)
+        list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+      endif()
+    endif()
+  endif()
+  # Debian's TorchConfig pulls Caffe2 which probes for CUDA; keep it off unless asked.
+  if(VALIDATE_TORCH STREQUAL "ON")
+    find_package(Torch REQUIRED)
+  else()
+    find_package(Torch QUIET)
+  endif()
+  if(Torch_FOUND)
+    set(VALIDATE_HAVE_TORCH ON)
+    add_library(validate_torch_deps INTERFACE)
+    target_link_libraries(validate_torch_deps INTERFACE ${TORCH_LIBRARIES})
+    target_include_directories(validate_torch_deps SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    message(STATUS "validate: LibTorch ${Torch_VERSION} found")
+  else()
+    message(STATUS "validate: LibTorch not found; generate and the torch runner are not built")
+  endif()
+endif()

@@ -1,0 +1,30 @@
+#pragma once
+// Element types the harness knows, and exact round-to-nearest-even conversions between them.
+// bfloat16 and float16 are handled bit-exactly here rather than through a compiler extension so
+// results are identical on every compiler and CPU.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace validate {
+
+enum class DType { float32, bfloat16, float16, float64 };
+
+std::string_view dtype_name(DType d);
+std::optional<DType> parse_dtype(std::string_view name);
+std::size_t dtype_size(DType d);
+
+// How a logical dtype is stored in a reference set: bfloat16 as float32 (exactly representable),
+// float16 as float16, float32 and float64 as themselves.
+DType storage_dtype(DType logical);
+
+std::uint16_t float_to_bfloat16_bits(float x);  // round to nearest even, NaN stays NaN
+float bfloat16_bits_to_float(std::uint16_t bits);
+std::uint16_t float_to_float16_bits(float x);  // round to nearest even, overflow -> inf
+float float16_bits_to_float(std::uint16_t bits);
+
+// The float32 value nearest to x that is representable in `logical` (identity for float32/64).
+float round_to_dtype(float x, DType logical);
+
+}  // namespace validate

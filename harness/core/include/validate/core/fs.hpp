@@ -1,0 +1,22 @@
+#pragma once
+// File helpers. Every write is atomic: the bytes go to a temporary file in the same directory,
+// are flushed, and the file is renamed into place, so a crash never leaves a half-written file
+// under the final name.
+#include <string>
+#include <string_view>
+
+#include "validate/core/result.hpp"
+
+namespace validate::fs {
+
+Status write_atomic(const std::string& path, std::string_view bytes);
+Status write_atomic(const std::string& path, const void* data, std::size_t size,
+                    std::string_view prefix = {});  // prefix bytes (e.g. a .npy header) go first
+Result<std::string> read_text(const std::string& path);
+Status make_dirs(const std::string& path);
+bool exists(const std::string& path);
+// Joins a directory and a relative name; refuses names that would leave the directory
+// ("../x", absolute paths, NUL) since set files come from manifests written by others.
+Result<std::string> join_inside(const std::string& dir, std::string_view relative);
+
+}  // namespace validate::fs

@@ -1,0 +1,60 @@
+#pragma once
+// An owning host tensor: a C-order buffer of one element type with a shape. The element type is
+// what is in memory (a bfloat16 reference stored as float32 is a float32 Tensor); the logical dtype
+// of a case travels in its metadata.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "validate/core/dtype.hpp"
+
+namespace validate {
+
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t shape_numel(const Shape& shape);
+std::string shape_to_string(const Shape& shape);  // "[1, 8, 32, 32]"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor(const Tensor&) = delete;  // copies of gigabyte tensors are explicit: clone()
+  Tensor& operator=(const Tensor&) = delete;
+  Tensor clone() const;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape_.size()); }
+  std::int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+
+  std::byte* bytes() { return data_.get(); }
+  const std::byte* bytes() const { return data_.get(); }
+  template <class T> T* data() { return reinterpret_cast<T*>(data_.get()); }
+  template <class T> const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+
+  // Element i as double / float whatever the element type (bfloat16/float16 widened exactly).
+  double get(std::int64_t i) const;
+  void set(std::int64_t i, double v);  // rounds to the element type (nearest even)
+
+  // Conversions (new tensors); float32 -> bfloat16/float16 round to nearest even.
+  Tensor to(DType target) const;
+  // Same data, new shape with the same element count.
+  void reshape(Shape shape);
+
+ private:
+  struct AlignedFree {
+    void operator()(std::byte* p) const;
+  };
+  DType dtype_ = DType::float32;
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  std::unique_ptr<std::byte[], AlignedFree> data_;
+};
+
+}  // namespace validate

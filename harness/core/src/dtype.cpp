@@ -1,0 +1,109 @@
+#include "validate/core/dtype.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace validate {
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::float32: return "float32";
+    case DType::bfloat16: return "bfloat16";
+    case DType::float16: return "float16";
+    case DType::float64: return "float64";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  if (name == "float32" || name == "f32" || name == "fp32") return DType::float32;
+  if (name == "bfloat16" || name == "bf16") return DType::bfloat16;
+  if (name == "float16" || name == "f16" || name == "fp16" || name == "half") return DType::float16;
+  if (name == "float64" || name == "f64" || name == "fp64" || name == "double") return DType::float64;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::float32: return 4;
+    case DType::bfloat16: return 2;
+    case DType::float16: return 2;
+    case DType::float64: return 8;
+  }
+  return 0;
+}
+
+DType storage_dtype(DType logical) {
+  return logical == DType::bfloat16 ? DType::float32 : logical;
+}
+
+static std::uint32_t bits_of(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+static float float_of(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+std::uint16_t float_to_bfloat16_bits(float x) {
+  std::uint32_t u = bits_of(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  // Adding 0x7fff plus the lowest kept bit rounds ties to even; overflow carries into inf correctly.
+  std::uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+float bfloat16_bits_to_float(std::uint16_t bits) { return float_of(static_cast<std::uint32_t>(bits) << 16); }
+
+std::uint16_t float_to_float16_bits(float x) {
+  std::uint32_t u = bits_of(x);
+  std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {
+    // Result is subnormal or zero in half: value = a_float / 2^-24 rounded to nearest even integer.
+    if (a < 0x33000000u) return sign;  // below half of the smallest subnormal (2^-25): zero
+    std::uint32_t exp = a >> 23;
+    std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    // value = mant * 2^(exp-150); in units of 2^-24: mant * 2^(exp-126)
+    int shift = 126 - static_cast<int>(exp);  // >= 1 here
+    std::uint32_t q = mant >> shift;
+    std::uint32_t rem = mant & ((1u << shift) - 1u);
+    std::uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<std::uint16_t>(sign | q);
+  }
+  // Normal: rebias exponent (127 -> 15) and round 13 dropped mantissa bits to nearest even.
+  std::uint32_t lsb = (a >> 13) & 1u;
+  a += 0xfffu + lsb;
+  a -= (127u - 15u) << 23;
+  return static_cast<std::uint16_t>(sign | (a >> 13));
+}
+
+float float16_bits_to_float(std::uint16_t h) {
+  std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1fu;
+  std::uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    if (mant == 0) return float_of(sign);
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return float_of(sign | 0x7f800000u | (mant << 13));
+  return float_of(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+float round_to_dtype(float x, DType logical) {
+  switch (logical) {
+    case DType::bfloat16: return bfloat16_bits_to_float(float_to_bfloat16_bits(x));
+    case DType::float16: return float16_bits_to_float(float_to_float16_bits(x));
+    default: return x;
+  }
+}
+
+}  // namespace validate
