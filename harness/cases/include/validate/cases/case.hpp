@@ -1,0 +1,64 @@
+#pragma once
+// One reference case: a conv2d geometry and the matmul that is its im2col GEMM, with the names,
+// canonical axes and shapes of every tensor each op reads or writes.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "validate/core/dtype.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::cases {
+
+struct ConvParams {
+  std::int64_t n = 1, c = 8, h = 32, w = 32;  // input NCHW
+  std::int64_t o = 32, kh = 3, kw = 3;        // weight OIHW (I = c / groups)
+  std::array<std::int64_t, 2> stride{1, 1}, padding{1, 1}, dilation{1, 1};
+  std::int64_t groups = 1;
+  bool bias = true;
+
+  std::int64_t hout() const { return (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) / stride[0] + 1; }
+  std::int64_t wout() const { return (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) / stride[1] + 1; }
+  std::int64_t k() const { return (c / groups) * kh * kw; }  // reduction length per output
+};
+
+struct MatmulParams {
+  std::int64_t m = 0, k = 0, n = 0;  // A[M,K] B[K,N] -> out[M,N]
+};
+
+enum class Op { conv2d, matmul };
+const char* op_name(Op op);
+
+enum class Role { input, output, loss, grad };
+const char* role_name(Role r);
+
+struct TensorInfo {
+  std::string name;            // "input", "weight", "grad_A", ...
+  Role role;
+  std::string canonical_axes;  // "NCHW", "OIHW", "O", "MK", "KN", "MN", "" (scalar)
+  Shape shape;                 // canonical shape
+};
+
+struct Case {
+  std::string name;  // k0072_ic008
+  DType dtype = DType::float32;  // logical dtype
+  ConvParams conv;
+  MatmulParams matmul;  // the conv's im2col GEMM: M = N*Hout*Wout, K = C/groups*KH*KW, N = O
+  bool has_conv = true, has_matmul = true;
+
+  // Every tensor of the op in file order: inputs first (target is an input), then output, loss, grads.
+  std::vector<TensorInfo> tensors(Op op) const;
+  std::vector<TensorInfo> inputs(Op op) const;    // role input
+  std::vector<TensorInfo> produced(Op op) const;  // output, loss, grads
+  // "<case>_<op>_<tensor>.npy"
+  std::string file_name(Op op, const std::string& tensor) const;
+};
+
+// Builds the matmul of a conv case: M = N*Hout*Wout, K = (C/groups)*KH*KW, N = O.
+MatmulParams im2col_gemm(const ConvParams& c);
+
+// The default sweep's naming: k{K:04d}_ic{ic:03d}.
+std::string default_case_name(const ConvParams& c);
+
+}  // namespace validate::cases
