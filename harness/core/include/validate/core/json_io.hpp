@@ -1,0 +1,30 @@
+#pragma once
+// JSON files through nlohmann_json: parse errors become Status messages naming the file and the
+// byte, and writes are atomic and pretty-printed with sorted keys (deterministic bytes).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "validate/core/result.hpp"
+
+namespace validate {
+
+using Json = nlohmann::json;
+
+// Reads and parses a JSON file; refuses files over `max_bytes` (a 100 MB "JSON" is an attack
+// or a mistake, never a case file or a manifest).
+Result<Json> read_json(const std::string& path, std::size_t max_bytes = 64u << 20);
+Status write_json(const std::string& path, const Json& j);
+
+// Typed access with a message naming the file and key: get_field<int>(j, "batch", path).
+template <class T>
+Result<T> get_field(const Json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return Error{where + ": missing key '" + key + "'"};
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return Error{where + ": key '" + key + "' has the wrong type (" + j.at(key).type_name() + ")"};
+  }
+}
+
+}  // namespace validate

@@ -1,0 +1,36 @@
+#include "validate/core/json_io.hpp"
+
+#include <sys/stat.h>
+
+#include "validate/core/fs.hpp"
+
+namespace validate {
+
+Result<Json> read_json(const std::string& path, std::size_t max_bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Error{"cannot open " + path + ": no such file"};
+  if (static_cast<std::size_t>(st.st_size) > max_bytes)
+    return Error{path + ": " + std::to_string(st.st_size) + " bytes is larger than the " +
+                 std::to_string(max_bytes) + "-byte limit for a JSON file"};
+  auto text = fs::read_text(path);
+  if (!text) return text.status();
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions only to get the position of the error for the message.
+    try {
+      Json ignored = Json::parse(*text);
+      (void)ignored;
+    } catch (const nlohmann::json::parse_error& e) {
+      return Error{path + ": invalid JSON (" + std::string(e.what()) + ")"};
+    }
+    return Error{path + ": invalid JSON"};
+  }
+  return j;
+}
+
+Status write_json(const std::string& path, const Json& j) {
+  // nlohmann's default object type is std::map: keys come out sorted, so bytes are deterministic.
+  return fs::write_atomic(path, j.dump(2) + "\n");
+}
+
+}  // namespace validate

@@ -1,0 +1,71 @@
+#include "validate/core/sha256.hpp"
+
+#include <openssl/evp.h>
+
+#include <cassert>
+#include <vector>
+
+#include "validate/core/mapped_file.hpp"
+
+namespace validate {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  int ok = impl_->ctx && EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr);
+  assert(ok);
+  (void)ok;
+}
+
+Sha256::~Sha256() {
+  if (impl_ && impl_->ctx) EVP_MD_CTX_free(impl_->ctx);
+}
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::update(const void* data, std::size_t size) {
+  if (size) EVP_DigestUpdate(impl_->ctx, data, size);
+}
+
+std::string Sha256::hex_digest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
+std::string sha256_hex(const void* data, std::size_t size) {
+  Sha256 h;
+  h.update(data, size);
+  return h.hex_digest();
+}
+
+Result<std::string> sha256_file(const std::string& path) {
+  auto f = MappedFile::open(path);
+  if (!f) return f.status();
+  f->advise_sequential();
+  return sha256_hex(f->data(), f->size());
+}
+
+std::string tensor_sha256(const Tensor& t) {
+  if (t.dtype() == DType::float32) return sha256_hex(t.bytes(), t.nbytes());
+  Sha256 h;
+  std::vector<float> buf(1 << 14);
+  for (std::int64_t i = 0; i < t.numel();) {
+    std::size_t n = 0;
+    for (; n < buf.size() && i < t.numel(); ++n, ++i) buf[n] = static_cast<float>(t.get(i));
+    h.update(buf.data(), n * sizeof(float));
+  }
+  return h.hex_digest();
+}
+
+}  // namespace validate
