@@ -1,0 +1,48 @@
+#pragma once
+// Case files (cases/*.json) -> the expanded list of (dtype, case) items, with --only and --shard.
+//
+// {
+//   "format": "validate-cases/1", "seed": 42, "loss": "mse", "dtypes": ["bfloat16", "float32"],
+//   "defaults": {"batch": 1, "height": 32, "width": 32, "out_channels": 32, "kernel": [3, 3],
+//                "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1], "groups": 1, "bias": true},
+//   "sweep": {"in_channels": [8, 16, 32]},          // one case per value, named k{K:04d}_ic{ic:03d}
+//   "cases": [{"name": "odd", "in_channels": 6, "height": 7, ..., "dtypes": ["float32", "float16"]}]
+// }
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "validate/cases/case.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/result.hpp"
+
+namespace validate::cases {
+
+struct CaseFile {
+  std::uint64_t seed = 42;
+  std::string loss = "mse";
+  std::vector<DType> dtypes;
+  std::vector<Case> cases;  // one per geometry; dtype left at float32
+  std::vector<std::vector<DType>> case_dtypes;  // per case: restriction from the file (empty = all)
+  Json source;  // the file as read, for config.json
+};
+
+Result<CaseFile> parse_case_file(const Json& j, const std::string& where);
+Result<CaseFile> load_case_file(const std::string& path);
+
+struct Shard {
+  int index = 0, count = 1;  // 0 <= index < count
+};
+Result<Shard> parse_shard(const std::string& text);  // "i/n", 0-based
+
+struct Selection {
+  std::vector<DType> dtypes;  // empty: the file's
+  std::string only;           // ECMAScript regex searched in "dtype/case"; empty: all
+  Shard shard;
+};
+
+// Items in a stable order: dtype as listed, then case as listed. A shard takes every n-th item
+// (round robin), so shards of a sweep whose cases grow in size get similar work.
+Result<std::vector<Case>> expand(const CaseFile& file, const Selection& sel);
+
+}  // namespace validate::cases

@@ -1,0 +1,55 @@
+#pragma once
+// Reading and writing reference sets (`validate-reference/1`) and run directories
+// (`validate-run/1`): per-case metadata, the manifest, and locating tensors. See docs/formats.md.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "validate/cases/case.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/result.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::cases {
+
+inline constexpr const char* kReferenceFormat = "validate-reference/1";
+inline constexpr const char* kRunFormat = "validate-run/1";
+
+struct TensorRecord {
+  std::string sha256;  // tensor hash: values as little-endian float32, C order
+  DType storage = DType::float32;
+};
+
+// The `<case>_metadata.json` document of DESIGN.md for one case (both ops).
+Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& records_by_file);
+
+// Rebuilds a Case (geometry, dtype, name) from its metadata document.
+Result<Case> case_from_metadata(const Json& meta, const std::string& where);
+
+struct RefCase {
+  Case c;
+  Json metadata;
+  std::string dtype_dir;  // absolute or relative path of <set>/<dtype>
+};
+
+// Every case of a set, ordered by dtype then name. Fails (naming the file) on unreadable metadata.
+Result<std::vector<RefCase>> load_cases(const std::string& set_dir);
+
+// Expected input hash from metadata (ops.<op>.tensors.<name>.sha256); "" when absent.
+std::string metadata_hash(const Json& meta, Op op, const std::string& tensor);
+
+struct ManifestEntry {
+  std::uint64_t size = 0;
+  std::string sha256;  // of the whole file
+};
+using FileMap = std::map<std::string, ManifestEntry>;  // relative path -> entry
+
+// Writes manifest.json last: format, generator version + commit, created_at, extra fields, files.
+Status write_manifest(const std::string& set_dir, const std::string& format, const FileMap& files,
+                      const Json& extra = Json::object());
+Result<Json> read_manifest(const std::string& set_dir);  // error if missing: the set is incomplete
+
+// Hashes every regular file under set_dir except manifest.json (for sets written by parts).
+Result<FileMap> hash_tree(const std::string& set_dir);
+
+}  // namespace validate::cases

@@ -1,0 +1,170 @@
+#include "validate/cases/refset.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "validate/core/fs.hpp"
+#include "validate/core/sha256.hpp"
+#include "validate/core/version.hpp"
+
+namespace validate::cases {
+
+namespace stdfs = std::filesystem;
+
+Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& records) {
+  Json meta;
+  meta["format"] = kReferenceFormat;
+  meta["case"] = c.name;
+  meta["dtype"] = dtype_name(c.dtype);
+  meta["storage_dtype"] = dtype_name(storage_dtype(c.dtype));
+  for (Op op : {Op::conv2d, Op::matmul}) {
+    if ((op == Op::conv2d && !c.has_conv) || (op == Op::matmul && !c.has_matmul)) continue;
+    const char* on = op_name(op);
+    Json opj;
+    if (op == Op::conv2d) {
+      const auto& p = c.conv;
+      opj["params"] = {{"stride", {p.stride[0], p.stride[1]}},
+                       {"padding", {p.padding[0], p.padding[1]}},
+                       {"dilation", {p.dilation[0], p.dilation[1]}},
+                       {"groups", p.groups},
+                       {"bias", p.bias}};
+      opj["K"] = p.k();
+    } else {
+      opj["params"] = {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
+      opj["K"] = c.matmul.k;
+    }
+    opj["loss"] = "mse";
+    Json tensors = Json::object();
+    for (const auto& t : c.tensors(op)) {
+      std::string file = c.file_name(op, t.name);
+      Json tj = {{"file", file}, {"shape", t.shape}, {"layout", t.canonical_axes.empty() ? "scalar" : t.canonical_axes},
+                 {"role", role_name(t.role)}};
+      DType storage = t.role == Role::loss ? DType::float32 : storage_dtype(c.dtype);
+      auto it = records.find(file);
+      if (it != records.end()) {
+        tj["sha256"] = it->second.sha256;
+        storage = it->second.storage;
+      }
+      tensors[t.name] = tj;
+      meta["shapes"][on][t.name] = t.shape;
+      meta["dtypes"][on][t.name] = dtype_name(storage);
+      if (t.role == Role::input && it != records.end()) meta["input_hashes"][on][t.name] = it->second.sha256;
+    }
+    opj["tensors"] = tensors;
+    meta["ops"][on] = opj;
+  }
+  return meta;
+}
+
+Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
+  try {
+    if (!meta.is_object()) return Error{where + ": metadata must be a JSON object"};
+    if (meta.value("format", "") != kReferenceFormat)
+      return Error{where + ": format is not \"" + std::string(kReferenceFormat) + "\""};
+    Case c;
+    c.name = meta.at("case").get<std::string>();
+    auto dt = parse_dtype(meta.at("dtype").get<std::string>());
+    if (!dt) return Error{where + ": unknown dtype '" + meta.at("dtype").get<std::string>() + "'"};
+    c.dtype = *dt;
+    const Json& ops = meta.at("ops");
+    c.has_conv = ops.contains("conv2d");
+    c.has_matmul = ops.contains("matmul");
+    if (c.has_conv) {
+      const Json& o = ops.at("conv2d");
+      const Json& p = o.at("params");
+      auto in = o.at("tensors").at("input").at("shape").get<Shape>();
+      auto w = o.at("tensors").at("weight").at("shape").get<Shape>();
+      if (in.size() != 4 || w.size() != 4) return Error{where + ": conv2d input and weight must be 4-D"};
+      auto& cp = c.conv;
+      cp.n = in[0]; cp.c = in[1]; cp.h = in[2]; cp.w = in[3];
+      cp.o = w[0]; cp.kh = w[2]; cp.kw = w[3];
+      cp.stride = p.at("stride").get<std::array<std::int64_t, 2>>();
+      cp.padding = p.at("padding").get<std::array<std::int64_t, 2>>();
+      cp.dilation = p.at("dilation").get<std::array<std::int64_t, 2>>();
+      cp.groups = p.at("groups").get<std::int64_t>();
+      cp.bias = p.at("bias").get<bool>();
+      if (cp.groups < 1 || cp.c % cp.groups || w[1] != cp.c / cp.groups)
+        return Error{where + ": conv2d weight shape does not match input channels and groups"};
+    }
+    if (c.has_matmul) {
+      const Json& p = ops.at("matmul").at("params");
+      c.matmul = {p.at("M").get<std::int64_t>(), p.at("K").get<std::int64_t>(), p.at("N").get<std::int64_t>()};
+    }
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    return Error{where + ": malformed metadata (" + std::string(e.what()) + ")"};
+  }
+}
+
+std::string metadata_hash(const Json& meta, Op op, const std::string& tensor) {
+  const Json* p = &meta;
+  for (const char* k : {"ops", op_name(op), "tensors", tensor.c_str(), "sha256"}) {
+    if (!p->is_object() || !p->contains(k)) return "";
+    p = &(*p)[k];
+  }
+  return p->is_string() ? p->get<std::string>() : "";
+}
+
+Result<std::vector<RefCase>> load_cases(const std::string& set_dir) {
+  std::error_code ec;
+  if (!stdfs::is_directory(set_dir, ec)) return Error{set_dir + ": not a directory"};
+  std::vector<RefCase> out;
+  for (const char* d : {"float32", "bfloat16", "float16"}) {
+    stdfs::path dir = stdfs::path(set_dir) / d;
+    if (!stdfs::is_directory(dir, ec)) continue;
+    std::vector<std::string> files;
+    for (auto& e : stdfs::directory_iterator(dir, ec)) {
+      std::string n = e.path().filename().string();
+      if (n.size() > 14 && n.compare(n.size() - 14, 14, "_metadata.json") == 0) files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      auto j = read_json(f);
+      if (!j) return j.status();
+      auto c = case_from_metadata(*j, f);
+      if (!c) return c.status();
+      if (std::string(dtype_name(c->dtype)) != d) return Error{f + ": dtype '" + std::string(dtype_name(c->dtype)) + "' does not match its folder " + d};
+      out.push_back({std::move(*c), std::move(*j), dir.string()});
+    }
+  }
+  return out;
+}
+
+Status write_manifest(const std::string& set_dir, const std::string& format, const FileMap& files, const Json& extra) {
+  Json m = extra.is_object() ? extra : Json::object();
+  m["format"] = format;
+  m["generator"] = {{"name", "validate"}, {"version", harness_version()}, {"git_commit", harness_git_commit()}};
+  m["created_at"] = utc_timestamp();
+  Json fj = Json::object();
+  for (auto& [k, v] : files) fj[k] = {{"size", v.size}, {"sha256", v.sha256}};
+  m["files"] = fj;
+  return write_json((stdfs::path(set_dir) / "manifest.json").string(), m);
+}
+
+Result<Json> read_manifest(const std::string& set_dir) {
+  std::string path = (stdfs::path(set_dir) / "manifest.json").string();
+  if (!fs::exists(path))
+    return Error{path + " is missing: the set is incomplete (the manifest is written last)"};
+  auto j = read_json(path);
+  if (!j) return j.status();
+  if (!j->is_object() || !j->contains("files") || !(*j)["files"].is_object())
+    return Error{path + ": no \"files\" object"};
+  return j;
+}
+
+Result<FileMap> hash_tree(const std::string& set_dir) {
+  FileMap out;
+  std::error_code ec;
+  for (auto it = stdfs::recursive_directory_iterator(set_dir, ec); it != stdfs::recursive_directory_iterator(); ++it) {
+    if (!it->is_regular_file()) continue;
+    std::string rel = stdfs::relative(it->path(), set_dir).generic_string();
+    if (rel == "manifest.json" || rel.find(".tmp.") != std::string::npos) continue;
+    auto h = sha256_file(it->path().string());
+    if (!h) return h.status();
+    out[rel] = {static_cast<std::uint64_t>(it->file_size()), *h};
+  }
+  if (ec) return Error{set_dir + ": " + ec.message()};
+  return out;
+}
+
+}  // namespace validate::cases
