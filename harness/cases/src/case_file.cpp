@@ -1,5 +1,6 @@
 #include "validate/cases/case_file.hpp"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -189,12 +190,22 @@ Result<std::vector<Case>> expand(const CaseFile& file, const Selection& sel) {
       return Error{"--only '" + sel.only + "' is not a valid regular expression: " + e.what()};
     }
   }
-  const std::vector<DType>& dtypes = sel.dtypes.empty() ? file.dtypes : sel.dtypes;
+  // Without --dtype: each case gets its own "dtypes" if it has one, else the file's. With --dtype:
+  // the listed dtypes, less those a case explicitly excludes.
+  std::vector<DType> dtypes = sel.dtypes;
+  if (dtypes.empty()) {
+    dtypes = file.dtypes;
+    for (const auto& cd : file.case_dtypes)
+      for (DType d : cd)
+        if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
+  }
   std::vector<Case> all;
   for (DType d : dtypes) {
     for (std::size_t i = 0; i < file.cases.size(); ++i) {
-      const auto& allowed = file.case_dtypes[i];
-      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), d) == allowed.end()) continue;
+      const auto& own = file.case_dtypes[i];
+      const auto& allowed = own.empty() ? file.dtypes : own;
+      bool listed = std::find(allowed.begin(), allowed.end(), d) != allowed.end();
+      if (!listed && (!sel.dtypes.empty() ? !own.empty() : true)) continue;
       Case c = file.cases[i];
       c.dtype = d;
       if (only && !std::regex_search(std::string(dtype_name(d)) + "/" + c.name, *only)) continue;

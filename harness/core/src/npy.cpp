@@ -133,7 +133,7 @@ Result<Header> parse_header(const std::byte* bytes, std::size_t size, const std:
   return h;
 }
 
-std::string make_header(DType dtype, const Shape& shape) {
+std::string make_header(DType dtype, const Shape& shape, bool fortran_order) {
   std::string shape_repr = "(";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) shape_repr += ", ";
@@ -141,8 +141,10 @@ std::string make_header(DType dtype, const Shape& shape) {
   }
   if (shape.size() == 1) shape_repr += ",";
   shape_repr += ")";
-  std::string dict = std::string("{'descr': '") + descr_of(dtype) + "', 'fortran_order': False, 'shape': " + shape_repr + ", }";
-  if (!shape.empty()) dict.append(kGrowthDigits - std::to_string(shape[0]).size(), ' ');
+  std::string dict = std::string("{'descr': '") + descr_of(dtype) + "', 'fortran_order': " +
+                     (fortran_order ? "True" : "False") + ", 'shape': " + shape_repr + ", }";
+  if (!shape.empty())
+    dict.append(kGrowthDigits - std::to_string(fortran_order ? shape.back() : shape.front()).size(), ' ');
   // Version 1.0 holds headers up to 65535 bytes, which covers every shape we write.
   std::size_t hlen = dict.size() + 1;  // + trailing newline
   std::size_t padlen = kAlign - ((kMagicLen + 2 + 2 + hlen) % kAlign);

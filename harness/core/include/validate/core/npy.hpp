@@ -23,8 +23,9 @@ struct Header {
 // shape, and that the data section is exactly as long as the shape says. `name` is for messages.
 Result<Header> parse_header(const std::byte* bytes, std::size_t size, const std::string& name);
 
-// The exact header numpy.save would write for this dtype and shape (C order).
-std::string make_header(DType dtype, const Shape& shape);
+// The exact header numpy.save would write for this dtype and shape. fortran_order marks data whose
+// first axis is fastest (numpy then reads it back with the right axes, as np.asfortranarray saves).
+std::string make_header(DType dtype, const Shape& shape, bool fortran_order = false);
 
 Result<Tensor> read(const std::string& path);
 // Writes atomically (temporary file, then rename).

@@ -1,0 +1,21 @@
+#pragma once
+// `validate verify`: re-hash every file of a set against its manifest and every input tensor
+// against its metadata.
+#include <string>
+#include <vector>
+
+#include "validate/core/result.hpp"
+
+namespace validate::cases {
+
+struct VerifyReport {
+  std::size_t files_checked = 0, inputs_checked = 0;
+  std::vector<std::string> mismatches;  // one line each, naming the file and both hashes
+  std::vector<std::string> warnings;    // files present but not in the manifest, ...
+  bool ok() const { return mismatches.empty(); }
+};
+
+// Error (exit 2): no manifest, unreadable manifest or metadata. Report with mismatches: exit 1.
+Result<VerifyReport> verify_set(const std::string& set_dir);
+
+}  // namespace validate::cases

@@ -1,0 +1,64 @@
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "validate/generate/generate.hpp"
+
+namespace validate::cli {
+
+void register_generate(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("generate", "Compute seeded conv2d/matmul reference cases with LibTorch");
+  static generate::GenerateOptions opt;
+  static std::string dtypes, shard = "0/1", fill = "random";
+  static std::uint64_t seed = 0;
+  sub->add_option("--cases", opt.cases_path, "Case file")->capture_default_str();
+  sub->add_option("--device", opt.device, "cpu, cuda or cuda:N")->capture_default_str();
+  sub->add_option("--dtype", dtypes, "Comma list of float32,bfloat16,float16 (default: the case file's)");
+  sub->add_option("--out", opt.out, "Output directory")->capture_default_str();
+  auto* seed_opt = sub->add_option("--seed", seed, "Override the case file's seed");
+  sub->add_option("--fill", fill, "random (N(0,1) scaled) or exact (small integers: float32 sums are exact)")
+      ->check(CLI::IsMember({"random", "exact"}))->capture_default_str();
+  sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
+  sub->add_option("--shard", shard, "i/n: generate every n-th case starting at i (0-based)")->capture_default_str();
+  sub->add_flag("--allow-tf32", opt.allow_tf32, "Allow TF32 for conv and matmul on CUDA (off by default)");
+  sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
+  sub->callback([&exit_code, seed_opt] {
+    opt.dtypes.clear();
+    std::stringstream ss(dtypes);
+    for (std::string d; std::getline(ss, d, ',');) {
+      auto t = parse_dtype(d);
+      if (!t || *t == DType::float64) {
+        std::cerr << "validate generate: --dtype '" << d << "' is not float32, bfloat16 or float16\n";
+        exit_code = 2;
+        return;
+      }
+      opt.dtypes.push_back(*t);
+    }
+    auto sh = cases::parse_shard(shard);
+    if (!sh) {
+      std::cerr << "validate generate: " << sh.message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    opt.shard = *sh;
+    opt.fill = fill == "exact" ? generate::Fill::exact : generate::Fill::random;
+    if (seed_opt->count()) opt.seed = seed;
+    auto sum = generate::generate(opt, std::cout);
+    if (!sum) {
+      std::cerr << "validate generate: " << sum.message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    std::cout << fmt::format(
+        "validate generate: {} case(s) written to {} on {} ({:.1f} MB, {:.1f}s: LibTorch {:.1f}s, inputs {:.1f}s, "
+        "waiting on writes {:.1f}s){}\n",
+        sum->cases_ok, opt.out, sum->device_used, static_cast<double>(sum->bytes) / 1e6, sum->seconds,
+        sum->compute_seconds, sum->input_seconds, sum->wait_seconds,
+        sum->cases_failed ? fmt::format(", {} FAILED", sum->cases_failed) : "");
+    exit_code = sum->cases_failed ? 1 : 0;
+  });
+}
+
+}  // namespace validate::cli

@@ -1,0 +1,51 @@
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "validate/cases/refset.hpp"
+#include "validate/core/fs.hpp"
+
+namespace validate::cli {
+
+void register_list(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("list", "Print the cases, dtypes, K and shapes of a reference set, with totals");
+  static std::string dir;
+  sub->add_option("dir", dir, "Reference set directory")->required();
+  sub->callback([&exit_code] {
+    auto list = cases::load_cases(dir);
+    if (!list) {
+      std::cerr << "validate list: " << list.message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    auto manifest = cases::read_manifest(dir);
+    std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", "dtype", "case", "K", "conv input",
+                             "conv weight", "matmul A", "matmul B");
+    std::map<std::string, int> per_dtype;
+    std::uint64_t elements = 0;
+    for (const auto& rc : *list) {
+      const auto& c = rc.c;
+      auto ct = c.tensors(cases::Op::conv2d);
+      std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", dtype_name(c.dtype), c.name,
+                               c.conv.k(), shape_to_string(ct[0].shape), shape_to_string(ct[1].shape),
+                               fmt::format("[{}, {}]", c.matmul.m, c.matmul.k),
+                               fmt::format("[{}, {}]", c.matmul.k, c.matmul.n));
+      ++per_dtype[std::string(dtype_name(c.dtype))];
+      for (auto op : {cases::Op::conv2d, cases::Op::matmul})
+        for (auto& t : c.tensors(op)) elements += static_cast<std::uint64_t>(shape_numel(t.shape));
+    }
+    std::string dts;
+    for (auto& [d, n] : per_dtype) dts += fmt::format("{}{} {}", dts.empty() ? "" : ", ", n, d);
+    std::uint64_t bytes = 0;
+    if (manifest)
+      for (auto& [k, v] : (*manifest)["files"].items()) bytes += v.value("size", std::uint64_t{0});
+    std::cout << fmt::format("total: {} cases ({}), {} tensor elements, {:.1f} MB on disk{}\n", list->size(), dts,
+                             elements, static_cast<double>(bytes) / 1e6,
+                             manifest ? "" : " (no manifest: incomplete set)");
+    exit_code = 0;
+  });
+}
+
+}  // namespace validate::cli

@@ -1,0 +1,36 @@
+#pragma once
+// `validate generate`: case file -> reference set (validate-reference/1).
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "validate/cases/case_file.hpp"
+#include "validate/generate/inputs.hpp"
+
+namespace validate::generate {
+
+struct GenerateOptions {
+  std::string cases_path = "cases/default.json";
+  std::string device = "cpu";
+  std::vector<DType> dtypes;  // empty: the case file's
+  std::string out = "ref";
+  std::optional<std::uint64_t> seed;  // overrides the case file's
+  Fill fill = Fill::random;
+  std::string only;
+  cases::Shard shard;
+  bool allow_tf32 = false;
+  int progress = -1;  // -1: a live line on a terminal, plain lines otherwise; 0: quiet; 1: plain
+};
+
+struct GenerateSummary {
+  int cases_ok = 0, cases_failed = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0, compute_seconds = 0, input_seconds = 0, wait_seconds = 0;
+  std::string device_used;
+};
+
+// Exit-code semantics: an Error is bad input (exit 2); cases_failed > 0 is exit 1.
+Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log);
+
+}  // namespace validate::generate

@@ -1,0 +1,24 @@
+#pragma once
+// The inputs of a case, drawn from the harness's own counter-based RNG keyed by
+// (seed, case, op, tensor) — never from LibTorch's RNG, so hashes are identical on every device,
+// shard and LibTorch version.
+#include <map>
+#include <string>
+
+#include "validate/cases/case.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::generate {
+
+enum class Fill { random, exact };
+
+// Scales follow real initialisation so the loss is O(1): input, A, target ~ N(0,1); weight, B ~
+// N(0,1)/sqrt(K); bias ~ 0.1 N(0,1). Low-precision dtypes round the float32 draw to nearest even.
+// Fill::exact draws small integers at a density low enough that every float32 partial sum of a
+// dot product of length K is exact: density = min(1, 2^24 / (max|x| * max|w| * K)) (benchdnn's rule).
+//
+// Returned tensors are in the reference's storage dtype: float32 for float32 and bfloat16 cases,
+// float16 for float16 cases.
+std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill);
+
+}  // namespace validate::generate

@@ -1,0 +1,69 @@
+#pragma once
+// Writes the files of a set on a background thread while the caller computes the next case:
+// each tensor is hashed (file hash for the manifest, value hash for metadata) and written
+// atomically. The queue is bounded in bytes so a fast producer cannot exhaust memory.
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "validate/cases/refset.hpp"
+#include "validate/core/result.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::generate {
+
+class SetWriter {
+ public:
+  SetWriter(std::string root, std::size_t max_queued_bytes = std::size_t(1) << 30);
+  ~SetWriter();
+  SetWriter(const SetWriter&) = delete;
+  SetWriter& operator=(const SetWriter&) = delete;
+
+  // Queues `t` for <root>/<rel_path> as .npy. Blocks while the queue is over its byte budget.
+  void write_tensor(const std::string& rel_path, Tensor t);
+  // Queues `job` to run on the writer thread after everything queued before it (e.g. a case's
+  // metadata, which needs the hashes of its tensors). A failing job is recorded, not fatal.
+  void then(std::function<Status(SetWriter&)> job);
+  // Writes a small text file now-ish (queued like a tensor) and records it in the manifest.
+  void write_text(const std::string& rel_path, std::string text);
+  // On the writer thread, inside a job: writes a small file at once and records it.
+  Status write_text_now(const std::string& rel_path, const std::string& text);
+  // Waits for the queue to drain; returns the first error, if any.
+  Status drain();
+
+  // Valid on the writer thread inside a job, or after drain().
+  const cases::FileMap& files() const { return files_; }
+  const std::map<std::string, cases::TensorRecord>& records() const { return records_; }
+  std::uint64_t bytes_written() const;
+  const std::string& root() const { return root_; }
+
+ private:
+  struct Item {
+    std::string rel;
+    Tensor tensor;
+    std::string text;
+    bool is_text = false;
+    std::function<Status(SetWriter&)> job;
+  };
+  void loop();
+  void process(Item& item);
+
+  std::string root_;
+  std::size_t max_bytes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool busy_ = false, stop_ = false;
+  Status first_error_;
+  cases::FileMap files_;
+  std::map<std::string, cases::TensorRecord> records_;  // key: path relative to the root
+  std::uint64_t written_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace validate::generate

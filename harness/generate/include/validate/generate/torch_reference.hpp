@@ -1,0 +1,35 @@
+#pragma once
+// The LibTorch computation of a case: forward, MSE loss and autograd gradients. This header is
+// LibTorch-free so only torch_reference.cpp pays for LibTorch's headers.
+#include <map>
+#include <string>
+
+#include "validate/cases/case.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/result.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::generate {
+
+struct TorchDevice {
+  std::string requested = "cpu";  // "cpu", "cuda", "cuda:N"
+  std::string used = "cpu";       // after a fallback
+  bool allow_tf32 = false;
+  std::string fallback_reason;    // non-empty when cuda was asked for and cpu is used
+};
+
+// Resolves "cpu" / "cuda" / "cuda:N", falling back to cpu (with a reason) when no GPU is usable;
+// sets TF32 and determinism flags for conv and matmul.
+Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32);
+
+// Runs one op of a case: inputs in storage dtype (canonical layout) -> output, loss (0-d float32)
+// and gradients, in storage dtype. `info` receives how it was computed (e.g. a float16 op that
+// this LibTorch cannot run on CPU and was computed in float32 and rounded).
+Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
+                                                    const std::map<std::string, const Tensor*>& inputs,
+                                                    const TorchDevice& device, Json* info = nullptr);
+
+// LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads.
+Json torch_system_info(const TorchDevice& device);
+
+}  // namespace validate::generate

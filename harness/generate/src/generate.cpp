@@ -1,0 +1,209 @@
+#include "validate/generate/generate.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "validate/cases/refset.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/core/version.hpp"
+#include "validate/generate/set_writer.hpp"
+#include "validate/generate/torch_reference.hpp"
+
+namespace validate::generate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+Json system_info(const TorchDevice& dev) {
+  Json j = torch_system_info(dev);
+  struct utsname u;
+  if (::uname(&u) == 0) j["os"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+  j["cpu"] = cpu_model();
+#if defined(__clang__)
+  j["compiler"] = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  j["compiler"] = std::string("gcc ") + __VERSION__;
+#endif
+  j["harness"] = {{"version", harness_version()}, {"git_commit", harness_git_commit()}};
+  j["created_at"] = utc_timestamp();
+  return j;
+}
+
+std::string human_bytes(double b) {
+  const char* u[] = {"B", "KB", "MB", "GB", "TB"};
+  int i = 0;
+  while (b >= 1000 && i < 4) b /= 1000, ++i;
+  return fmt::format("{:.1f} {}", b, u[i]);
+}
+
+std::string set_readme(const GenerateOptions& opt, const std::vector<cases::Case>& list, std::uint64_t seed) {
+  std::string s;
+  s += "# validate reference set\n\n";
+  s += fmt::format("Format `{}`, written by validate {} (commit {}).\n\n", cases::kReferenceFormat,
+                   harness_version(), harness_git_commit());
+  s += fmt::format("{} case(s) from `{}`, seed {}, fill `{}`.\n\n", list.size(), opt.cases_path, seed,
+                   opt.fill == Fill::exact ? "exact" : "random");
+  s += "## What is inside\n\n"
+       "- `<dtype>/<case>_conv2d_{input,weight,bias,target}.npy`: inputs (canonical PyTorch layout, C order: NCHW, OIHW)\n"
+       "- `<dtype>/<case>_conv2d_{output,loss,grad_input,grad_weight,grad_bias}.npy`: LibTorch's results\n"
+       "- `<dtype>/<case>_matmul_{A,B,target,output,loss,grad_A,grad_B}.npy`: the conv's im2col GEMM, row-major A[M,K], B[K,N]\n"
+       "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of every tensor\n"
+       "- `config.json` (the expanded case file), `system_info.json` (versions, device, TF32 flags), `manifest.json` (every file's size and SHA-256; written last)\n\n"
+       "float32 and bfloat16 tensors are stored as `<f4` (bfloat16 values are exact in float32), float16 as `<f2`; the loss is a 0-d float32 array.\n"
+       "A tensor's `sha256` in metadata is the SHA-256 of its values as little-endian float32 in C order.\n\n";
+  s += "## Load and verify with numpy\n\n```python\nimport hashlib, json, numpy as np\n"
+       "meta = json.load(open('float32/CASE_metadata.json'))\n"
+       "for name, t in meta['ops']['conv2d']['tensors'].items():\n"
+       "    a = np.load('float32/' + t['file'])\n"
+       "    assert list(a.shape) == t['shape']\n"
+       "    assert hashlib.sha256(a.astype('<f4').tobytes()).hexdigest() == t['sha256'], name\n```\n\n"
+       "Or: `validate verify <this directory>` (exit 0: every file and hash matches).\n\n## Cases\n\n"
+       "| dtype | case | K | conv input | conv weight | matmul A | matmul B |\n|---|---|---|---|---|---|---|\n";
+  for (auto& c : list) {
+    auto ct = c.tensors(cases::Op::conv2d);
+    s += fmt::format("| {} | {} | {} | {} | {} | [{}, {}] | [{}, {}] |\n", dtype_name(c.dtype), c.name, c.conv.k(),
+                     shape_to_string(ct[0].shape), shape_to_string(ct[1].shape), c.matmul.m, c.matmul.k,
+                     c.matmul.k, c.matmul.n);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) {
+  auto t0 = Clock::now();
+  auto file = cases::load_case_file(opt.cases_path);
+  if (!file) return file.status();
+  cases::Selection sel{opt.dtypes, opt.only, opt.shard};
+  auto list = cases::expand(*file, sel);
+  if (!list) return list.status();
+  if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
+  const std::uint64_t seed = opt.seed.value_or(file->seed);
+
+  auto dev = open_torch_device(opt.device, opt.allow_tf32);
+  if (!dev) return dev.status();
+  if (!dev->fallback_reason.empty())
+    std::cerr << "validate: WARNING: --device " << opt.device << " requested but " << dev->fallback_reason
+              << "; generating on CPU. This is recorded in system_info.json as device_fallback.\n";
+
+  VALIDATE_TRY(fs::make_dirs(opt.out));
+  // A stale manifest would make a half-rewritten set look complete: remove it first.
+  std::filesystem::remove(std::filesystem::path(opt.out) / "manifest.json");
+
+  Json config = file->source;
+  config["seed"] = seed;
+  config["fill"] = opt.fill == Fill::exact ? "exact" : "random";
+  config["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
+  Json dts = Json::array();
+  for (auto& c : *list) {
+    auto n = std::string(dtype_name(c.dtype));
+    if (std::find(dts.begin(), dts.end(), n) == dts.end()) dts.push_back(n);
+  }
+  config["dtypes"] = dts;
+  Json expanded = Json::array();
+  for (auto& c : *list) {
+    const auto& p = c.conv;
+    expanded.push_back({{"dtype", dtype_name(c.dtype)}, {"name", c.name}, {"batch", p.n}, {"in_channels", p.c},
+                        {"height", p.h}, {"width", p.w}, {"out_channels", p.o}, {"kernel", {p.kh, p.kw}},
+                        {"stride", {p.stride[0], p.stride[1]}}, {"padding", {p.padding[0], p.padding[1]}},
+                        {"dilation", {p.dilation[0], p.dilation[1]}}, {"groups", p.groups}, {"bias", p.bias},
+                        {"K", p.k()}, {"matmul", {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}}}});
+  }
+  config["expanded_cases"] = expanded;
+
+  GenerateSummary sum;
+  sum.device_used = dev->used;
+  const bool tty = ::isatty(STDERR_FILENO);
+  const bool live = opt.progress < 0 ? tty : false;
+  const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
+  std::vector<std::string> failed;
+  {
+    SetWriter writer(opt.out);
+    std::size_t i = 0;
+    for (const auto& c : *list) {
+      ++i;
+      const std::string dir = std::string(dtype_name(c.dtype));
+      auto tc = Clock::now();
+      auto case_info = std::make_shared<Json>(Json::object());
+      bool ok = true;
+      for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+        auto ti = Clock::now();
+        auto inputs = make_inputs(c, op, seed, opt.fill);
+        sum.input_seconds += since(ti);
+        std::map<std::string, const Tensor*> view;
+        for (auto& [k, v] : inputs) view[k] = &v;
+        auto tcomp = Clock::now();
+        Json info;
+        auto outs = torch_compute(c, op, view, *dev, &info);
+        sum.compute_seconds += since(tcomp);
+        if (!outs) {
+          log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), outs.message());
+          ok = false;
+          break;
+        }
+        if (!info.empty()) (*case_info)[cases::op_name(op)] = info;
+        auto tw = Clock::now();
+        for (auto& [k, v] : inputs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
+        for (auto& [k, v] : *outs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
+        sum.wait_seconds += since(tw);  // time blocked on the writer's byte budget
+      }
+      if (!ok) {
+        failed.push_back(dir + "/" + c.name);
+        ++sum.cases_failed;
+        continue;
+      }
+      ++sum.cases_ok;
+      // Metadata needs the hashes of the case's tensors: run it on the writer thread after them.
+      writer.then([c, dir, case_info](SetWriter& w) -> Status {
+        std::map<std::string, cases::TensorRecord> mine;
+        for (auto& [rel, rec] : w.records())
+          if (rel.rfind(dir + "/" + c.name + "_", 0) == 0) mine[rel.substr(dir.size() + 1)] = rec;
+        Json meta = cases::case_metadata(c, mine);
+        if (!case_info->empty()) meta["compute"] = *case_info;
+        return w.write_text_now(dir + "/" + c.name + "_metadata.json", meta.dump(2) + "\n");
+      });
+      double el = since(t0);
+      double eta = el / static_cast<double>(i) * static_cast<double>(list->size() - i);
+      std::string line = fmt::format("[{}/{}] {}/{} K={} ({:.1f}s) written {} elapsed {:.0f}s eta {:.0f}s", i,
+                                     list->size(), dir, c.name, c.conv.k(), since(tc),
+                                     human_bytes(static_cast<double>(writer.bytes_written())), el, eta);
+      if (live) std::cerr << "\r\033[K" << line << std::flush;
+      else if (plain) log << line << "\n";
+    }
+    if (live) std::cerr << "\n";
+    writer.write_text("config.json", config.dump(2) + "\n");
+    Json sys = system_info(*dev);
+    writer.write_text("system_info.json", sys.dump(2) + "\n");
+    writer.write_text("README.md", set_readme(opt, *list, seed));
+    auto tw = Clock::now();
+    Status st = writer.drain();
+    sum.wait_seconds += since(tw);
+    if (!st) return st;
+    sum.bytes = writer.bytes_written();
+    Json extra = Json::object();
+    if (!failed.empty()) extra["failed_cases"] = failed;
+    extra["cases"] = sum.cases_ok;
+    VALIDATE_TRY(cases::write_manifest(opt.out, cases::kReferenceFormat, writer.files(), extra));
+  }
+  sum.seconds = since(t0);
+  return sum;
+}
+
+}  // namespace validate::generate

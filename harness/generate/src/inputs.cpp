@@ -1,0 +1,69 @@
+#include "validate/generate/inputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "validate/core/rng.hpp"
+
+namespace validate::generate {
+
+namespace {
+
+struct Draw {
+  std::string name;
+  Shape shape;
+  float scale;        // random fill: N(0,1) * scale
+  int exact_max_abs;  // exact fill: integers in [-m, m]
+  double density;     // exact fill: probability of a non-zero
+};
+
+Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill) {
+  Philox rng(seed, c.name, cases::op_name(op), d.name);
+  Tensor f32(DType::float32, d.shape);
+  float* p = f32.data<float>();
+  const auto n = static_cast<std::uint64_t>(f32.numel());
+  if (fill == Fill::random) {
+    rng.fill_normal(p, n, d.scale);
+  } else {
+    // One Philox block per element: word 0 decides zero/non-zero, word 1 the integer.
+    const double span = 2.0 * d.exact_max_abs + 1.0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      auto b = rng.block(i);
+      double keep = static_cast<double>(b[0] >> 8) / 16777216.0;
+      double u = static_cast<double>(b[1] >> 8) / 16777216.0;
+      p[i] = keep < d.density ? static_cast<float>(std::floor(u * span) - d.exact_max_abs) : 0.0f;
+    }
+  }
+  if (c.dtype == DType::bfloat16) {
+    for (std::uint64_t i = 0; i < n; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
+  }
+  if (c.dtype == DType::float16) return f32.to(DType::float16);
+  return f32;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill) {
+  std::vector<Draw> draws;
+  const double k = static_cast<double>(op == cases::Op::conv2d ? c.conv.k() : c.matmul.k);
+  const float wscale = static_cast<float>(1.0 / std::sqrt(k));
+  // Exact fill: |x| <= 2, |w| <= 2, so a product is <= 4 and K products stay below 2^24 at this density.
+  const double density = std::min(1.0, 16777216.0 / (2.0 * 2.0 * k));
+  for (const auto& t : c.inputs(op)) {
+    Draw d{t.name, t.shape, 1.0f, 2, 1.0};
+    if (t.name == "weight" || t.name == "B") {
+      d.scale = wscale;
+      d.density = density;
+    } else if (t.name == "bias") {
+      d.scale = 0.1f;
+    } else if (t.name == "target") {
+      d.exact_max_abs = 4;
+    }
+    draws.push_back(d);
+  }
+  std::map<std::string, Tensor> out;
+  for (const auto& d : draws) out.emplace(d.name, draw(c, op, d, seed, fill));
+  return out;
+}
+
+}  // namespace validate::generate

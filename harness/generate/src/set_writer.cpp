@@ -1,0 +1,132 @@
+#include "validate/generate/set_writer.hpp"
+
+#include <filesystem>
+
+#include "validate/core/fs.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/core/sha256.hpp"
+
+namespace validate::generate {
+
+SetWriter::SetWriter(std::string root, std::size_t max_queued_bytes)
+    : root_(std::move(root)), max_bytes_(max_queued_bytes), thread_([this] { loop(); }) {}
+
+SetWriter::~SetWriter() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void SetWriter::write_tensor(const std::string& rel_path, Tensor t) {
+  std::unique_lock<std::mutex> lk(mu_);
+  std::size_t n = t.nbytes();
+  // Always admit one item even if it alone exceeds the budget, or a huge tensor would deadlock.
+  cv_.wait(lk, [&] { return queued_bytes_ == 0 || queued_bytes_ + n <= max_bytes_; });
+  queued_bytes_ += n;
+  Item it;
+  it.rel = rel_path;
+  it.tensor = std::move(t);
+  queue_.push_back(std::move(it));
+  cv_.notify_all();
+}
+
+void SetWriter::then(std::function<Status(SetWriter&)> job) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Item it;
+  it.job = std::move(job);
+  queue_.push_back(std::move(it));
+  cv_.notify_all();
+}
+
+void SetWriter::write_text(const std::string& rel_path, std::string text) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Item it;
+  it.rel = rel_path;
+  it.text = std::move(text);
+  it.is_text = true;
+  queue_.push_back(std::move(it));
+  cv_.notify_all();
+}
+
+Status SetWriter::drain() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+  return first_error_;
+}
+
+std::uint64_t SetWriter::bytes_written() const {
+  auto* self = const_cast<SetWriter*>(this);
+  std::lock_guard<std::mutex> lk(self->mu_);
+  return written_;
+}
+
+Status SetWriter::write_text_now(const std::string& rel_path, const std::string& text) {
+  std::string path = (std::filesystem::path(root_) / rel_path).string();
+  VALIDATE_TRY(fs::write_atomic(path, text));
+  std::lock_guard<std::mutex> lk(mu_);
+  files_[rel_path] = {text.size(), sha256_hex(text.data(), text.size())};
+  written_ += text.size();
+  return Status::ok();
+}
+
+void SetWriter::loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop requested and nothing left
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    process(item);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queued_bytes_ -= item.is_text || item.job ? 0 : item.tensor.nbytes();
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+void SetWriter::process(Item& item) {
+  Status st;
+  if (item.job) {
+    st = item.job(*this);
+  } else {
+    std::string path = (std::filesystem::path(root_) / item.rel).string();
+    st = fs::make_dirs(std::filesystem::path(path).parent_path().string());
+    std::uint64_t size = 0;
+    std::string file_hash;
+    if (st && item.is_text) {
+      st = write_text_now(item.rel, item.text);
+    } else if (st) {
+      const Tensor& t = item.tensor;
+      std::string header = npy::make_header(t.dtype(), t.shape());
+      Sha256 fh;
+      fh.update(header.data(), header.size());
+      fh.update(t.bytes(), t.nbytes());
+      file_hash = fh.hex_digest();
+      std::string value_hash = tensor_sha256(t);
+      st = fs::write_atomic(path, t.bytes(), t.nbytes(), header);
+      size = header.size() + t.nbytes();
+      std::lock_guard<std::mutex> lk(mu_);
+      records_[item.rel] = {value_hash, t.dtype()};
+    }
+    if (st && !item.is_text) {
+      std::lock_guard<std::mutex> lk(mu_);
+      files_[item.rel] = {size, file_hash};
+      written_ += size;
+    }
+  }
+  if (!st) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (first_error_) first_error_ = st;
+  }
+}
+
+}  // namespace validate::generate
