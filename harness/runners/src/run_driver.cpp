@@ -1,0 +1,243 @@
+#include "validate/runners/run_driver.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "validate/cases/refset.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/core/sha256.hpp"
+#include "validate/core/version.hpp"
+
+namespace validate::runners {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// A variant name becomes a directory name: keep it readable but path-safe.
+std::string variant_dir(const std::string& v) {
+  std::string s;
+  for (char ch : v) s += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == '=') ? ch : '_';
+  return s;
+}
+
+struct VariantState {
+  std::string root;                       // directory of this variant's run
+  std::map<std::string, Json> case_docs;  // "<dtype>/<case>" -> <case>_run.json document
+  std::map<std::string, int> outcomes;
+};
+
+}  // namespace
+
+Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream& log) {
+  auto t0 = Clock::now();
+  auto manifest = cases::read_manifest(opt.ref);
+  if (!manifest) return Error{"reference set " + opt.ref + ": " + manifest.message()};
+  auto all = cases::load_cases(opt.ref);
+  if (!all) return all.status();
+
+  std::optional<std::regex> only;
+  if (!opt.only.empty()) {
+    try {
+      only.emplace(opt.only);
+    } catch (const std::regex_error& e) {
+      return Error{"--only '" + opt.only + "': " + e.what()};
+    }
+  }
+  std::vector<const cases::RefCase*> list;
+  {
+    std::vector<const cases::RefCase*> selected;
+    for (const auto& rc : *all)
+      if (!only || std::regex_search(std::string(dtype_name(rc.c.dtype)) + "/" + rc.c.name, *only)) selected.push_back(&rc);
+    for (std::size_t i = 0; i < selected.size(); ++i)
+      if (static_cast<int>(i % static_cast<std::size_t>(opt.shard.count)) == opt.shard.index) list.push_back(selected[i]);
+  }
+  if (list.empty()) return Error{"no case of " + opt.ref + " matches --only/--shard"};
+
+  VALIDATE_TRY(runner.prepare());
+  VALIDATE_TRY(fs::make_dirs(opt.out));
+  stdfs::remove(stdfs::path(opt.out) / "manifest.json");  // the run is incomplete until we finish
+
+  RunSummary sum;
+  std::map<std::string, VariantState> variants;
+  auto state_for = [&](const std::string& v) -> VariantState& {
+    auto it = variants.find(v);
+    if (it != variants.end()) return it->second;
+    VariantState s;
+    s.root = v.empty() ? opt.out : (stdfs::path(opt.out) / "variants" / variant_dir(v)).string();
+    return variants.emplace(v, std::move(s)).first->second;
+  };
+  const bool tty = ::isatty(STDERR_FILENO);
+  const bool live = opt.progress < 0 && tty;
+  const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
+  Status write_error;
+
+  std::size_t idx = 0;
+  for (const auto* rc : list) {
+    ++idx;
+    const auto& c = rc->c;
+    const std::string dt(dtype_name(c.dtype));
+    const std::string key = dt + "/" + c.name;
+    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+      if ((op == cases::Op::conv2d && !c.has_conv) || (op == cases::Op::matmul && !c.has_matmul)) continue;
+      const char* opn = cases::op_name(op);
+      auto tc = Clock::now();
+      // Inputs exactly as stored; their hashes are recorded so compare can prove both sides saw the same data.
+      std::map<std::string, Tensor> inputs;
+      Json consumed = Json::object();
+      std::string load_error;
+      for (const auto& t : c.inputs(op)) {
+        std::string path = rc->dtype_dir + "/" + c.file_name(op, t.name);
+        auto tensor = npy::read(path);
+        if (!tensor) {
+          load_error = tensor.message();
+          break;
+        }
+        if (tensor->shape() != t.shape) {
+          load_error = path + ": shape " + shape_to_string(tensor->shape()) + " but metadata says " + shape_to_string(t.shape);
+          break;
+        }
+        consumed[t.name] = tensor_sha256(*tensor);
+        inputs.emplace(t.name, std::move(*tensor));
+      }
+      std::vector<OpResult> results;
+      if (!load_error.empty()) {
+        OpResult r;
+        r.outcome = RunOutcome::error;
+        r.message = "cannot read reference input: " + load_error;
+        results.push_back(std::move(r));
+      } else {
+        OpTask task;
+        task.c = &c;
+        task.op = op;
+        for (auto& [k, v] : inputs) task.inputs[k] = &v;
+        task.work_dir = (stdfs::path(opt.out) / "work" / dt / c.name / opn).string();
+        try {
+          results = runner.run(task);
+        } catch (const std::exception& e) {
+          // Runners report failures as values; an exception is a bug, but it must not stop the run.
+          OpResult r;
+          r.outcome = RunOutcome::error;
+          r.message = std::string("runner threw: ") + e.what();
+          results.clear();
+          results.push_back(std::move(r));
+        }
+        if (results.empty()) {
+          OpResult r;
+          r.outcome = RunOutcome::error;
+          r.message = "runner returned no result";
+          results.push_back(std::move(r));
+        }
+      }
+      const double elapsed = std::chrono::duration<double>(Clock::now() - tc).count();
+      for (auto& r : results) {
+        VariantState& vs = state_for(r.variant);
+        Json& doc = vs.case_docs[key];
+        doc["case"] = c.name;
+        doc["dtype"] = dt;
+        Json opj;
+        opj["outcome"] = outcome_name(r.outcome);
+        opj["message"] = r.message;
+        opj["input_hashes"] = consumed;
+        opj["info"] = r.info;
+        opj["elapsed_s"] = elapsed;
+        if (opt.layout_json.contains("ops") && opt.layout_json["ops"].contains(opn)) opj["layouts"] = opt.layout_json["ops"][opn];
+        Json produced = Json::array();
+        if (r.outcome == RunOutcome::ok) {
+          std::string dir = (stdfs::path(vs.root) / dt).string();
+          Status st = fs::make_dirs(dir);
+          for (auto& [name, t] : r.outputs) {
+            if (!st) break;
+            st = npy::write(dir + "/" + c.file_name(op, name), t);
+            produced.push_back(name);
+          }
+          if (!st) {
+            opj["outcome"] = "error";
+            opj["message"] = "writing results: " + st.message();
+            r.outcome = RunOutcome::error;
+            r.message = st.message();
+            if (write_error) write_error = st;
+          }
+        }
+        opj["produced"] = produced;
+        doc["ops"][opn] = opj;
+        switch (r.outcome) {
+          case RunOutcome::ok: ++sum.ok; break;
+          case RunOutcome::error:
+            ++sum.error;
+            sum.failures.push_back(fmt::format("{} {}{}: {}", key, opn, r.variant.empty() ? "" : " [" + r.variant + "]", r.message));
+            break;
+          case RunOutcome::skipped: ++sum.skipped; break;
+          case RunOutcome::unsupported: ++sum.unsupported; break;
+        }
+        ++vs.outcomes[outcome_name(r.outcome)];
+      }
+    }
+    // Per-case documents are written as soon as the case is done, so a killed run keeps its cases.
+    for (auto& [v, vs] : variants) {
+      auto it = vs.case_docs.find(key);
+      if (it == vs.case_docs.end()) continue;
+      std::string dir = (stdfs::path(vs.root) / dt).string();
+      Status st = fs::make_dirs(dir);
+      if (st) st = write_json(dir + "/" + c.name + "_run.json", it->second);
+      if (!st && write_error) write_error = st;
+    }
+    std::string line = fmt::format("[{}/{}] {} ({} ok, {} error so far)", idx, list.size(), key, sum.ok, sum.error);
+    if (live) std::cerr << "\r\033[K" << line << std::flush;
+    else if (plain) log << line << "\n";
+  }
+  if (live) std::cerr << "\n";
+  if (!write_error) return Error{"writing the run directory " + opt.out + ": " + write_error.message()};
+
+  // run_info.json and the manifest of each variant, then of the top level (last).
+  auto ref_manifest_hash = sha256_file((stdfs::path(opt.ref) / "manifest.json").string());
+  Json base;
+  base["format"] = cases::kRunFormat;
+  base["backend"] = runner.name();
+  base["runner"] = runner.info();
+  base["device"] = base["runner"].value("device", std::string("cpu"));
+  base["math"] = base["runner"].value("math", std::string("n/a"));
+  base["layout"] = opt.layout_json;
+  base["layout"]["name"] = opt.layout_name;
+  base["reference"] = {{"path", stdfs::absolute(opt.ref).lexically_normal().string()},
+                       {"manifest_sha256", ref_manifest_hash ? *ref_manifest_hash : ""}};
+  base["harness"] = {{"version", harness_version()}, {"git_commit", harness_git_commit()}};
+  base["created_at"] = utc_timestamp();
+  base["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
+  Json names = Json::array();
+  for (auto& [v, vs] : variants)
+    if (!v.empty()) names.push_back(v);
+  for (auto& [v, vs] : variants) {
+    if (v.empty()) continue;
+    Json info = base;
+    info["variant"] = v;
+    info["summary"] = vs.outcomes;
+    VALIDATE_TRY(write_json(vs.root + "/run_info.json", info));
+    auto files = cases::hash_tree(vs.root);
+    if (!files) return files.status();
+    VALIDATE_TRY(cases::write_manifest(vs.root, cases::kRunFormat, *files));
+  }
+  Json top = base;
+  top["variants"] = names;
+  top["summary"] = {{"ok", sum.ok}, {"error", sum.error}, {"skipped", sum.skipped}, {"unsupported", sum.unsupported}};
+  VALIDATE_TRY(write_json(opt.out + "/run_info.json", top));
+  auto files = cases::hash_tree(opt.out);
+  if (!files) return files.status();
+  // The work directories (exec scratch) are not part of the result set.
+  for (auto it = files->begin(); it != files->end();)
+    it = it->first.rfind("work/", 0) == 0 ? files->erase(it) : std::next(it);
+  VALIDATE_TRY(cases::write_manifest(opt.out, cases::kRunFormat, *files));
+  sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace validate::runners

@@ -1,0 +1,58 @@
+#include "validate/runners/torch_runner.hpp"
+
+#include "validate/generate/torch_reference.hpp"
+
+namespace validate::runners {
+
+namespace {
+
+class TorchRunner final : public Runner {
+ public:
+  explicit TorchRunner(TorchOptions opt) : opt_(std::move(opt)) {}
+  std::string name() const override { return "torch"; }
+
+  Status prepare() override {
+    auto dev = generate::open_torch_device(opt_.device, opt_.allow_tf32);
+    if (!dev) return dev.status();
+    device_ = *dev;
+    if (!device_.fallback_reason.empty())
+      return Error{"--device " + opt_.device + ": " + device_.fallback_reason +
+                   " (a cross-device run on the CPU would prove nothing; use --device cpu explicitly)"};
+    return Status::ok();
+  }
+
+  nlohmann::json info() const override {
+    auto j = generate::torch_system_info(device_);
+    j["math"] = opt_.allow_tf32 ? "tf32" : "fma";
+    return j;
+  }
+
+  std::vector<OpResult> run(const OpTask& task) override {
+    OpResult r;
+    nlohmann::json info;
+    auto out = generate::torch_compute(*task.c, task.op, task.inputs, device_, &info);
+    if (!out) {
+      r.outcome = RunOutcome::error;
+      r.message = out.message();
+    } else {
+      r.outputs = std::move(*out);
+      r.info = info;
+      r.info["device"] = device_.used;
+    }
+    std::vector<OpResult> v;
+    v.push_back(std::move(r));
+    return v;
+  }
+
+ private:
+  TorchOptions opt_;
+  generate::TorchDevice device_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Runner>> make_torch_runner(const TorchOptions& opt) {
+  return std::unique_ptr<Runner>(std::make_unique<TorchRunner>(opt));
+}
+
+}  // namespace validate::runners
