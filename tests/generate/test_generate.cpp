@@ -1,0 +1,312 @@
+// The generator against an independent float64 computation, determinism across runs, --only and
+// shards, and verify catching corruption.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "validate/cases/case_file.hpp"
+#include "validate/cases/verify.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/generate/generate.hpp"
+#include "validate/generate/inputs.hpp"
+#include "validate/generate/torch_reference.hpp"
+
+using namespace validate;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& tag) {
+  auto d = stdfs::temp_directory_path() / ("validate_gen_" + tag + "_" + std::to_string(::getpid()));
+  stdfs::remove_all(d);
+  stdfs::create_directories(d);
+  return d.string();
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+cases::Case odd_case(DType dt) {
+  cases::Case c;
+  c.name = "odd";
+  c.dtype = dt;
+  c.conv.n = 2; c.conv.c = 4; c.conv.h = 7; c.conv.w = 5; c.conv.o = 6; c.conv.kh = 3; c.conv.kw = 2;
+  c.conv.stride = {2, 1}; c.conv.padding = {1, 0}; c.conv.dilation = {1, 2}; c.conv.groups = 2; c.conv.bias = true;
+  c.matmul = cases::im2col_gemm(c.conv);
+  return c;
+}
+
+// Direct float64 conv2d + MSE + gradients from the definition (independent of LibTorch).
+struct Conv64 {
+  std::vector<double> y, gx, gw, gb;
+  double loss = 0;
+};
+Conv64 conv64(const cases::ConvParams& p, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor& t) {
+  const auto ho = p.hout(), wo = p.wout(), ipg = p.c / p.groups, opg = p.o / p.groups;
+  Conv64 r;
+  r.y.assign(static_cast<size_t>(p.n * p.o * ho * wo), 0.0);
+  auto X = [&](auto n, auto c, auto h, auto w_) { return ((n * p.c + c) * p.h + h) * p.w + w_; };
+  auto W = [&](auto o, auto i, auto kh, auto kw) { return ((o * ipg + i) * p.kh + kh) * p.kw + kw; };
+  auto Y = [&](auto n, auto o, auto h, auto w_) { return ((n * p.o + o) * ho + h) * wo + w_; };
+  auto for_taps = [&](auto&& fn) {
+    for (std::int64_t n = 0; n < p.n; ++n)
+      for (std::int64_t o = 0; o < p.o; ++o)
+        for (std::int64_t oh = 0; oh < ho; ++oh)
+          for (std::int64_t ow = 0; ow < wo; ++ow)
+            for (std::int64_t i = 0; i < ipg; ++i)
+              for (std::int64_t kh = 0; kh < p.kh; ++kh)
+                for (std::int64_t kw = 0; kw < p.kw; ++kw) {
+                  std::int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+                  std::int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                  if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                  std::int64_t c = (o / opg) * ipg + i;
+                  fn(X(n, c, ih, iw), W(o, i, kh, kw), Y(n, o, oh, ow));
+                }
+  };
+  for_taps([&](auto xi, auto wi, auto yi) { r.y[yi] += x.get(xi) * w.get(wi); });
+  if (b)
+    for (size_t i = 0; i < r.y.size(); ++i) r.y[i] += b->get(static_cast<std::int64_t>((i / (ho * wo)) % p.o));
+  std::vector<double> dy(r.y.size());
+  for (size_t i = 0; i < r.y.size(); ++i) {
+    double d = r.y[i] - t.get(static_cast<std::int64_t>(i));
+    r.loss += d * d;
+    dy[i] = 2.0 * d / static_cast<double>(r.y.size());
+  }
+  r.loss /= static_cast<double>(r.y.size());
+  r.gx.assign(static_cast<size_t>(x.numel()), 0.0);
+  r.gw.assign(static_cast<size_t>(w.numel()), 0.0);
+  r.gb.assign(static_cast<size_t>(p.o), 0.0);
+  for_taps([&](auto xi, auto wi, auto yi) {
+    r.gx[xi] += w.get(wi) * dy[yi];
+    r.gw[wi] += x.get(xi) * dy[yi];
+  });
+  for (size_t i = 0; i < dy.size(); ++i) r.gb[(i / (ho * wo)) % p.o] += dy[i];
+  return r;
+}
+
+void expect_close(const Tensor& got, const std::vector<double>& want, double rtol, const char* what) {
+  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size()) << what;
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got.get(static_cast<std::int64_t>(i)), want[i], rtol * scale) << what << " element " << i;
+}
+
+}  // namespace
+
+class GeneratorVsFloat64 : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
+  const DType dt = GetParam();
+  auto c = odd_case(dt);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  // float32 accumulates K=12 products: ~1e-6 relative. bfloat16 autograd rounds dL/dy and the
+  // gradients to 8 bits (several roundings: a few 2^-8); float16 is computed in float32 and rounded once.
+  const double rtol = dt == DType::float32 ? 2e-6 : dt == DType::bfloat16 ? 3e-2 : 2e-3;
+  {
+    auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+    std::map<std::string, const Tensor*> view;
+    for (auto& [k, v] : in) view[k] = &v;
+    auto out = generate::torch_compute(c, cases::Op::conv2d, view, *dev);
+    ASSERT_TRUE(out) << out.message();
+    auto r = conv64(c.conv, in.at("input"), in.at("weight"), &in.at("bias"), in.at("target"));
+    expect_close(out->at("output"), r.y, rtol, "output");
+    expect_close(out->at("grad_input"), r.gx, rtol, "grad_input");
+    expect_close(out->at("grad_weight"), r.gw, rtol, "grad_weight");
+    expect_close(out->at("grad_bias"), r.gb, rtol, "grad_bias");
+    EXPECT_NEAR(out->at("loss").get(0), r.loss, rtol * r.loss);
+    EXPECT_EQ(out->at("loss").shape(), Shape{});
+  }
+  {
+    auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+    std::map<std::string, const Tensor*> view;
+    for (auto& [k, v] : in) view[k] = &v;
+    auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev);
+    ASSERT_TRUE(out) << out.message();
+    const auto M = c.matmul.m, K = c.matmul.k, N = c.matmul.n;
+    const Tensor &A = in.at("A"), &B = in.at("B"), &T = in.at("target");
+    std::vector<double> y(M * N, 0.0), dy(M * N), ga(M * K, 0.0), gb(K * N, 0.0);
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t k = 0; k < K; ++k) y[m * N + n] += A.get(m * K + k) * B.get(k * N + n);
+    double loss = 0;
+    for (std::int64_t i = 0; i < M * N; ++i) {
+      double d = y[i] - T.get(i);
+      loss += d * d;
+      dy[i] = 2 * d / static_cast<double>(M * N);
+    }
+    loss /= static_cast<double>(M * N);
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t k = 0; k < K; ++k) {
+          ga[m * K + k] += dy[m * N + n] * B.get(k * N + n);
+          gb[k * N + n] += A.get(m * K + k) * dy[m * N + n];
+        }
+    expect_close(out->at("output"), y, rtol, "matmul output");
+    expect_close(out->at("grad_A"), ga, rtol, "grad_A");
+    expect_close(out->at("grad_B"), gb, rtol, "grad_B");
+    EXPECT_NEAR(out->at("loss").get(0), loss, rtol * loss);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GeneratorVsFloat64, ::testing::Values(DType::float32, DType::bfloat16, DType::float16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Inputs, ScalesAndLowPrecisionRounding) {
+  auto c = odd_case(DType::bfloat16);
+  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+  for (auto& [name, t] : in)
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      ASSERT_EQ(static_cast<float>(t.get(i)), round_to_dtype(static_cast<float>(t.get(i)), DType::bfloat16)) << name;
+  auto f16 = generate::make_inputs(odd_case(DType::float16), cases::Op::conv2d, 42, generate::Fill::random);
+  EXPECT_EQ(f16.at("input").dtype(), DType::float16);
+}
+
+TEST(Inputs, ExactFillIsSmallIntegers) {
+  auto c = odd_case(DType::float32);
+  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::exact);
+  int nonzero = 0;
+  for (auto& [name, t] : in)
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      double v = t.get(i);
+      ASSERT_EQ(v, std::round(v)) << name;
+      ASSERT_LE(std::abs(v), name == "target" ? 4 : 2) << name;
+      nonzero += v != 0;
+    }
+  EXPECT_GT(nonzero, 50);
+}
+
+namespace {
+const char* kSmallCases = R"({"format": "validate-cases/1", "seed": 7, "dtypes": ["float32", "bfloat16"],
+  "defaults": {"batch": 1, "height": 6, "width": 5, "out_channels": 3, "kernel": [3, 3], "padding": [1, 1]},
+  "sweep": {"in_channels": [2, 4, 8]},
+  "cases": [{"name": "g2", "in_channels": 4, "out_channels": 6, "groups": 2, "bias": false, "stride": [2, 1]}]})";
+
+std::string write_case_file(const std::string& dir) {
+  std::string p = dir + "/cases.json";
+  EXPECT_TRUE(fs::write_atomic(p, kSmallCases));
+  return p;
+}
+
+generate::GenerateOptions options(const std::string& cases, const std::string& out) {
+  generate::GenerateOptions o;
+  o.cases_path = cases;
+  o.out = out;
+  o.progress = 0;
+  return o;
+}
+
+// Every file but the two that carry timestamps must be byte-identical.
+void expect_same_tensors(const std::string& a, const std::string& b, bool require_same_set) {
+  int compared = 0;
+  for (auto& e : stdfs::recursive_directory_iterator(b)) {
+    if (!e.is_regular_file()) continue;
+    std::string rel = stdfs::relative(e.path(), b).string();
+    if (rel == "manifest.json" || rel == "system_info.json" || rel == "config.json" || rel == "README.md") continue;
+    ASSERT_TRUE(stdfs::exists(stdfs::path(a) / rel)) << rel;
+    EXPECT_EQ(slurp((stdfs::path(a) / rel).string()), slurp(e.path().string())) << rel;
+    ++compared;
+  }
+  EXPECT_GT(compared, 10);
+  if (require_same_set) {
+    int n = 0;
+    for (auto& e : stdfs::recursive_directory_iterator(a)) n += e.is_regular_file();
+    int m = 0;
+    for (auto& e : stdfs::recursive_directory_iterator(b)) m += e.is_regular_file();
+    EXPECT_EQ(n, m);
+  }
+}
+}  // namespace
+
+TEST(Generate, DeterministicAcrossRunsOnlyAndShards) {
+  std::string dir = temp_dir("det");
+  std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  auto a = generate::generate(options(cf, dir + "/a"), log);
+  ASSERT_TRUE(a) << a.message();
+  EXPECT_EQ(a->cases_ok, 8);
+  auto b = generate::generate(options(cf, dir + "/b"), log);
+  ASSERT_TRUE(b) << b.message();
+  expect_same_tensors(dir + "/a", dir + "/b", true);
+
+  auto only = options(cf, dir + "/only");
+  only.only = "^bfloat16/k0036_ic004$";
+  auto o = generate::generate(only, log);
+  ASSERT_TRUE(o) << o.message();
+  EXPECT_EQ(o->cases_ok, 1);
+  expect_same_tensors(dir + "/a", dir + "/only", false);
+
+  int total = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto sh = options(cf, dir + "/shard" + std::to_string(i));
+    sh.shard = {i, 3};
+    auto s = generate::generate(sh, log);
+    ASSERT_TRUE(s) << s.message();
+    total += s->cases_ok;
+    expect_same_tensors(dir + "/a", sh.out, false);
+  }
+  EXPECT_EQ(total, 8);
+  auto rep = cases::verify_set(dir + "/a");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
+  // 6 sweep cases with bias: 4 conv inputs + 3 matmul; 2 grouped cases without bias: 3 + 3.
+  EXPECT_EQ(rep->inputs_checked, 6u * 7u + 2u * 6u);
+}
+
+TEST(Verify, CatchesAFlippedByteAMissingFileAndNoManifest) {
+  std::string dir = temp_dir("verify");
+  std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  auto o = options(cf, dir + "/ref");
+  o.only = "^float32/k0018";
+  ASSERT_TRUE(generate::generate(o, log));
+  std::string victim = dir + "/ref/float32/k0018_ic002_conv2d_weight.npy";
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    char ch;
+    f.read(&ch, 1);
+    f.seekp(200);
+    ch ^= 1;
+    f.write(&ch, 1);
+  }
+  auto rep = cases::verify_set(dir + "/ref");
+  ASSERT_TRUE(rep) << rep.message();
+  ASSERT_EQ(rep->mismatches.size(), 2u);  // the file hash and the input's value hash
+  EXPECT_NE(rep->mismatches[0].find("k0018_ic002_conv2d_weight.npy"), std::string::npos);
+  stdfs::remove(dir + "/ref/float32/k0018_ic002_matmul_output.npy");
+  rep = cases::verify_set(dir + "/ref");
+  ASSERT_TRUE(rep);
+  bool missing = false;
+  for (auto& m : rep->mismatches) missing |= m.find("matmul_output.npy: missing") != std::string::npos;
+  EXPECT_TRUE(missing);
+  stdfs::remove(dir + "/ref/manifest.json");
+  auto none = cases::verify_set(dir + "/ref");
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.message().find("incomplete"), std::string::npos);
+}
+
+TEST(CaseFile, RejectsBadGeometryNamingTheCase) {
+  auto bad = cases::parse_case_file(Json::parse(R"({"sweep": {"in_channels": [3]}, "defaults": {"groups": 2}})"), "x.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.message().find("groups=2"), std::string::npos) << bad.message();
+  auto unknown = cases::parse_case_file(Json::parse(R"({"sweep": {"in_channels": [3]}, "defaults": {"kernal": 3}})"), "x.json");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.message().find("kernal"), std::string::npos);
+  auto path = cases::parse_case_file(Json::parse(R"({"cases": [{"name": "../evil"}]})"), "x.json");
+  ASSERT_FALSE(path);
+  auto ok = cases::load_case_file(std::string(VALIDATE_SOURCE_DIR) + "/cases/default.json");
+  ASSERT_TRUE(ok) << ok.message();
+  ASSERT_EQ(ok->cases.size(), 15u);
+  EXPECT_EQ(ok->cases.front().name, "k0072_ic008");
+  EXPECT_EQ(ok->cases.back().name, "k73728_ic8192");
+  EXPECT_EQ(ok->cases.back().matmul.m, 1024);
+}
