@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what validate needs from Debian's packages. Idempotent: when everything is there it
+# only checks (about a second). The CUDA toolkit + cuDNN are not Debian packages; CMake finds them
+# in /usr/local/cuda when present (VALIDATE_CUDA=AUTO) and builds without them otherwise.
+set -euo pipefail
+packages=(
+  build-essential cmake git pkg-config
+  libtorch-dev            # LibTorch 1.13 (CPU): the generator and the torch runner
+  nlohmann-json3-dev libssl-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  gfortran                # examples/fortran
+  python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
