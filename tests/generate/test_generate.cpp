@@ -12,6 +12,7 @@
 #include "validate/cases/verify.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/core/rng.hpp"
 #include "validate/generate/generate.hpp"
 #include "validate/generate/inputs.hpp"
 #include "validate/generate/torch_reference.hpp"
@@ -309,4 +310,18 @@ TEST(CaseFile, RejectsBadGeometryNamingTheCase) {
   EXPECT_EQ(ok->cases.front().name, "k0072_ic008");
   EXPECT_EQ(ok->cases.back().name, "k73728_ic8192");
   EXPECT_EQ(ok->cases.back().matmul.m, 1024);
+}
+
+TEST(Inputs, ParallelDrawEqualsTheSerialStream) {
+  // Large tensors are drawn by several threads; every element must still be normal(i) of its stream.
+  cases::Case c;
+  c.name = "big";
+  c.conv.n = 1; c.conv.c = 1100; c.conv.h = 32; c.conv.w = 32;  // 1,126,400 input elements (> 2^20)
+  c.matmul = cases::im2col_gemm(c.conv);
+  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+  const Tensor& x = in.at("input");
+  Philox rng(42, "big", "conv2d", "input");
+  const std::int64_t n = x.numel();
+  for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, n / 2 - 1, n / 2, n / 2 + 1, n / 2 + 3, n - 1})
+    EXPECT_EQ(static_cast<float>(x.get(i)), rng.normal(static_cast<std::uint64_t>(i))) << i;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "validate/core/rng.hpp"
 
@@ -23,7 +25,16 @@ Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t see
   float* p = f32.data<float>();
   const auto n = static_cast<std::uint64_t>(f32.numel());
   if (fill == Fill::random) {
-    rng.fill_normal(p, n, d.scale);
+    // Element i depends on i alone, so halves can be drawn in parallel with identical bits.
+    const std::uint64_t threads = n >= (1u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+    std::vector<std::thread> pool;
+    const std::uint64_t chunk = (n + threads - 1) / threads;
+    for (std::uint64_t t = 1; t < threads; ++t) {
+      const std::uint64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+      if (b < e) pool.emplace_back([&, b, e] { rng.fill_normal(p + b, e - b, d.scale, b); });
+    }
+    rng.fill_normal(p, std::min(n, chunk), d.scale, 0);
+    for (auto& th : pool) th.join();
   } else {
     // One Philox block per element: word 0 decides zero/non-zero, word 1 the integer.
     const double span = 2.0 * d.exact_max_abs + 1.0;
