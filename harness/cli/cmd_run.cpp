@@ -66,9 +66,13 @@ void register_run(CLI::App& app, int& exit_code) {
       if (exec.cmd.empty()) return fail("--backend exec needs --cmd 'PROGRAM {dir}'");
       runner = runners::make_exec_runner(exec, *layouts);
     } else if (backend == "torch") {
+#ifdef VALIDATE_HAVE_TORCH
       auto r = runners::make_torch_runner({device, allow_tf32});
       if (!r) return fail(r.message());
       runner = std::move(*r);
+#else
+      return fail("--backend torch is not part of this build (LibTorch was not found at configure time)");
+#endif
     } else {
 #ifdef VALIDATE_HAVE_CUDNN_RUNNER
       if (sub->get_option("--device")->count()) cudnn.device = device;
