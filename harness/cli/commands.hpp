@@ -12,5 +12,6 @@ void register_list(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_compare(CLI::App& app, int& exit_code);
 void register_probe(CLI::App& app, int& exit_code);
+void register_merge(CLI::App& app, int& exit_code);
 
 }  // namespace validate::cli

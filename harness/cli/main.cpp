@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   validate::cli::register_run(app, exit_code);
   validate::cli::register_compare(app, exit_code);
   validate::cli::register_probe(app, exit_code);
+  validate::cli::register_merge(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

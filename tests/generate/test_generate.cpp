@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "validate/cases/case_file.hpp"
+#include "validate/cases/merge.hpp"
 #include "validate/cases/verify.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
@@ -324,4 +325,33 @@ TEST(Inputs, ParallelDrawEqualsTheSerialStream) {
   const std::int64_t n = x.numel();
   for (std::int64_t i : {std::int64_t{0}, std::int64_t{1}, n / 2 - 1, n / 2, n / 2 + 1, n / 2 + 3, n - 1})
     EXPECT_EQ(static_cast<float>(x.get(i)), rng.normal(static_cast<std::uint64_t>(i))) << i;
+}
+
+TEST(Merge, ShardsMergeToTheUnshardedBytesAndOverlapIsRefused) {
+  std::string dir = temp_dir("merge");
+  std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  ASSERT_TRUE(generate::generate(options(cf, dir + "/full"), log));
+  std::vector<std::string> shards;
+  for (int i = 0; i < 3; ++i) {
+    auto sh = options(cf, dir + "/s" + std::to_string(i));
+    sh.shard = {i, 3};
+    ASSERT_TRUE(generate::generate(sh, log));
+    shards.push_back(sh.out);
+  }
+  auto m = cases::merge_sets(dir + "/merged", shards);
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_EQ(m->cases, 8u);
+  expect_same_tensors(dir + "/full", dir + "/merged", false);
+  expect_same_tensors(dir + "/merged", dir + "/full", false);
+  auto rep = cases::verify_set(dir + "/merged");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
+  auto overlap = cases::merge_sets(dir + "/bad", {shards[0], shards[1], shards[0]});
+  ASSERT_FALSE(overlap);
+  EXPECT_NE(overlap.message().find("overlap"), std::string::npos) << overlap.message();
+  stdfs::remove(shards[2] + "/manifest.json");
+  auto incomplete = cases::merge_sets(dir + "/bad2", shards);
+  ASSERT_FALSE(incomplete);
+  EXPECT_NE(incomplete.message().find("incomplete"), std::string::npos) << incomplete.message();
 }

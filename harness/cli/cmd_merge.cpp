@@ -1,0 +1,29 @@
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "validate/cases/merge.hpp"
+
+namespace validate::cli {
+
+void register_merge(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("merge", "Combine the shards of a generate or run into one set with a fresh manifest");
+  static std::string out;
+  static std::vector<std::string> shards;
+  sub->add_option("out", out, "Merged set to write")->required();
+  sub->add_option("shards", shards, "Shard directories")->required();
+  sub->callback([&exit_code] {
+    auto sum = cases::merge_sets(out, shards);
+    if (!sum) {
+      std::cerr << "validate merge: " << sum.message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    std::cout << fmt::format("validate merge: {} shards, {} cases, {} files ({:.1f} MB) into {}\n", sum->shards,
+                             sum->cases, sum->files, static_cast<double>(sum->bytes) / 1e6, out);
+    exit_code = 0;
+  });
+}
+
+}  // namespace validate::cli
