@@ -8,6 +8,7 @@
 
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
+#include "common/temp_dir.hpp"
 
 using namespace validate;
 
@@ -19,11 +20,6 @@ std::string slurp(const std::string& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-std::string temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("validate_npy_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d.string();
-}
 
 // The values numpy wrote: flat index + 0.5, shape (2, 3, 4).
 void expect_index_values(const Tensor& t) {
@@ -69,7 +65,8 @@ TEST(Npy, ScalarOneDimEmptyAndVersion2) {
 
 TEST(Npy, OurBytesEqualNumpysBytes) {
   // Same values, same dtype: our writer must produce numpy's file byte for byte.
-  std::string dir = temp_dir();
+  validate::testing::TempDir tmp("npy");
+  const std::string dir = tmp.path();
   for (const char* name : {"f4_c_2x3x4.npy", "f2_c_2x3x4.npy", "f8_c_2x3x4.npy", "f4_scalar.npy", "f4_1d_5.npy",
                            "f4_empty_0x3.npy"}) {
     auto t = npy::read(kData + name);
@@ -99,7 +96,8 @@ TEST(Npy, RejectsBadFilesNamingThem) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.message().find("no_such_file.npy"), std::string::npos);
 
-  std::string dir = temp_dir();
+  validate::testing::TempDir tmp("npy");
+  const std::string dir = tmp.path();
   std::string good = slurp(kData + "f4_c_2x3x4.npy");
   std::string trunc = dir + "/trunc.npy";
   ASSERT_TRUE(fs::write_atomic(trunc, good.substr(0, good.size() - 4)));
@@ -139,7 +137,8 @@ TEST(Npy, RejectsBadFilesNamingThem) {
 
 TEST(Npy, NumpyReadsOurFilesAndResavesIdentically) {
 #ifdef VALIDATE_NUMPY_PYTHON
-  std::string dir = temp_dir();
+  validate::testing::TempDir tmp("npy");
+  const std::string dir = tmp.path();
   Tensor t(DType::float32, {3, 5, 2});
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>(i) * 0.125 - 1.0);
   std::string ours = dir + "/ours.npy", back = dir + "/back.npy";

@@ -17,18 +17,13 @@
 #include "validate/generate/generate.hpp"
 #include "validate/generate/inputs.hpp"
 #include "validate/generate/torch_reference.hpp"
+#include "common/temp_dir.hpp"
 
 using namespace validate;
 namespace stdfs = std::filesystem;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  auto d = stdfs::temp_directory_path() / ("validate_gen_" + tag + "_" + std::to_string(::getpid()));
-  stdfs::remove_all(d);
-  stdfs::create_directories(d);
-  return d.string();
-}
 
 std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -229,7 +224,8 @@ void expect_same_tensors(const std::string& a, const std::string& b, bool requir
 }  // namespace
 
 TEST(Generate, DeterministicAcrossRunsOnlyAndShards) {
-  std::string dir = temp_dir("det");
+  validate::testing::TempDir tmp("det");
+  const std::string dir = tmp.path();
   std::string cf = write_case_file(dir);
   std::ostringstream log;
   auto a = generate::generate(options(cf, dir + "/a"), log);
@@ -264,7 +260,8 @@ TEST(Generate, DeterministicAcrossRunsOnlyAndShards) {
 }
 
 TEST(Verify, CatchesAFlippedByteAMissingFileAndNoManifest) {
-  std::string dir = temp_dir("verify");
+  validate::testing::TempDir tmp("verify");
+  const std::string dir = tmp.path();
   std::string cf = write_case_file(dir);
   std::ostringstream log;
   auto o = options(cf, dir + "/ref");
@@ -328,7 +325,8 @@ TEST(Inputs, ParallelDrawEqualsTheSerialStream) {
 }
 
 TEST(Merge, ShardsMergeToTheUnshardedBytesAndOverlapIsRefused) {
-  std::string dir = temp_dir("merge");
+  validate::testing::TempDir tmp("merge");
+  const std::string dir = tmp.path();
   std::string cf = write_case_file(dir);
   std::ostringstream log;
   ASSERT_TRUE(generate::generate(options(cf, dir + "/full"), log));
