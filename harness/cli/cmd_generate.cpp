@@ -23,6 +23,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
   sub->add_option("--shard", shard, "i/n: generate every n-th case starting at i (0-based)")->capture_default_str();
   sub->add_flag("--allow-tf32", opt.allow_tf32, "Allow TF32 for conv and matmul on CUDA (off by default)");
+  sub->add_flag("--resume", opt.resume, "Keep cases an interrupted run finished; regenerate the rest");
   sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
   sub->callback([&exit_code, seed_opt] {
     opt.dtypes.clear();
@@ -53,9 +54,10 @@ void register_generate(CLI::App& app, int& exit_code) {
     }
     std::cout << fmt::format(
         "validate generate: {} case(s) written to {} on {} ({:.1f} MB, {:.1f}s: LibTorch {:.1f}s, inputs {:.1f}s, "
-        "waiting on writes {:.1f}s){}\n",
+        "waiting on writes {:.1f}s){}{}\n",
         sum->cases_ok, opt.out, sum->device_used, static_cast<double>(sum->bytes) / 1e6, sum->seconds,
         sum->compute_seconds, sum->input_seconds, sum->wait_seconds,
+        sum->cases_resumed ? fmt::format(", {} kept from the interrupted run", sum->cases_resumed) : "",
         sum->cases_failed ? fmt::format(", {} FAILED", sum->cases_failed) : "");
     exit_code = sum->cases_failed ? 1 : 0;
   });

@@ -12,6 +12,8 @@
 
 #include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
 #include "validate/generate/set_writer.hpp"
 #include "validate/generate/torch_reference.hpp"
@@ -85,6 +87,47 @@ std::string set_readme(const GenerateOptions& opt, const std::vector<cases::Case
   return s;
 }
 
+// --resume: a case is kept when its metadata exists (written only after all its tensors) and
+// every tensor it lists is on disk with the value hash the metadata records.
+bool adopt_finished_case(const cases::Case& c, const std::string& root, const std::string& dir, SetWriter& writer) {
+  const std::string meta_rel = dir + "/" + c.name + "_metadata.json";
+  auto meta = read_json(root + "/" + meta_rel);
+  if (!meta) return false;
+  auto back = cases::case_from_metadata(*meta, meta_rel);
+  if (!back || back->dtype != c.dtype) return false;
+  struct Kept {
+    std::string rel;
+    cases::ManifestEntry entry;
+    cases::TensorRecord record;
+  };
+  std::vector<Kept> kept;
+  for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+    for (const auto& t : c.tensors(op)) {
+      const std::string rel = dir + "/" + c.file_name(op, t.name);
+      std::string want = cases::metadata_hash(*meta, op, t.name);
+      auto tensor = npy::read(root + "/" + rel);
+      if (want.empty() || !tensor || tensor->shape() != t.shape || tensor_sha256(*tensor) != want) return false;
+      auto fh = sha256_file(root + "/" + rel);
+      if (!fh) return false;
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype()}});
+    }
+  }
+  auto mh = sha256_file(root + "/" + meta_rel);
+  if (!mh) return false;
+  for (auto& k : kept) writer.adopt(k.rel, k.entry, &k.record);
+  writer.adopt(meta_rel, {std::filesystem::file_size(root + "/" + meta_rel), *mh}, nullptr);
+  return true;
+}
+
+// Temporary files of a killed run are never part of a set.
+void remove_stale_temporaries(const std::string& root) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       it != std::filesystem::recursive_directory_iterator(); ++it)
+    if (it->is_regular_file() && it->path().filename().string().find(".tmp.") != std::string::npos)
+      std::filesystem::remove(it->path(), ec);
+}
+
 }  // namespace
 
 Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) {
@@ -106,6 +149,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   VALIDATE_TRY(fs::make_dirs(opt.out));
   // A stale manifest would make a half-rewritten set look complete: remove it first.
   std::filesystem::remove(std::filesystem::path(opt.out) / "manifest.json");
+  if (opt.resume) remove_stale_temporaries(opt.out);
 
   Json config = file->source;
   config["seed"] = seed;
@@ -141,6 +185,12 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       ++i;
       const std::string dir = std::string(dtype_name(c.dtype));
       auto tc = Clock::now();
+      if (opt.resume && adopt_finished_case(c, opt.out, dir, writer)) {
+        ++sum.cases_ok;
+        ++sum.cases_resumed;
+        if (plain) log << fmt::format("[{}/{}] {}/{} kept (finished by an earlier run)\n", i, list->size(), dir, c.name);
+        continue;
+      }
       auto case_info = std::make_shared<Json>(Json::object());
       bool ok = true;
       for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {

@@ -72,6 +72,12 @@ Status SetWriter::write_text_now(const std::string& rel_path, const std::string&
   return Status::ok();
 }
 
+void SetWriter::adopt(const std::string& rel_path, const cases::ManifestEntry& entry, const cases::TensorRecord* record) {
+  std::lock_guard<std::mutex> lk(mu_);
+  files_[rel_path] = entry;
+  if (record) records_[rel_path] = *record;
+}
+
 void SetWriter::loop() {
   for (;;) {
     Item item;

@@ -20,11 +20,14 @@ struct GenerateOptions {
   std::string only;
   cases::Shard shard;
   bool allow_tf32 = false;
+  // Keep the cases an interrupted run already finished (metadata present and every tensor's value
+  // hash matching it); regenerate the rest. The result is byte-identical to an uninterrupted run.
+  bool resume = false;
   int progress = -1;  // -1: a live line on a terminal, plain lines otherwise; 0: quiet; 1: plain
 };
 
 struct GenerateSummary {
-  int cases_ok = 0, cases_failed = 0;
+  int cases_ok = 0, cases_failed = 0, cases_resumed = 0;
   std::uint64_t bytes = 0;
   double seconds = 0, compute_seconds = 0, input_seconds = 0, wait_seconds = 0;
   std::string device_used;

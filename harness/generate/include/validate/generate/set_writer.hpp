@@ -32,6 +32,8 @@ class SetWriter {
   void write_text(const std::string& rel_path, std::string text);
   // On the writer thread, inside a job: writes a small file at once and records it.
   Status write_text_now(const std::string& rel_path, const std::string& text);
+  // Records a file that is already on disk (kept by --resume) as if this writer had written it.
+  void adopt(const std::string& rel_path, const cases::ManifestEntry& entry, const cases::TensorRecord* record);
   // Waits for the queue to drain; returns the first error, if any.
   Status drain();
 
