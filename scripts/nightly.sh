@@ -8,7 +8,7 @@
 #   VALIDATE_POLICY  compare policy file (default: the built-in policy)
 #   VALIDATE_OUT     where references, runs and reports go (default out/nightly)
 #   VALIDATE_REF     an existing reference set to use instead of generating (verified first)
-#   VALIDATE_SKIP_BUILD=1  use the existing build/validate
+#   VALIDATE_SKIP_BUILD=1  use an existing binary (VALIDATE_BIN, default build/validate)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cases=${VALIDATE_CASES:-cases/default.json}
@@ -16,7 +16,7 @@ dtypes=${VALIDATE_DTYPES:-float32,bfloat16}
 out=${VALIDATE_OUT:-out/nightly}
 policy_args=()
 [ -n "${VALIDATE_POLICY:-}" ] && policy_args=(--policy "$VALIDATE_POLICY")
-bin=build/validate
+bin=${VALIDATE_BIN:-build/validate}
 log() { echo "nightly: $*"; }
 [ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh > /dev/null || { log "build failed"; exit 2; }
 mkdir -p "$out/reports"

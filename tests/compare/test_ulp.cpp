@@ -85,7 +85,9 @@ TEST(UlpHistogram, BinsAndPercentiles) {
   for (std::uint64_t d : {0ull, 1ull, 7ull, 1024ull, 1025ull, 1040ull, 1041ull, 99999ull, 1ull << 31, 4278190080ull}) {
     const int b = UlpHistogram::fine_bin(d);
     EXPECT_LE(d, UlpHistogram::fine_upper(b)) << d;
-    if (b > 0) EXPECT_GT(d, UlpHistogram::fine_upper(b - 1)) << d;
+    if (b > 0) {
+      EXPECT_GT(d, UlpHistogram::fine_upper(b - 1)) << d;
+    }
   }
   UlpHistogram h;
   for (int i = 1; i <= 100; ++i) h.add(static_cast<std::uint64_t>(i));  // 1..100
