@@ -1,0 +1,192 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+
+#include "layout_test_util.hpp"
+#include "validate/layout/convert.hpp"
+#include "validate/layout/permute.hpp"
+
+namespace validate::layout {
+namespace {
+
+// Runs the engine and the naive odometer on the same gather and demands identical bytes. The
+// engine's destination is 64-byte aligned (as a Tensor's is), or `misalign` bytes past that, so
+// both the streaming-store path (aligned lines only) and the plain one are reachable.
+void expect_same_as_naive(const std::vector<std::byte>& src, std::size_t es, const Shape& shape,
+                          const std::vector<std::int64_t>& strides, std::int64_t offset,
+                          const PermuteOptions& opt, const std::string& what, std::size_t misalign = 0) {
+  const auto n = static_cast<std::size_t>(shape_numel(shape));
+  std::vector<std::byte> storage(n * es + 64 + misalign, std::byte{0xAB}), slow(n * es, std::byte{0xCD});
+  auto base = reinterpret_cast<std::uintptr_t>(storage.data());
+  std::byte* fast = storage.data() + ((64 - base % 64) % 64) + misalign;
+  permute_copy(src.data(), fast, es, shape, strides, offset, opt);
+  permute_copy_naive(src.data(), slow.data(), es, shape, strides, offset);
+  ASSERT_TRUE(std::equal(slow.begin(), slow.end(), fast))
+      << what << " shape " << shape_to_string(shape) << " es=" << es << " threads=" << opt.threads
+      << " streaming from " << opt.min_streaming_bytes << " misalign " << misalign;
+}
+
+TEST(PermuteNaive, IsTheDefinition) {
+  // dst[i][j] = src[5 + 3*i - j]: checked by hand.
+  const std::vector<std::int32_t> src{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<std::int32_t> dst(6);
+  permute_copy_naive(reinterpret_cast<const std::byte*>(src.data()), reinterpret_cast<std::byte*>(dst.data()), 4,
+                     {2, 3}, {3, -1}, 5);
+  EXPECT_EQ(dst, (std::vector<std::int32_t>{5, 4, 3, 8, 7, 6}));
+  EXPECT_EQ(c_strides({2, 3, 4}), (std::vector<std::int64_t>{12, 4, 1}));
+}
+
+// Random gathers: permuted, reversed, sub-sampled (stride x2) and broadcast (stride 0) views of a
+// dense source, of every element size including ones the engine copies as several words.
+TEST(PermuteRandom, MatchesNaiveOnRandomStridedViews) {
+  std::mt19937 rng(7);
+  int cases = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const std::size_t rank = 1 + rng() % 5;
+    Shape shape(rank);
+    for (auto& d : shape) d = 1 + static_cast<std::int64_t>(rng() % (trial % 5 == 0 ? 40 : 9));
+    std::vector<std::size_t> order(rank);
+    for (std::size_t a = 0; a < rank; ++a) order[a] = a;
+    std::shuffle(order.begin(), order.end(), rng);
+    // The source is dense over `shape` permuted by `order`, possibly with a gap per axis.
+    std::vector<std::int64_t> strides(rank);
+    std::int64_t span = 1, offset = 0;
+    for (std::size_t t = rank; t-- > 0;) {
+      const std::size_t a = order[t];
+      const std::int64_t step = (rng() % 6 == 0) ? 2 : 1;
+      strides[a] = span * step;
+      span *= shape[a] * step;
+    }
+    for (std::size_t a = 0; a < rank; ++a) {
+      if (rng() % 4 == 0) {  // flip
+        offset += strides[a] * (shape[a] - 1);
+        strides[a] = -strides[a];
+      } else if (rng() % 15 == 0) {  // broadcast
+        strides[a] = 0;
+      }
+    }
+    static const std::size_t sizes[] = {1, 2, 4, 8, 2, 4, 8, 3, 6, 12, 16};
+    const std::size_t es = sizes[trial % 11];
+    const auto src = test::pattern(span + 1, es, static_cast<std::uint64_t>(trial));
+    PermuteOptions opt;
+    opt.threads = 1 + trial % 3;
+    expect_same_as_naive(src, es, shape, strides, offset, opt, "trial " + std::to_string(trial));
+    if (HasFatalFailure()) return;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 600);
+}
+
+// The blocked transpose with edges in both directions (sizes not multiples of the 8x8 / 4x4
+// register tiles or the 256-byte stripes), threaded, for each element size, both directions, and
+// with the fast source axis reversed (a flip combined with a transpose).
+TEST(PermuteBlocked, OddSizedTransposesMatchNaive) {
+  for (std::size_t es : {2, 4, 8}) {
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1001, 777}, {77, 1003}, {9, 131}, {131, 9}}) {
+      const auto src = test::pattern(rows * cols, es, static_cast<std::uint64_t>(rows));
+      for (int threads : {1, 2, 3}) {
+        PermuteOptions opt;
+        opt.threads = threads;
+        expect_same_as_naive(src, es, {cols, rows}, {1, cols}, 0, opt, "transpose");
+        expect_same_as_naive(src, es, {cols, rows}, {-1, cols}, cols - 1, opt, "transpose, columns reversed");
+        expect_same_as_naive(src, es, {cols, rows}, {1, -cols}, cols * (rows - 1), opt, "transpose, rows reversed");
+        expect_same_as_naive(src, es, {rows, cols}, {cols, -1}, cols - 1, opt, "rows reversed (pure flip)");
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Conversions of a large odd-sized activation/weight through the library entry points, against the
+// naive gather of the same spec: single-threaded, two threads forced, and automatic.
+TEST(PermuteConvertLarge, OddSizedSpecsMatchNaiveThreadedAndNot) {
+  const Shape act{3, 37, 29, 67};
+  const Shape wgt{37, 29, 3, 5};
+  struct Case {
+    const char* spec;
+    const char* axes;
+    const Shape* shape;
+  };
+  const Case cases[] = {{"NHWC", "NCHW", &act},           {"CHWN:F", "NCHW", &act},
+                        {"NWHC+flip=W", "NCHW", &act},    {"NCHW+flip=HW", "NCHW", &act},
+                        {"WHNC:F+flip=C", "NCHW", &act},  {"WHIO:F+flip=HW", "OIHW", &wgt},
+                        {"HWIO:F+flip=HW", "OIHW", &wgt}, {"OHWI", "OIHW", &wgt},
+                        {"IOWH+flip=W", "OIHW", &wgt}};
+  for (const auto& c : cases) {
+    const Spec s = *parse_spec(c.spec, c.axes);
+    const Placement p = placement(s, c.axes, *c.shape);
+    for (std::size_t es : {2, 4, 8}) {
+      const auto src = test::pattern(shape_numel(*c.shape), es);
+      for (int threads : {1, 2, 0}) {
+        PermuteOptions opt;
+        opt.threads = threads;
+        opt.min_parallel_bytes = 0;
+        opt.min_streaming_bytes = threads == 2 ? 0 : opt.min_streaming_bytes;
+        const Gather to = to_layout_gather(p), from = from_layout_gather(p);
+        expect_same_as_naive(src, es, to.dst_shape, to.src_strides, to.src_offset, opt, std::string("to ") + c.spec);
+        expect_same_as_naive(src, es, from.dst_shape, from.src_strides, from.src_offset, opt,
+                             std::string("from ") + c.spec);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Line-aligned rows (64 channels, power-of-two planes) take the staged 64-byte tiles, the 3-D walk
+// (CHWN:F), software prefetch and, when forced, streaming stores; an odd destination offset must
+// fall back to ordinary stores. Every element size, both directions, flips on the fast axis.
+TEST(PermuteStreaming, AlignedTilesWithAndWithoutStreamingStores) {
+  const Shape act{2, 64, 16, 32};
+  for (const char* text : {"NHWC", "CHWN:F", "NWHC+flip=W", "HWCN:F+flip=C", "NCHW+flip=HW"}) {
+    const Spec s = *parse_spec(text, "NCHW");
+    const Placement p = placement(s, "NCHW", act);
+    for (std::size_t es : {2, 4, 8}) {
+      const auto src = test::pattern(shape_numel(act), es);
+      for (std::size_t misalign : {std::size_t{0}, es}) {
+        for (std::size_t stream_from : {std::size_t{0}, std::size_t{1} << 40}) {
+          PermuteOptions opt;
+          opt.threads = 2;
+          opt.min_streaming_bytes = stream_from;
+          const Gather to = to_layout_gather(p), from = from_layout_gather(p);
+          expect_same_as_naive(src, es, to.dst_shape, to.src_strides, to.src_offset, opt, std::string("to ") + text,
+                               misalign);
+          expect_same_as_naive(src, es, from.dst_shape, from.src_strides, from.src_offset, opt,
+                               std::string("from ") + text, misalign);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Above the default threading threshold (4 MiB) with default options: the path a real conversion
+// takes on a large tensor.
+TEST(PermuteConvertLarge, AboveThreadingThresholdWithDefaults) {
+  const Shape shape{2, 33, 131, 127};  // 1,098,042 float32 = 4.4 MB
+  ASSERT_GT(static_cast<std::size_t>(shape_numel(shape)) * 4, PermuteOptions{}.min_parallel_bytes);
+  const auto src = test::pattern(shape_numel(shape), 4);
+  for (const char* text : {"NHWC", "CHWN:F", "NCHW", "NCHW+flip=HW", "HWCN+flip=H"}) {
+    const Spec s = *parse_spec(text, "NCHW");
+    const Gather g = to_layout_gather(placement(s, "NCHW", shape));
+    expect_same_as_naive(src, 4, g.dst_shape, g.src_strides, g.src_offset, {}, text);
+    std::vector<std::byte> out(src.size()), back(src.size());
+    to_layout(src.data(), out.data(), 4, shape, "NCHW", s);
+    from_layout(out.data(), back.data(), 4, shape, "NCHW", s);
+    EXPECT_EQ(back, src) << text;
+  }
+}
+
+TEST(PermuteEdge, EmptyAndSingleElement) {
+  std::vector<std::byte> src = test::pattern(4, 4), dst(16, std::byte{0});
+  permute_copy(src.data(), dst.data(), 4, {0, 3}, {3, 1}, 0);  // nothing to do, nothing touched
+  EXPECT_EQ(dst, std::vector<std::byte>(16, std::byte{0}));
+  permute_copy(src.data(), dst.data(), 4, {}, {}, 2);  // rank 0: element 2
+  EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + 4, src.begin() + 8));
+  permute_copy(src.data(), dst.data(), 4, {1, 1, 1}, {5, 7, 9}, 3);
+  EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + 4, src.begin() + 12));
+}
+
+}  // namespace
+}  // namespace validate::layout
