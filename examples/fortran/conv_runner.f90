@@ -1,0 +1,468 @@
+! conv_runner.f90 -- an external program for `validate run --backend exec`.
+!
+! It plays the part of a user's Fortran code: it receives the tensors of one
+! case in the layouts a Fortran program calling cuDNN would use (the `fortran`
+! preset), computes the forward pass, the MSE loss against `target` and every
+! gradient, and writes them back in the same layouts.  The harness converts the
+! results to canonical PyTorch layout and `validate compare` checks them.
+!
+! Usage:   validate_fortran_example [DIR]      (DIR defaults to ".")
+!
+! Protocol (see examples/README.md):
+!   VALIDATE_OP      conv2d | matmul
+!   VALIDATE_DTYPE   float32 | bfloat16 | float16
+!   conv2d: VALIDATE_N C H W O KH KW SH SW PH PW DH DW GROUPS HOUT WOUT BIAS
+!   matmul: VALIDATE_M K NCOLS
+!   Files in DIR: raw little-endian values in the storage dtype (float32 for
+!   float32 and bfloat16 cases, IEEE half for float16), column-major.
+!
+! Layouts (Fortran arrays, first index fastest):
+!   activations  x(C,H,W,N)           "CHWN:F"
+!   weights      w(KW,KH,I,O) flipped "WHIO:F+flip=HW"
+!   bias         b(O)                 "O"
+!   matmul       A(M,K) B(K,N) Y(M,N) "MK:F" "KN:F" "MN:F"
+!
+! Why the weight is flipped: cuDNN in CUDNN_CONVOLUTION mode computes a true
+! convolution, i.e. it reads the filter rotated by 180 degrees.  A Fortran code
+! that wants PyTorch's cross-correlation therefore stores the kernel already
+! flipped, and the bytes of w(KW,KH,I,O) column-major are the bytes of a C-order
+! OIHW array.  This program reads that flipped kernel and un-flips it on use,
+! and it writes grad_weight in the same flipped layout -- which is exactly the
+! step real codes forget.
+!
+! Arithmetic is in double precision; results are rounded once to the storage
+! dtype (and, for bfloat16 cases, to the nearest bfloat16 value, because the
+! harness promises that a bfloat16 tensor stored as float32 holds bfloat16
+! values).  The loss is computed from the output as written, like the reference
+! computes it from its own (rounded) output.
+!
+! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
+
+module validate_io
+  use, intrinsic :: iso_fortran_env, only: real32, real64, int16, int32, int64, error_unit
+  use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_positive_inf, ieee_quiet_nan, &
+                                                 ieee_is_nan, ieee_is_finite
+  implicit none
+  private
+  public :: fail, env_str, env_int, read_tensor, write_tensor, write_loss, round_to_dtype, dp
+
+  integer, parameter :: dp = real64
+
+contains
+
+  subroutine fail(msg)
+    character(*), intent(in) :: msg
+    write (error_unit, '(a)') 'validate_fortran_example: '//msg
+    stop 2
+  end subroutine fail
+
+  function env_str(name) result(val)
+    character(*), intent(in) :: name
+    character(:), allocatable :: val
+    integer :: length, stat
+    call get_environment_variable(name, length=length, status=stat)
+    if (stat /= 0) call fail('environment variable '//name//' is not set')
+    allocate (character(length) :: val)
+    call get_environment_variable(name, val, status=stat)
+  end function env_str
+
+  integer function env_int(name) result(val)
+    character(*), intent(in) :: name
+    character(:), allocatable :: s
+    integer :: ios
+    s = env_str(name)
+    read (s, *, iostat=ios) val
+    if (ios /= 0) call fail('environment variable '//name//'="'//s//'" is not an integer')
+  end function env_int
+
+  ! Bytes per stored element for a logical dtype.
+  integer function storage_bytes(dtype)
+    character(*), intent(in) :: dtype
+    select case (dtype)
+    case ('float32', 'bfloat16')
+      storage_bytes = 4
+    case ('float16')
+      storage_bytes = 2
+    case default
+      storage_bytes = 0
+      call fail('VALIDATE_DTYPE="'//dtype//'" is not float32, bfloat16 or float16')
+    end select
+  end function storage_bytes
+
+  function itoa(i) result(s)
+    integer(int64), intent(in) :: i
+    character(:), allocatable :: s
+    character(24) :: buf
+    write (buf, '(i0)') i
+    s = trim(buf)
+  end function itoa
+
+  ! Read DIR/NAME.bin holding n values in the storage dtype into a double array.
+  ! The size is checked first, so a file written in the wrong dtype or for the
+  ! wrong shape is reported as such instead of as a short read.
+  subroutine read_tensor(dir, name, dtype, n, x)
+    character(*), intent(in) :: dir, name, dtype
+    integer, intent(in) :: n
+    real(dp), intent(out) :: x(n)
+    character(:), allocatable :: path
+    real(real32), allocatable :: f(:)
+    integer(int16), allocatable :: h(:)
+    integer(int64) :: size, want
+    integer :: u, ios, i
+    character(256) :: msg
+    logical :: exists
+
+    path = dir//'/'//name//'.bin'
+    inquire (file=path, exist=exists, size=size)
+    if (.not. exists) call fail(path//': no such file')
+    want = int(n, int64)*storage_bytes(dtype)
+    if (size /= want) call fail(path//': '//itoa(size)//' bytes, expected '//itoa(want)// &
+                                ' ('//itoa(int(n, int64))//' '//dtype//' values)')
+    open (newunit=u, file=path, access='stream', form='unformatted', status='old', &
+          action='read', iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(path//': cannot open: '//trim(msg))
+    if (storage_bytes(dtype) == 4) then
+      allocate (f(n))
+      read (u, iostat=ios, iomsg=msg) f
+      x = real(f, dp)
+    else
+      allocate (h(n))
+      read (u, iostat=ios, iomsg=msg) h
+      do i = 1, n
+        x(i) = half_to_double(h(i))
+      end do
+    end if
+    if (ios /= 0) call fail(path//': read failed: '//trim(msg))
+    close (u)
+  end subroutine read_tensor
+
+  ! Write n values to DIR/NAME.bin in the storage dtype, rounding once.
+  subroutine write_tensor(dir, name, dtype, n, x)
+    character(*), intent(in) :: dir, name, dtype
+    integer, intent(in) :: n
+    real(dp), intent(in) :: x(n)
+    integer :: i
+    if (storage_bytes(dtype) == 4) then
+      call write_f32(dir//'/'//name//'.bin', real([(round_to_dtype(x(i), dtype), i=1, n)], real32))
+    else
+      call write_f16(dir//'/'//name//'.bin', [(double_to_half(x(i)), i=1, n)])
+    end if
+  end subroutine write_tensor
+
+  ! The loss is always one float32, whatever the case dtype.
+  subroutine write_loss(dir, loss)
+    character(*), intent(in) :: dir
+    real(dp), intent(in) :: loss
+    call write_f32(dir//'/loss.bin', [real(loss, real32)])
+  end subroutine write_loss
+
+  subroutine write_f32(path, f)
+    character(*), intent(in) :: path
+    real(real32), intent(in) :: f(:)
+    integer :: u, ios
+    character(256) :: msg
+    open (newunit=u, file=path, access='stream', form='unformatted', status='replace', &
+          action='write', iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(path//': cannot create: '//trim(msg))
+    write (u, iostat=ios, iomsg=msg) f
+    if (ios /= 0) call fail(path//': write failed: '//trim(msg))
+    close (u, iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(path//': close failed: '//trim(msg))
+  end subroutine write_f32
+
+  subroutine write_f16(path, h)
+    character(*), intent(in) :: path
+    integer(int16), intent(in) :: h(:)
+    integer :: u, ios
+    character(256) :: msg
+    open (newunit=u, file=path, access='stream', form='unformatted', status='replace', &
+          action='write', iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(path//': cannot create: '//trim(msg))
+    write (u, iostat=ios, iomsg=msg) h
+    if (ios /= 0) call fail(path//': write failed: '//trim(msg))
+    close (u, iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(path//': close failed: '//trim(msg))
+  end subroutine write_f16
+
+  ! Round x to the nearest value with `digits` significant bits (ties to even),
+  ! with gradual underflow below 2**emin.  Exact: scaling by powers of two and
+  ! rounding an integer-valued double lose nothing.  No overflow handling; the
+  ! callers deal with their own range.
+  real(dp) function round_bits(x, digits, emin) result(r)
+    real(dp), intent(in) :: x
+    integer, intent(in) :: digits, emin
+    real(dp) :: a, q, s, fl
+    if (x == 0 .or. .not. ieee_is_finite(x)) then
+      r = x
+      return
+    end if
+    a = abs(x)
+    ! a = f * 2**exponent(a), f in [0.5, 1): the quantum is 2**(exponent - digits),
+    ! but never finer than that of the smallest normal number.
+    q = scale(1.0_dp, max(exponent(a), emin + 1) - digits)
+    s = a/q
+    fl = aint(s)
+    if (s - fl > 0.5_dp .or. (s - fl == 0.5_dp .and. mod(fl, 2.0_dp) /= 0)) fl = fl + 1
+    r = sign(fl*q, x)
+  end function round_bits
+
+  ! The value a result has once stored in the case's dtype, as a double.
+  real(dp) function round_to_dtype(x, dtype) result(r)
+    real(dp), intent(in) :: x
+    character(*), intent(in) :: dtype
+    select case (dtype)
+    case ('bfloat16')
+      r = round_bits(x, 8, -126)
+    case ('float16')
+      r = round_bits(x, 11, -14)
+      if (abs(r) > 65504) r = sign(ieee_value(r, ieee_positive_inf), x)   ! overflow
+    case default
+      r = real(real(x, real32), dp)
+    end select
+  end function round_to_dtype
+
+  ! IEEE binary16 bits -> double.  gfortran has no half-precision kind, so the
+  ! conversion is done by hand from the sign / exponent / mantissa fields.
+  real(dp) function half_to_double(h) result(x)
+    integer(int16), intent(in) :: h
+    integer(int32) :: b, e, m
+    b = iand(int(h, int32), int(z'FFFF', int32))
+    e = iand(ishft(b, -10), 31)
+    m = iand(b, 1023)
+    if (e == 0) then
+      x = scale(real(m, dp), -24)                 ! zero or subnormal
+    else if (e == 31) then
+      x = ieee_value(x, ieee_positive_inf)
+      if (m /= 0) x = ieee_value(x, ieee_quiet_nan)
+    else
+      x = scale(real(m + 1024, dp), e - 25)
+    end if
+    if (btest(b, 15)) x = -x
+  end function half_to_double
+
+  integer(int16) function double_to_half(x) result(h)
+    real(dp), intent(in) :: x
+    real(dp) :: r, a
+    integer(int32) :: b, e
+    r = round_to_dtype(x, 'float16')
+    a = abs(r)
+    if (ieee_is_nan(r)) then
+      b = int(z'7E00', int32)
+    else if (.not. ieee_is_finite(r)) then
+      b = int(z'7C00', int32)
+    else if (a == 0) then
+      b = 0
+    else if (a < scale(1.0_dp, -14)) then
+      b = nint(scale(a, 24), int32)               ! subnormal: multiple of 2**-24
+    else
+      e = exponent(a) - 1                         ! a = 1.f * 2**e
+      b = ior(ishft(e + 15, 10), nint(scale(a, 10 - e), int32) - 1024)
+    end if
+    if (sign(1.0_dp, r) < 0) b = ior(b, int(z'8000', int32))
+    h = int(iand(b, int(z'7FFF', int32)) - iand(b, int(z'8000', int32)), int16)
+  end function double_to_half
+
+end module validate_io
+
+module validate_ops
+  use validate_io, only: dp
+  implicit none
+  private
+  public :: conv2d_forward, conv2d_backward
+
+contains
+
+  ! PyTorch conv2d (cross-correlation) on Fortran-layout arrays:
+  !   y(o,oy,ox,n) = b(o) + sum_{ci,kh,kw} x(c,iy,ix,n) * W[o,ci,kh,kw]
+  !   iy = (oy-1)*sh - ph + kh*dh + 1,  ix = (ox-1)*sw - pw + kw*dw + 1  (kh, kw from 0)
+  ! where W is the canonical (unflipped) kernel: W[o,ci,kh,kw] = wf(KW-kw, KH-kh, ci, o).
+  subroutine conv2d_forward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, &
+                            x, wf, b, y)
+    integer, intent(in) :: nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout
+    real(dp), intent(in) :: x(c, h, w, nb), wf(kw, kh, c/groups, o), b(o)
+    real(dp), intent(out) :: y(o, hout, wout, nb)
+    integer :: n, oc, oy, ox, i, j, ci, iy, ix, cpg, opg, c0
+    real(dp) :: acc
+    cpg = c/groups
+    opg = o/groups
+    do n = 1, nb
+      do ox = 1, wout
+        do oy = 1, hout
+          do oc = 1, o
+            c0 = ((oc - 1)/opg)*cpg          ! first input channel of this group, 0-based
+            acc = b(oc)
+            do j = 0, kw - 1
+              ix = (ox - 1)*sw - pw + j*dw + 1
+              if (ix < 1 .or. ix > w) cycle  ! zero padding
+              do i = 0, kh - 1
+                iy = (oy - 1)*sh - ph + i*dh + 1
+                if (iy < 1 .or. iy > h) cycle
+                do ci = 1, cpg
+                  acc = acc + x(c0 + ci, iy, ix, n)*wf(kw - j, kh - i, ci, oc)
+                end do
+              end do
+            end do
+            y(oc, oy, ox, n) = acc
+          end do
+        end do
+      end do
+    end do
+  end subroutine conv2d_forward
+
+  ! Given dy = dL/dy, accumulate dL/dx, dL/dW (stored flipped, like wf) and dL/db.
+  subroutine conv2d_backward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, &
+                             x, wf, dy, gx, gwf, gb)
+    integer, intent(in) :: nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout
+    real(dp), intent(in) :: x(c, h, w, nb), wf(kw, kh, c/groups, o), dy(o, hout, wout, nb)
+    real(dp), intent(out) :: gx(c, h, w, nb), gwf(kw, kh, c/groups, o), gb(o)
+    integer :: n, oc, oy, ox, i, j, ci, iy, ix, cpg, opg, c0
+    real(dp) :: g
+    cpg = c/groups
+    opg = o/groups
+    gx = 0
+    gwf = 0
+    gb = 0
+    do n = 1, nb
+      do ox = 1, wout
+        do oy = 1, hout
+          do oc = 1, o
+            g = dy(oc, oy, ox, n)
+            gb(oc) = gb(oc) + g
+            c0 = ((oc - 1)/opg)*cpg
+            do j = 0, kw - 1
+              ix = (ox - 1)*sw - pw + j*dw + 1
+              if (ix < 1 .or. ix > w) cycle
+              do i = 0, kh - 1
+                iy = (oy - 1)*sh - ph + i*dh + 1
+                if (iy < 1 .or. iy > h) cycle
+                do ci = 1, cpg
+                  gx(c0 + ci, iy, ix, n) = gx(c0 + ci, iy, ix, n) + g*wf(kw - j, kh - i, ci, oc)
+                  ! Same flipped position as the weight it is the gradient of.
+                  gwf(kw - j, kh - i, ci, oc) = gwf(kw - j, kh - i, ci, oc) + g*x(c0 + ci, iy, ix, n)
+                end do
+              end do
+            end do
+          end do
+        end do
+      end do
+    end do
+  end subroutine conv2d_backward
+
+end module validate_ops
+
+program conv_runner
+  use validate_io
+  use validate_ops
+  implicit none
+  character(:), allocatable :: dir, op, dtype
+  integer :: nargs, length
+
+  nargs = command_argument_count()
+  if (nargs > 1) call fail('usage: validate_fortran_example [DIR]')
+  if (nargs == 1) then
+    call get_command_argument(1, length=length)
+    allocate (character(length) :: dir)
+    call get_command_argument(1, dir)
+  else
+    dir = '.'
+  end if
+
+  op = env_str('VALIDATE_OP')
+  dtype = env_str('VALIDATE_DTYPE')
+  select case (op)
+  case ('conv2d')
+    call run_conv2d()
+  case ('matmul')
+    call run_matmul()
+  case default
+    call fail('VALIDATE_OP="'//op//'" is not supported (conv2d, matmul)')
+  end select
+
+contains
+
+  ! dL/dy for L = mean((y - t)**2), using y as stored (rounded) so loss and
+  ! gradients describe the output this program actually reports.
+  subroutine mse(n, y, t, loss, dy)
+    integer, intent(in) :: n
+    real(dp), intent(inout) :: y(n)
+    real(dp), intent(in) :: t(n)
+    real(dp), intent(out) :: loss, dy(n)
+    integer :: i
+    do i = 1, n
+      y(i) = round_to_dtype(y(i), dtype)
+    end do
+    ! The reference upcasts the output to float32 for the loss; the difference
+    ! is summed in double here, which is at least as accurate.
+    loss = sum((y - t)**2)/n
+    dy = 2*(y - t)/n
+  end subroutine mse
+
+  subroutine run_conv2d()
+    integer :: nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, nx, nw, ny
+    logical :: has_bias
+    real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
+    real(dp) :: loss
+
+    nb = env_int('VALIDATE_N'); c = env_int('VALIDATE_C')
+    h = env_int('VALIDATE_H'); w = env_int('VALIDATE_W'); o = env_int('VALIDATE_O')
+    kh = env_int('VALIDATE_KH'); kw = env_int('VALIDATE_KW')
+    sh = env_int('VALIDATE_SH'); sw = env_int('VALIDATE_SW')
+    ph = env_int('VALIDATE_PH'); pw = env_int('VALIDATE_PW')
+    dh = env_int('VALIDATE_DH'); dw = env_int('VALIDATE_DW')
+    groups = env_int('VALIDATE_GROUPS')
+    hout = env_int('VALIDATE_HOUT'); wout = env_int('VALIDATE_WOUT')
+    has_bias = env_int('VALIDATE_BIAS') /= 0
+
+    if (groups < 1 .or. mod(c, groups) /= 0 .or. mod(o, groups) /= 0) &
+      call fail('VALIDATE_GROUPS must divide VALIDATE_C and VALIDATE_O')
+    ! Cross-check the output size the harness announced with our own formula,
+    ! so a disagreement about padding or dilation shows up here, not as numbers.
+    if (hout /= (h + 2*ph - dh*(kh - 1) - 1)/sh + 1 .or. wout /= (w + 2*pw - dw*(kw - 1) - 1)/sw + 1) &
+      call fail('VALIDATE_HOUT/VALIDATE_WOUT disagree with H, W, kernel, stride, padding, dilation')
+
+    nx = nb*c*h*w
+    nw = o*(c/groups)*kh*kw
+    ny = nb*o*hout*wout
+    allocate (x(nx), wf(nw), b(o), t(ny), y(ny), dy(ny), gx(nx), gwf(nw), gb(o))
+    call read_tensor(dir, 'input', dtype, nx, x)
+    call read_tensor(dir, 'weight', dtype, nw, wf)
+    call read_tensor(dir, 'target', dtype, ny, t)
+    b = 0
+    if (has_bias) call read_tensor(dir, 'bias', dtype, o, b)
+
+    ! The flat arrays are passed to explicit-shape dummies x(C,H,W,N) etc.:
+    ! a column-major file read straight into memory is already that array.
+    call conv2d_forward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, x, wf, b, y)
+    call mse(ny, y, t, loss, dy)
+    call conv2d_backward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, &
+                         x, wf, dy, gx, gwf, gb)
+
+    call write_tensor(dir, 'output', dtype, ny, y)
+    call write_loss(dir, loss)
+    call write_tensor(dir, 'grad_input', dtype, nx, gx)
+    call write_tensor(dir, 'grad_weight', dtype, nw, gwf)
+    if (has_bias) call write_tensor(dir, 'grad_bias', dtype, o, gb)
+  end subroutine run_conv2d
+
+  subroutine run_matmul()
+    integer :: m, k, n
+    real(dp), allocatable :: a(:, :), b(:, :), t(:, :), y(:, :), dy(:, :)
+    real(dp) :: loss
+
+    m = env_int('VALIDATE_M'); k = env_int('VALIDATE_K'); n = env_int('VALIDATE_NCOLS')
+    allocate (a(m, k), b(k, n), t(m, n), y(m, n), dy(m, n))
+    ! MK:F, KN:F and MN:F are simply Fortran's own A(M,K), B(K,N), Y(M,N).
+    call read_tensor(dir, 'A', dtype, m*k, a)
+    call read_tensor(dir, 'B', dtype, k*n, b)
+    call read_tensor(dir, 'target', dtype, m*n, t)
+
+    y = matmul(a, b)
+    call mse(m*n, y, t, loss, dy)
+
+    call write_tensor(dir, 'output', dtype, m*n, y)
+    call write_loss(dir, loss)
+    call write_tensor(dir, 'grad_A', dtype, m*k, matmul(dy, transpose(b)))
+    call write_tensor(dir, 'grad_B', dtype, k*n, matmul(transpose(a), dy))
+  end subroutine run_matmul
+
+end program conv_runner

@@ -1,0 +1,46 @@
+#pragma once
+// `--backend exec`: a user's program (Fortran, Rust, a TTNN script) run once per case and op, on
+// tensors written in *its* layouts (DESIGN.md, "External programs"; docs/runners.md).
+//
+// Per task, in task.work_dir (emptied first, so a file left by an earlier run is never read as
+// this run's answer):
+//   case.json           protocol "validate-exec/1": op, case, dtype, storage_dtype, params, format,
+//                       and for every input and expected result its file, layout, shape in the
+//                       layout's axis order, role and dtype;
+//   <input>.bin|.npy    the inputs in their declared layouts (.npy: fortran_order for ":F" specs,
+//                       shape in the layout's axis order, so numpy indexes with the layout's axes);
+//   stdout.log, stderr.log  what the program printed.
+// The command runs under /bin/sh -c with {dir} {case} {op} {dtype} expanded (shell-quoted), the
+// VALIDATE_* variables set, stdin from /dev/null, in its own process group: on timeout the whole
+// group is killed (SIGKILL), and whatever the program left running when it exited is killed too,
+// so nothing writes into the work directory while the results are read. The program's working
+// directory is the harness's, so relative paths in --cmd mean what they meant to the user.
+//
+// Expected back: output, loss (exactly one float32) and the gradients the layout file names for
+// the op (a gradient it does not name is not asked for; grad_bias only with a bias). A non-zero
+// exit, a signal, a timeout, a missing file, a wrong size / dtype / shape fail the task with a
+// message that names the file and ends with the program's stderr; the next task runs regardless.
+#include <memory>
+#include <string>
+
+#include "validate/layout/preset.hpp"
+#include "validate/runners/runner.hpp"
+
+namespace validate::runners {
+
+struct ExecOptions {
+  std::string cmd;         // run with /bin/sh -c after {dir} {case} {op} {dtype} expansion
+  double timeout_s = 600;  // per task; the process group is SIGKILLed after this
+  bool keep_work =
+      false;  // false: delete the tensor files after a successful read (keep case.json, logs)
+};
+
+std::unique_ptr<Runner> make_exec_runner(const ExecOptions& opt, const layout::LayoutSet& layouts);
+
+// The command line for one task: every {dir} {case} {op} {dtype} replaced by the value in single
+// quotes ("it's" -> 'it'\''s'); other braces are left alone.
+std::string expand_command(const std::string& cmd, const std::string& dir,
+                           const std::string& case_name, const std::string& op,
+                           const std::string& dtype);
+
+}  // namespace validate::runners

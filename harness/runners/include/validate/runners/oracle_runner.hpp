@@ -1,0 +1,45 @@
+#pragma once
+// `--backend oracle`: conv2d and matmul (forward, MSE loss, every gradient) in float64 on the CPU,
+// computed directly from the definitions, no LibTorch. It is the exact answer a comparison can be
+// anchored to (`validate compare --oracle`), and it computes *in the requested layouts*: the
+// canonical inputs are converted to each tensor's layout with the layout module, the arithmetic
+// addresses that memory through the layout's strides, and the results are written in their own
+// layouts and converted back. A conversion that disagrees with the spec it claims to implement
+// therefore changes the oracle's numbers, while a correct one leaves them bit-identical: every
+// output element is summed in the same canonical order whatever the layout or thread count.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "validate/cases/case.hpp"
+#include "validate/core/result.hpp"
+#include "validate/core/tensor.hpp"
+#include "validate/layout/preset.hpp"
+#include "validate/runners/runner.hpp"
+
+namespace validate::runners {
+
+struct OracleOptions {
+  int threads = 0;  // 0: std::thread::hardware_concurrency(); results do not depend on it
+};
+
+// Ops absent from `layouts` are skipped ("op not in the layout file"), as the exec runner does.
+std::unique_ptr<Runner> make_oracle_runner(const layout::LayoutSet& layouts);
+std::unique_ptr<Runner> make_oracle_runner(const layout::LayoutSet& layouts,
+                                           const OracleOptions& opt);
+
+// The computation behind the runner, for tests and tools. `inputs` are canonical (float32 or
+// float16 storage, widened exactly); `specs` gives every tensor of the op its layout (a tensor
+// missing from it is taken as canonical). Returns canonical "output", "loss" (0-d) and the
+// gradients, each rounded once from float64 to `result_dtype` (float32 or float16; the loss is
+// always float32 unless result_dtype is float64, which returns the unrounded values).
+// Errors: a missing or mis-shaped input, a geometry check_conv/check_matmul rejects.
+Result<std::map<std::string, Tensor>> oracle_compute(
+    const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
+    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0);
+
+// double -> float16 bits, rounded to nearest even once (going through float would round twice:
+// 1 + 2^-11 + 2^-40 is 1 + 2^-10 in half, but 1 through float).
+std::uint16_t double_to_float16_bits(double x);
+
+}  // namespace validate::runners

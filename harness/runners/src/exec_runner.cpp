@@ -1,0 +1,400 @@
+// The exec runner: DESIGN.md "External programs". Writes a task's inputs in the layouts of the
+// layout file, runs the user's command, reads the results back and converts them to canonical.
+#include "validate/runners/exec_runner.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "exec_process.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/layout/convert.hpp"
+
+extern char** environ;
+
+namespace validate::runners {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+
+constexpr const char* kProtocol = "validate-exec/1";
+constexpr std::size_t kTailBytes = 4096;  // of stderr kept for the message
+
+// Every variable of the protocol. They are dropped from the inherited environment before the
+// task's own are added, so a conv2d task never sees a VALIDATE_M left over from an enclosing run.
+const std::vector<std::string>& protocol_vars() {
+  static const std::vector<std::string> v{
+      "VALIDATE_OP",   "VALIDATE_CASE", "VALIDATE_DTYPE", "VALIDATE_DIR",    "VALIDATE_FORMAT",
+      "VALIDATE_N",    "VALIDATE_C",    "VALIDATE_H",     "VALIDATE_W",      "VALIDATE_O",
+      "VALIDATE_KH",   "VALIDATE_KW",   "VALIDATE_SH",    "VALIDATE_SW",     "VALIDATE_PH",
+      "VALIDATE_PW",   "VALIDATE_DH",   "VALIDATE_DW",    "VALIDATE_GROUPS", "VALIDATE_HOUT",
+      "VALIDATE_WOUT", "VALIDATE_BIAS", "VALIDATE_M",     "VALIDATE_K",      "VALIDATE_NCOLS"};
+  return v;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// Which gradients the layout file names, per op. LayoutSet gives every tensor of an op the file
+// names a spec (the file's, else its base preset's), so it cannot tell a gradient the program
+// writes from one the base filled in; the file can. nullopt: a preset or an in-memory set, which
+// declares every tensor it holds.
+using Declared = std::map<std::string, std::set<std::string>, std::less<>>;
+std::optional<Declared> declared_in_file(const layout::LayoutSet& set) {
+  for (const auto& p : layout::preset_names())
+    if (set.name == p) return std::nullopt;
+  std::error_code ec;
+  if (set.name.empty() || !stdfs::is_regular_file(set.name, ec)) return std::nullopt;
+  auto doc = read_json(set.name);
+  if (!doc || !doc->is_object()) return std::nullopt;
+  Declared d;
+  for (const auto& [op, tensors] : doc->items()) {
+    if (!tensors.is_object() || !set.has_op(op)) continue;
+    auto& names = d[op];
+    for (const auto& [t, spec] : tensors.items()) names.insert(t);
+  }
+  return d;
+}
+
+struct Expected {
+  cases::TensorInfo info;
+  layout::Spec spec;
+  DType dtype;
+  std::string file;
+};
+
+std::string describe(const Expected& e) {
+  return fmt::format(
+      "{} {} in layout {}", dtype_name(e.dtype),
+      shape_to_string(layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)),
+      layout::to_string(e.spec));
+}
+
+// One result file -> canonical tensor. Messages start with the file name.
+Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_format) {
+  const std::string path = dir + "/" + e.file;
+  const Shape lshape = layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape);
+  const bool scalar = e.info.role == cases::Role::loss;
+  std::error_code ec;
+  if (!stdfs::is_regular_file(path, ec))
+    return Error{e.file + ": missing (the program did not write it)"};
+  const auto size = stdfs::file_size(path, ec);
+  if (ec) return Error{e.file + ": " + ec.message()};
+
+  Tensor laid;
+  if (!npy_format) {
+    const std::uint64_t want =
+        static_cast<std::uint64_t>(shape_numel(lshape)) * dtype_size(e.dtype);
+    if (size != want)
+      return Error{fmt::format("{}: {} bytes, expected {} bytes ({}{})", e.file, size, want,
+                               describe(e), scalar ? ": exactly one value" : "")};
+    laid = Tensor(e.dtype, lshape);
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(laid.bytes()), static_cast<std::streamsize>(want));
+    if (!in || static_cast<std::uint64_t>(in.gcount()) != want)
+      return Error{e.file + ": read failed"};
+    if (scalar) return laid;
+    return layout::from_layout(laid, e.info.canonical_axes, e.info.shape, e.spec);
+  }
+  auto a = npy::read(path);  // its messages name the path
+  if (!a) return Error{a.message()};
+  if (a->dtype() != e.dtype)
+    return Error{fmt::format("{}: dtype {}, expected {} ({})", e.file, dtype_name(a->dtype()),
+                             dtype_name(e.dtype), describe(e))};
+  if (scalar) {
+    if (a->numel() != 1)
+      return Error{fmt::format("{}: shape {}, expected exactly one value", e.file,
+                               shape_to_string(a->shape()))};
+    a->reshape({});
+    return std::move(*a);
+  }
+  if (a->shape() != lshape)
+    return Error{fmt::format("{}: shape {}, expected {} (the shape in the layout's axis order: {})",
+                             e.file, shape_to_string(a->shape()), shape_to_string(lshape),
+                             describe(e))};
+  // npy::read returns the array in C order whatever its fortran_order flag: its indices are the
+  // layout's axes, so it is the C-order version of the declared spec (flips included).
+  const layout::Spec c_order{e.spec.axes, false, e.spec.flip};
+  return layout::from_layout(*a, e.info.canonical_axes, e.info.shape, c_order);
+}
+
+class ExecRunner final : public Runner {
+ public:
+  ExecRunner(ExecOptions opt, layout::LayoutSet layouts)
+      : opt_(std::move(opt)), layouts_(std::move(layouts)), declared_(declared_in_file(layouts_)) {}
+
+  std::string name() const override { return "exec"; }
+
+  nlohmann::json info() const override {
+    return {{"backend", "exec"},           {"device", "external program"},
+            {"protocol", kProtocol},       {"cmd", opt_.cmd},
+            {"timeout_s", opt_.timeout_s}, {"keep_work", opt_.keep_work},
+            {"shell", "/bin/sh -c"},       {"layout", layout::to_json(layouts_)}};
+  }
+
+  Status prepare() override {
+    if (opt_.cmd.empty()) return Error{"--backend exec needs --cmd 'PROGRAM {dir}'"};
+    if (!(opt_.timeout_s > 0))
+      return Error{
+          fmt::format("--timeout {} must be a positive number of seconds", opt_.timeout_s)};
+    if (::access("/bin/sh", X_OK) != 0)
+      return Error{"--backend exec runs --cmd with /bin/sh, which is not executable here"};
+    return Status::ok();
+  }
+
+  std::vector<OpResult> run(const OpTask& task) override {
+    std::vector<OpResult> out(1);
+    run_one(task, out[0]);
+    return out;
+  }
+
+ private:
+  bool wants(const std::string& op, const cases::TensorInfo& t) const {
+    if (t.role != cases::Role::grad || !declared_) return true;
+    auto it = declared_->find(op);
+    return it != declared_->end() && it->second.count(t.name) > 0;
+  }
+
+  void run_one(const OpTask& task, OpResult& r) const;
+
+  ExecOptions opt_;
+  layout::LayoutSet layouts_;
+  std::optional<Declared> declared_;
+};
+
+void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
+  const cases::Case& c = *task.c;
+  const std::string op = cases::op_name(task.op);
+  auto fail = [&](const std::string& m) {
+    r.outcome = RunOutcome::error;
+    r.message = m;
+  };
+  if (!layouts_.has_op(op)) {
+    r.outcome = RunOutcome::skipped;
+    r.message = "op not in the layout file";
+    return;
+  }
+  if (task.work_dir.empty()) return fail("exec: no work directory for this task");
+  std::error_code ec;
+  const std::string dir = stdfs::absolute(task.work_dir, ec).lexically_normal().string();
+  if (Status st = fs::make_dirs(dir); !st) return fail(st.message());
+
+  const bool npy_format = layouts_.format == "npy";
+  const std::string ext = npy_format ? ".npy" : ".bin";
+  const DType storage = storage_dtype(c.dtype);
+  const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
+
+  // Files an earlier run left here must never be read as this run's results.
+  for (const auto& t : c.tensors(task.op))
+    for (const char* x : {".bin", ".npy"}) stdfs::remove(dir + "/" + t.name + x, ec);
+  for (const char* f : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(dir + "/" + f, ec);
+
+  std::vector<Expected> inputs, results;
+  for (const auto& t : c.tensors(task.op)) {
+    auto it = specs.find(t.name);
+    Expected e{t, it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes),
+               t.role == cases::Role::loss ? DType::float32 : storage, t.name + ext};
+    if (t.role == cases::Role::input)
+      inputs.push_back(std::move(e));
+    else if (wants(op, t))
+      results.push_back(std::move(e));
+  }
+
+  // case.json: everything a program with a JSON parser needs.
+  Json params;
+  if (task.op == cases::Op::conv2d) {
+    const auto& p = c.conv;
+    params = {{"N", p.n},
+              {"C", p.c},
+              {"H", p.h},
+              {"W", p.w},
+              {"O", p.o},
+              {"KH", p.kh},
+              {"KW", p.kw},
+              {"stride", {p.stride[0], p.stride[1]}},
+              {"padding", {p.padding[0], p.padding[1]}},
+              {"dilation", {p.dilation[0], p.dilation[1]}},
+              {"groups", p.groups},
+              {"bias", p.bias},
+              {"Hout", p.hout()},
+              {"Wout", p.wout()}};
+  } else {
+    params = {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
+  }
+  Json tensors = Json::object();
+  Json layouts_used = Json::object();
+  for (const auto* group : {&inputs, &results})
+    for (const auto& e : *group) {
+      tensors[e.info.name] = {
+          {"file", e.file},
+          {"layout", layout::to_string(e.spec)},
+          {"shape", layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)},
+          {"role", cases::role_name(e.info.role)},
+          {"dtype", dtype_name(e.dtype)}};
+      layouts_used[e.info.name] = layout::to_string(e.spec);
+    }
+  const Json doc = {{"protocol", kProtocol},
+                    {"op", op},
+                    {"case", c.name},
+                    {"dtype", dtype_name(c.dtype)},
+                    {"storage_dtype", dtype_name(storage)},
+                    {"params", params},
+                    {"format", layouts_.format},
+                    {"tensors", tensors}};
+  if (Status st = write_json(dir + "/case.json", doc); !st) return fail(st.message());
+
+  // The inputs, in their layouts.
+  for (const auto& e : inputs) {
+    auto it = task.inputs.find(e.info.name);
+    if (it == task.inputs.end() || !it->second)
+      return fail("exec: input '" + e.info.name + "' was not given");
+    const Tensor& x = *it->second;
+    if (x.shape() != e.info.shape || x.dtype() != e.dtype)
+      return fail(fmt::format("exec: input '{}' is {} {}, expected {} {}", e.info.name,
+                              dtype_name(x.dtype()), shape_to_string(x.shape()),
+                              dtype_name(e.dtype), shape_to_string(e.info.shape)));
+    const Tensor laid = layout::to_layout(x, e.info.canonical_axes, e.spec);
+    const std::string header =
+        npy_format ? npy::make_header(e.dtype, laid.shape(), e.spec.fortran) : std::string();
+    if (Status st = fs::write_atomic(dir + "/" + e.file, laid.bytes(), laid.nbytes(), header); !st)
+      return fail(st.message());
+  }
+
+  // The environment: the harness's own, less stale protocol variables, plus this task's.
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    const std::string key = kv.substr(0, kv.find('='));
+    bool ours = false;
+    for (const auto& v : protocol_vars()) ours = ours || key == v;
+    if (!ours) env.push_back(kv);
+  }
+  auto set = [&](const char* k, const auto& v) { env.push_back(fmt::format("{}={}", k, v)); };
+  set("VALIDATE_OP", op);
+  set("VALIDATE_CASE", c.name);
+  set("VALIDATE_DTYPE", dtype_name(c.dtype));
+  set("VALIDATE_DIR", dir);
+  set("VALIDATE_FORMAT", layouts_.format);
+  std::vector<std::pair<const char*, std::int64_t>> sizes;
+  if (task.op == cases::Op::conv2d) {
+    const auto& p = c.conv;
+    sizes = {{"VALIDATE_N", p.n},
+             {"VALIDATE_C", p.c},
+             {"VALIDATE_H", p.h},
+             {"VALIDATE_W", p.w},
+             {"VALIDATE_O", p.o},
+             {"VALIDATE_KH", p.kh},
+             {"VALIDATE_KW", p.kw},
+             {"VALIDATE_SH", p.stride[0]},
+             {"VALIDATE_SW", p.stride[1]},
+             {"VALIDATE_PH", p.padding[0]},
+             {"VALIDATE_PW", p.padding[1]},
+             {"VALIDATE_DH", p.dilation[0]},
+             {"VALIDATE_DW", p.dilation[1]},
+             {"VALIDATE_GROUPS", p.groups},
+             {"VALIDATE_HOUT", p.hout()},
+             {"VALIDATE_WOUT", p.wout()},
+             {"VALIDATE_BIAS", p.bias ? 1 : 0}};
+  } else {
+    sizes = {
+        {"VALIDATE_M", c.matmul.m}, {"VALIDATE_K", c.matmul.k}, {"VALIDATE_NCOLS", c.matmul.n}};
+  }
+  for (const auto& [k, v] : sizes) set(k, v);
+
+  const std::string cmd =
+      expand_command(opt_.cmd, dir, c.name, op, std::string(dtype_name(c.dtype)));
+  const auto pr =
+      exec::run_shell(cmd, env, dir + "/stdout.log", dir + "/stderr.log", opt_.timeout_s);
+  const std::string tail = exec::file_tail(dir + "/stderr.log", kTailBytes);
+  r.info = {{"command", cmd},          {"work_dir", dir},         {"format", layouts_.format},
+            {"layouts", layouts_used}, {"program_s", pr.seconds}, {"exit_status", pr.exit_code}};
+  if (!tail.empty()) r.info["stderr_tail"] = tail;
+  auto with_stderr = [&](const std::string& what) {
+    std::string m = what + " (work dir " + dir + ")";
+    if (!tail.empty()) return m + "; stderr: " + tail;
+    const std::string out_tail = exec::file_tail(dir + "/stdout.log", kTailBytes);
+    return m + (out_tail.empty() ? "; nothing on stderr or stdout"
+                                 : "; nothing on stderr; stdout: " + out_tail);
+  };
+
+  if (!pr.spawn_error.empty()) return fail(pr.spawn_error);
+  if (pr.timed_out)
+    return fail(with_stderr(
+        fmt::format("timed out after {:g} s: the program's process group was killed (--timeout)",
+                    opt_.timeout_s)));
+  if (pr.signal)
+    return fail(with_stderr("the program was killed by " + exec::signal_description(pr.signal)));
+  if (pr.exit_code != 0) {
+    // The shell reports a command that a signal ended as status 128 + N (139: a segfault).
+    // 126/127: the shell found the command but could not run it / did not find it.
+    std::string how;
+    if (pr.exit_code > 128 && pr.exit_code < 128 + 65)
+      how = " (128 + " + std::to_string(pr.exit_code - 128) + ": a command it ran was killed by " +
+            exec::signal_description(pr.exit_code - 128) + ")";
+    else if (pr.exit_code == 127)
+      how = " (127: the shell did not find the command)";
+    else if (pr.exit_code == 126)
+      how = " (126: the command is not executable)";
+    return fail(with_stderr(fmt::format("the program exited with status {}{}", pr.exit_code, how)));
+  }
+
+  std::string problems;
+  for (const auto& e : results) {
+    auto t = read_result(dir, e, npy_format);
+    if (!t) {
+      problems += (problems.empty() ? "" : "; ") + t.message();
+      continue;
+    }
+    r.outputs.emplace(e.info.name, std::move(*t));
+  }
+  if (!problems.empty()) {
+    r.outputs.clear();
+    return fail(with_stderr(problems));
+  }
+  if (!opt_.keep_work) {
+    for (const auto* group : {&inputs, &results})
+      for (const auto& e : *group) stdfs::remove(dir + "/" + e.file, ec);
+  }
+}
+
+}  // namespace
+
+std::string expand_command(const std::string& cmd, const std::string& dir,
+                           const std::string& case_name, const std::string& op,
+                           const std::string& dtype) {
+  const std::pair<const char*, const std::string*> keys[] = {
+      {"{dir}", &dir}, {"{case}", &case_name}, {"{op}", &op}, {"{dtype}", &dtype}};
+  std::string out;
+  for (std::size_t i = 0; i < cmd.size();) {
+    bool hit = false;
+    if (cmd[i] == '{')
+      for (const auto& [key, value] : keys) {
+        const std::size_t n = std::char_traits<char>::length(key);
+        if (cmd.compare(i, n, key) == 0) {
+          out += shell_quote(*value);
+          i += n;
+          hit = true;
+          break;
+        }
+      }
+    if (!hit) out += cmd[i++];
+  }
+  return out;
+}
+
+std::unique_ptr<Runner> make_exec_runner(const ExecOptions& opt, const layout::LayoutSet& layouts) {
+  return std::make_unique<ExecRunner>(opt, layouts);
+}
+
+}  // namespace validate::runners

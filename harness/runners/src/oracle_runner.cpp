@@ -1,0 +1,249 @@
+// The oracle runner: layout plumbing around oracle_kernels.cpp. Inputs go canonical -> layout
+// memory through the layout module (the same conversion every other runner uses), are widened
+// exactly to float64 in place, and are addressed by the layout's per-axis strides; results are
+// written in their layouts, rounded once to the storage dtype and converted back to canonical.
+#include "validate/runners/oracle_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "oracle_kernels.hpp"
+#include "validate/layout/convert.hpp"
+
+namespace validate::runners {
+
+namespace {
+
+using oracle::View;
+
+int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+// A tensor of the op in float64, in its layout's memory order.
+struct Held {
+  std::string axes;
+  Shape shape;  // canonical
+  layout::Spec spec;
+  std::vector<double> mem;
+  View view;
+};
+
+// The spec must name exactly the tensor's canonical axes (parse_spec guarantees it for specs from
+// a preset or a layout file; a hand-built set is checked here rather than asserted in placement()).
+Status check_spec(const layout::Spec& spec, const std::string& axes, const std::string& tensor) {
+  std::string a = spec.axes, b = axes;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  bool ok = a == b && std::adjacent_find(a.begin(), a.end()) == a.end();
+  for (char f : spec.flip) ok = ok && axes.find(f) != std::string::npos;
+  if (!ok)
+    return Error{fmt::format("layout '{}' of tensor '{}' does not name its axes {}",
+                             layout::to_string(spec), tensor, axes.empty() ? "(scalar)" : axes)};
+  return Status::ok();
+}
+
+Held make_held(const cases::TensorInfo& t, const layout::Spec& spec) {
+  Held h{t.canonical_axes,
+         t.shape,
+         spec,
+         std::vector<double>(static_cast<std::size_t>(shape_numel(t.shape))),
+         {}};
+  const auto g = layout::from_layout_gather(layout::placement(spec, t.canonical_axes, t.shape));
+  h.view.data = h.mem.data();
+  h.view.offset = g.src_offset;
+  for (std::size_t a = 0; a < g.src_strides.size() && a < 4; ++a)
+    h.view.stride[a] = g.src_strides[a];
+  return h;
+}
+
+// Canonical storage tensor -> layout memory (layout module) -> float64 (exact widening).
+Held hold_input(const cases::TensorInfo& t, const layout::Spec& spec, const Tensor& canonical) {
+  Held h = make_held(t, spec);
+  const Tensor laid = layout::to_layout(canonical, t.canonical_axes, spec);
+  if (laid.dtype() == DType::float32) {
+    const float* src = laid.data<float>();
+    for (std::size_t i = 0; i < h.mem.size(); ++i) h.mem[i] = src[i];
+  } else {
+    for (std::size_t i = 0; i < h.mem.size(); ++i)
+      h.mem[i] = laid.get(static_cast<std::int64_t>(i));
+  }
+  return h;
+}
+
+// Layout memory (float64) -> one rounding to `dtype` -> canonical (layout module).
+Tensor release(const Held& h, DType dtype) {
+  const Shape lshape = layout::shape_in_layout(h.spec, h.axes, h.shape);
+  Tensor laid(dtype, lshape);
+  const std::size_t n = h.mem.size();
+  switch (dtype) {
+    case DType::float64:
+      std::copy(h.mem.begin(), h.mem.end(), laid.data<double>());
+      break;
+    case DType::float32:
+      for (std::size_t i = 0; i < n; ++i) laid.data<float>()[i] = static_cast<float>(h.mem[i]);
+      break;
+    case DType::float16:
+      for (std::size_t i = 0; i < n; ++i)
+        laid.data<std::uint16_t>()[i] = double_to_float16_bits(h.mem[i]);
+      break;
+    case DType::bfloat16:
+      break;  // rejected by oracle_compute
+  }
+  return layout::from_layout(laid, h.axes, h.shape, h.spec);
+}
+
+Tensor scalar(double v, DType dtype) {
+  Tensor t(dtype == DType::float64 ? DType::float64 : DType::float32, Shape{});
+  t.set(0, v);  // one rounding, double -> float32
+  return t;
+}
+
+class OracleRunner final : public Runner {
+ public:
+  OracleRunner(layout::LayoutSet layouts, OracleOptions opt)
+      : layouts_(std::move(layouts)), opt_(opt) {}
+
+  std::string name() const override { return "oracle"; }
+
+  nlohmann::json info() const override {
+    return {{"backend", "oracle"},
+            {"device", "cpu"},
+            {"math", "float64"},
+            {"threads", resolve_threads(opt_.threads)},
+            {"layout", layout::to_json(layouts_)}};
+  }
+
+  std::vector<OpResult> run(const OpTask& task) override {
+    std::vector<OpResult> out(1);
+    OpResult& r = out[0];
+    const std::string op = cases::op_name(task.op);
+    if (!layouts_.has_op(op)) {
+      r.outcome = RunOutcome::skipped;
+      r.message = "op not in the layout file";
+      return out;
+    }
+    const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
+    nlohmann::json used = nlohmann::json::object();
+    for (const auto& t : task.c->tensors(task.op)) {
+      auto it = specs.find(t.name);
+      used[t.name] = layout::to_string(
+          it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes));
+    }
+    auto res = oracle_compute(*task.c, task.op, task.inputs, specs, storage_dtype(task.c->dtype),
+                              opt_.threads);
+    if (!res) {
+      r.outcome = RunOutcome::error;
+      r.message = res.message();
+      return out;
+    }
+    r.outputs = std::move(*res);
+    r.info = {{"compute", "float64"}, {"layouts", used}};
+    return out;
+  }
+
+ private:
+  layout::LayoutSet layouts_;
+  OracleOptions opt_;
+};
+
+}  // namespace
+
+std::uint16_t double_to_float16_bits(double x) {
+  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isnan(x)) return sign | 0x7e00;
+  const double a = std::fabs(x);
+  if (a == 0) return sign;
+  // 65504 is the largest half and its last bit is odd, so the tie at 65520 rounds up to inf.
+  if (a >= 65520.0) return sign | 0x7c00;
+  int e = 0;
+  std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
+  // Spacing of halves near a: 2^(e-11) for normals, 2^-24 below 2^-14 (subnormals, and the
+  // first binade, whose encoding r is the same formula). Scaling by a power of two is exact.
+  const int q = std::max(e - 11, -24);
+  const auto r = static_cast<int>(std::nearbyint(std::ldexp(a, -q)));  // ties to even
+  if (q == -24) return static_cast<std::uint16_t>(sign | r);
+  // r in [1024, 2048]: biased exponent q + 25, mantissa r - 1024 (r = 2048 carries into the
+  // exponent).
+  return static_cast<std::uint16_t>(sign | (((q + 25) << 10) + (r - 1024)));
+}
+
+Result<std::map<std::string, Tensor>> oracle_compute(
+    const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
+    const layout::TensorSpecs& specs, DType result_dtype, int threads) {
+  const std::string where =
+      fmt::format("oracle {}/{} {}", dtype_name(c.dtype), c.name, cases::op_name(op));
+  if (result_dtype == DType::bfloat16)
+    return Error{
+        where + ": results are float32, float16 or float64 (bfloat16 cases are stored as float32)"};
+  VALIDATE_TRY(op == cases::Op::conv2d ? cases::check_conv(c.conv, where)
+                                       : cases::check_matmul(c.matmul, where));
+  threads = resolve_threads(threads);
+
+  std::map<std::string, Held> held;
+  std::vector<cases::TensorInfo> produced;
+  for (const auto& t : c.tensors(op)) {
+    auto it = specs.find(t.name);
+    const layout::Spec spec =
+        it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes);
+    if (Status st = check_spec(spec, t.canonical_axes, t.name); !st)
+      return Error{where + ": " + st.message()};
+    if (t.role == cases::Role::loss) continue;
+    if (t.role != cases::Role::input) {
+      held.emplace(t.name, make_held(t, spec));
+      produced.push_back(t);
+      continue;
+    }
+    auto in = inputs.find(t.name);
+    if (in == inputs.end() || in->second == nullptr)
+      return Error{where + ": input '" + t.name + "' missing"};
+    const Tensor& x = *in->second;
+    if (x.shape() != t.shape)
+      return Error{fmt::format("{}: input '{}' has shape {}, expected {}", where, t.name,
+                               shape_to_string(x.shape()), shape_to_string(t.shape))};
+    if (x.dtype() != DType::float32 && x.dtype() != DType::float16)
+      return Error{fmt::format("{}: input '{}' is {}, expected float32 or float16 storage", where,
+                               t.name, dtype_name(x.dtype()))};
+    held.emplace(t.name, hold_input(t, spec, x));
+  }
+  auto view = [&](const char* name) {
+    auto it = held.find(name);
+    return it == held.end() ? View{} : it->second.view;
+  };
+
+  std::vector<double> dy;
+  double loss = 0;
+  if (op == cases::Op::conv2d) {
+    oracle::conv_forward(c.conv, view("input"), view("weight"), view("bias"), view("output"),
+                         threads);
+    loss = oracle::mse_conv(c.conv, view("output"), view("target"), dy);
+    oracle::conv_backward(c.conv, view("input"), view("weight"), dy, view("grad_input"),
+                          view("grad_weight"), view("grad_bias"), threads);
+  } else {
+    oracle::matmul_forward(c.matmul, view("A"), view("B"), view("output"), threads);
+    loss = oracle::mse_matmul(c.matmul, view("output"), view("target"), dy);
+    oracle::matmul_backward(c.matmul, view("A"), view("B"), dy, view("grad_A"), view("grad_B"),
+                            threads);
+  }
+
+  std::map<std::string, Tensor> out;
+  for (const auto& t : produced) out.emplace(t.name, release(held.at(t.name), result_dtype));
+  out.emplace("loss", scalar(loss, result_dtype));
+  return out;
+}
+
+std::unique_ptr<Runner> make_oracle_runner(const layout::LayoutSet& layouts) {
+  return make_oracle_runner(layouts, OracleOptions{});
+}
+
+std::unique_ptr<Runner> make_oracle_runner(const layout::LayoutSet& layouts,
+                                           const OracleOptions& opt) {
+  return std::make_unique<OracleRunner>(layouts, opt);
+}
+
+}  // namespace validate::runners
