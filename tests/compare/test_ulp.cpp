@@ -31,19 +31,21 @@ TEST(Ulp, Float32HandValues) {
   EXPECT_EQ(ulp_distance(0.0f, min_sub, f), 1u);
   EXPECT_EQ(ulp_distance(-0.0f, min_sub, f), 1u);
   EXPECT_EQ(ulp_distance(-min_sub, min_sub, f), 2u);  // across zero: -1 -> 0 -> +1
-  EXPECT_EQ(ulp_distance(from_bits(0x007fffffu), std::numeric_limits<float>::min(), f), 1u);  // subnormal->normal
+  EXPECT_EQ(ulp_distance(from_bits(0x007fffffu), std::numeric_limits<float>::min(), f),
+            1u);  // subnormal->normal
   EXPECT_EQ(ulp_distance(std::numeric_limits<float>::max(), kInf, f), 1u);
   EXPECT_EQ(ulp_distance(-1.0f, 1.0f, f), 2u * 0x3f800000u);  // 2130706432
-  EXPECT_EQ(ulp_distance(-kInf, kInf, f), 2u * 0x7f800000u);  // 4278190080: needs more than 32 signed bits
-  EXPECT_EQ(ulp_distance(2.0f, 1.0f, f), 0x00800000u);       // one binade = 2^23 values
+  EXPECT_EQ(ulp_distance(-kInf, kInf, f),
+            2u * 0x7f800000u);  // 4278190080: needs more than 32 signed bits
+  EXPECT_EQ(ulp_distance(2.0f, 1.0f, f), 0x00800000u);  // one binade = 2^23 values
 }
 
 TEST(Ulp, BFloat16HandValues) {
   const DType b = DType::bfloat16;
-  EXPECT_EQ(ulp_distance(1.0f, 1.0078125f, b), 1u);  // 1 + 2^-7: next bfloat16 after 1
+  EXPECT_EQ(ulp_distance(1.0f, 1.0078125f, b), 1u);         // 1 + 2^-7: next bfloat16 after 1
   EXPECT_EQ(ulp_distance(1.0f, 1.0f + 1.0f / 256, b), 0u);  // halfway: ties to even -> 1.0
   EXPECT_EQ(ulp_distance(1.0f, 1.0f + 3.0f / 256, b), 2u);  // halfway 1.5 steps: to even (2 steps)
-  const float min_sub = from_bits(0x00010000u);              // bfloat16 0x0001 = 2^-133
+  const float min_sub = from_bits(0x00010000u);             // bfloat16 0x0001 = 2^-133
   EXPECT_EQ(ulp_distance(0.0f, min_sub, b), 1u);
   EXPECT_EQ(ulp_distance(-min_sub, min_sub, b), 2u);
   EXPECT_EQ(ulp_distance(-0.0f, 0.0f, b), 0u);
@@ -59,7 +61,8 @@ TEST(Ulp, Float16HandValues) {
   const float min_sub = std::ldexp(1.0f, -24);
   EXPECT_EQ(ulp_distance(0.0f, min_sub, h), 1u);
   EXPECT_EQ(ulp_distance(-min_sub, min_sub, h), 2u);
-  EXPECT_EQ(ulp_distance(1023 * min_sub, std::ldexp(1.0f, -14), h), 1u);  // largest subnormal -> min normal
+  EXPECT_EQ(ulp_distance(1023 * min_sub, std::ldexp(1.0f, -14), h),
+            1u);  // largest subnormal -> min normal
   EXPECT_EQ(ulp_distance(65504.0f, kInf, h), 1u);
   EXPECT_EQ(ulp_distance(-1.0f, 1.0f, h), 2u * 0x3c00u);  // 30720
   EXPECT_EQ(ulp_distance_bits16(0x8001, 0x0001), 2u);
@@ -82,7 +85,8 @@ TEST(UlpHistogram, BinsAndPercentiles) {
   EXPECT_EQ(UlpHistogram::fine_upper(1025), 1024u + 16u);
   EXPECT_LT(UlpHistogram::fine_bin(4278190080ull), UlpHistogram::kFineBins);
   // Every distance lies inside its bin.
-  for (std::uint64_t d : {0ull, 1ull, 7ull, 1024ull, 1025ull, 1040ull, 1041ull, 99999ull, 1ull << 31, 4278190080ull}) {
+  for (std::uint64_t d : {0ull, 1ull, 7ull, 1024ull, 1025ull, 1040ull, 1041ull, 99999ull,
+                          1ull << 31, 4278190080ull}) {
     const int b = UlpHistogram::fine_bin(d);
     EXPECT_LE(d, UlpHistogram::fine_upper(b)) << d;
     if (b > 0) {

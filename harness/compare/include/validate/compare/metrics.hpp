@@ -3,8 +3,8 @@
 //
 // Definitions (docs/compare.md has the long form):
 //  - Elements where either side is NaN or +-Inf are "non-finite". They agree when both are NaN or
-//    both are the same infinity; any other combination is a mismatch, which always fails. Non-finite
-//    elements are left out of every other statistic.
+//    both are the same infinity; any other combination is a mismatch, which always fails.
+//    Non-finite elements are left out of every other statistic.
 //  - near-zero floor = near_zero_fraction * max|ref| (default 1%), never below the logical dtype's
 //    smallest normal. Elements with |ref| < floor are "near-zero": their ULP distances go to a
 //    separate summary, because near a cancellation ULPs measure nothing but the cancellation.
@@ -43,13 +43,13 @@ struct ArrayView {
 ArrayView view_of(const Tensor& t);
 
 struct MetricOptions {
-  DType logical = DType::float32;          // the dtype ULPs are measured in
-  double near_zero_fraction = 0.01;        // floor = fraction * max|ref|
-  std::optional<double> ref_max_abs;       // when known (metadata), skips the pre-pass over ref
-  std::optional<double> atol, rtol;        // element tolerance; unset = not part of the test
-  std::optional<std::uint64_t> max_ulp;    // for elements that are not near-zero
-  int threads = 0;                         // 0: std::thread::hardware_concurrency()
-  std::int64_t chunk_elements = 1 << 18;   // elements per work unit (a multiple of 1024)
+  DType logical = DType::float32;         // the dtype ULPs are measured in
+  double near_zero_fraction = 0.01;       // floor = fraction * max|ref|
+  std::optional<double> ref_max_abs;      // when known (metadata), skips the pre-pass over ref
+  std::optional<double> atol, rtol;       // element tolerance; unset = not part of the test
+  std::optional<std::uint64_t> max_ulp;   // for elements that are not near-zero
+  int threads = 0;                        // 0: std::thread::hardware_concurrency()
+  std::int64_t chunk_elements = 1 << 18;  // elements per work unit (a multiple of 1024)
 };
 
 struct UlpSummary {
@@ -86,18 +86,23 @@ struct TensorStats {
   NonFinite nonfinite;
   std::int64_t beyond_tolerance = 0;
   std::int64_t first_beyond = -1;
-  Element worst_abs;  // largest |run - ref| (first on ties)
-  Element worst_ulp;  // largest ULP among elements that are not near-zero
+  Element worst_abs;    // largest |run - ref| (first on ties)
+  Element worst_ulp;    // largest ULP among elements that are not near-zero
   double min_atol = 0;  // the smallest atol that would pass alone (= max_abs)
   double min_rtol = 0;  // the smallest rtol that would pass alone (= max_rel)
 
-  double ref_zero_fraction() const { return numel ? static_cast<double>(ref_zeros) / static_cast<double>(numel) : 0; }
-  std::uint64_t max_ulp_any() const { return ulp.max > ulp_near_zero.max ? ulp.max : ulp_near_zero.max; }
+  double ref_zero_fraction() const {
+    return numel ? static_cast<double>(ref_zeros) / static_cast<double>(numel) : 0;
+  }
+  std::uint64_t max_ulp_any() const {
+    return ulp.max > ulp_near_zero.max ? ulp.max : ulp_near_zero.max;
+  }
 };
 
 // Streams over both arrays once (plus a pass over ref for max|ref| unless given).
 // Errors: element counts differ, unsupported storage dtype.
-Result<TensorStats> compute_metrics(const ArrayView& ref, const ArrayView& run, const MetricOptions& opt);
+Result<TensorStats> compute_metrics(const ArrayView& ref, const ArrayView& run,
+                                    const MetricOptions& opt);
 
 // The pre-pass on its own: max |ref| over finite values and the count of exact zeros.
 struct RefScan {

@@ -34,8 +34,10 @@ inline std::int64_t ordered_16(std::uint16_t bits) {
 // in that dtype first; float64 is measured as float32, the finest dtype a reference stores).
 inline std::int64_t ordered_index(float x, DType logical) {
   switch (logical) {
-    case DType::bfloat16: return ordered_16(float_to_bfloat16_bits(x));
-    case DType::float16: return ordered_16(float_to_float16_bits(x));
+    case DType::bfloat16:
+      return ordered_16(float_to_bfloat16_bits(x));
+    case DType::float16:
+      return ordered_16(float_to_float16_bits(x));
     default: {
       std::uint32_t u;
       std::memcpy(&u, &x, 4);

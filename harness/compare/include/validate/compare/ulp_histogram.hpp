@@ -16,17 +16,18 @@ namespace validate::compare {
 
 class UlpHistogram {
  public:
-  static constexpr int kExact = 1024;          // distances 0..1024 are binned exactly
-  static constexpr int kSubBins = 64;          // bins per octave above kExact
+  static constexpr int kExact = 1024;  // distances 0..1024 are binned exactly
+  static constexpr int kSubBins = 64;  // bins per octave above kExact
   static constexpr int kFineBins = 1 + kExact + (32 - 10) * kSubBins;  // 2433
-  static constexpr int kCoarseBins = 34;       // 0, 1, 2, 3-4, ..., (2^31, 2^32]
+  static constexpr int kCoarseBins = 34;  // 0, 1, 2, 3-4, ..., (2^31, 2^32]
 
   UlpHistogram() : fine_(kFineBins, 0) {}
 
   // Fine bin of a distance (the kernel computes the same with vector integer operations).
   static int fine_bin(std::uint64_t d) {
     if (d <= static_cast<std::uint64_t>(kExact)) return static_cast<int>(d);
-    const std::uint64_t v = d - 1;  // octaves are [2^e, 2^(e+1)) in v = d - 1, i.e. (2^e, 2^(e+1)] in d
+    const std::uint64_t v =
+        d - 1;  // octaves are [2^e, 2^(e+1)) in v = d - 1, i.e. (2^e, 2^(e+1)] in d
     int e = 63;
     while (!((v >> e) & 1u)) --e;
     if (e > 31) e = 31;  // cannot happen for float32 distances; clamp defensively
@@ -37,19 +38,24 @@ class UlpHistogram {
   static std::uint64_t fine_upper(int b) {
     if (b <= kExact) return static_cast<std::uint64_t>(b);
     const int e = 10 + (b - 1 - kExact) / kSubBins, sub = (b - 1 - kExact) % kSubBins;
-    return (std::uint64_t{1} << e) + static_cast<std::uint64_t>(sub + 1) * (std::uint64_t{1} << (e - 6));
+    return (std::uint64_t{1} << e) +
+           static_cast<std::uint64_t>(sub + 1) * (std::uint64_t{1} << (e - 6));
   }
   static int coarse_bin(std::uint64_t d) {
     if (d <= 1) return static_cast<int>(d);
     int c = 1;
     std::uint64_t v = d - 1;
-    while (v) { v >>= 1; ++c; }
+    while (v) {
+      v >>= 1;
+      ++c;
+    }
     return c;  // ceil(log2 d) + 1
   }
   // "0", "1", "2", "3-4", "5-8", ...
   static std::string coarse_label(int c) {
     if (c <= 2) return std::to_string(c);
-    return std::to_string((std::uint64_t{1} << (c - 2)) + 1) + "-" + std::to_string(std::uint64_t{1} << (c - 1));
+    return std::to_string((std::uint64_t{1} << (c - 2)) + 1) + "-" +
+           std::to_string(std::uint64_t{1} << (c - 1));
   }
 
   void add(std::uint64_t d, std::uint64_t count = 1) { fine_[fine_bin(d)] += count; }

@@ -1,0 +1,85 @@
+// Google Benchmark micro-benchmarks of the metric kernel on in-memory arrays (no I/O): elements per
+// second per logical dtype and thread count, to separate compute from memory bandwidth.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "validate/compare/metrics.hpp"
+
+using namespace validate;
+
+namespace {
+
+struct Data {
+  std::vector<float> ref, run;
+  std::vector<std::uint16_t> ref16, run16;  // the same values as float16 storage (<f2)
+  explicit Data(std::size_t n) : ref(n), run(n), ref16(n), run16(n) {
+    std::mt19937 gen(1);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (std::size_t i = 0; i < n; ++i) {
+      ref[i] = round_to_dtype(d(gen), DType::bfloat16);
+      run[i] = round_to_dtype(ref[i] * (1.f + 1e-3f * d(gen)), DType::bfloat16);
+      ref16[i] = float_to_float16_bits(ref[i]);
+      run16[i] = float_to_float16_bits(run[i]);
+    }
+  }
+};
+
+const Data& data() {
+  static const Data d(std::size_t{1} << 24);  // 64 MB per side: larger than the caches
+  return d;
+}
+
+void BM_Metrics(benchmark::State& state) {
+  const Data& d = data();
+  compare::MetricOptions opt;
+  opt.logical = static_cast<DType>(state.range(0));
+  opt.threads = static_cast<int>(state.range(1));
+  opt.rtol = 5e-4;
+  opt.ref_max_abs = 6.0;                            // skip the pre-pass: the kernel alone
+  const bool half = opt.logical == DType::float16;  // float16 cases are stored as <f2
+  const compare::ArrayView r =
+      half ? compare::ArrayView{reinterpret_cast<const std::byte*>(d.ref16.data()), DType::float16,
+                                static_cast<std::int64_t>(d.ref16.size()), false}
+           : compare::ArrayView{reinterpret_cast<const std::byte*>(d.ref.data()), DType::float32,
+                                static_cast<std::int64_t>(d.ref.size()), false};
+  const compare::ArrayView x =
+      half ? compare::ArrayView{reinterpret_cast<const std::byte*>(d.run16.data()), DType::float16,
+                                static_cast<std::int64_t>(d.run16.size()), false}
+           : compare::ArrayView{reinterpret_cast<const std::byte*>(d.run.data()), DType::float32,
+                                static_cast<std::int64_t>(d.run.size()), false};
+  for (auto _ : state) {
+    auto st = compare::compute_metrics(r, x, opt);
+    benchmark::DoNotOptimize(st);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(d.ref.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(d.ref.size()) *
+                          (half ? 4 : 8));
+  state.SetLabel(compare::metrics_kernel_isa());
+}
+
+void BM_RefScan(benchmark::State& state) {
+  const Data& d = data();
+  const compare::ArrayView r{reinterpret_cast<const std::byte*>(d.ref.data()), DType::float32,
+                             static_cast<std::int64_t>(d.ref.size()), false};
+  for (auto _ : state)
+    benchmark::DoNotOptimize(
+        compare::scan_reference(r, DType::float32, static_cast<int>(state.range(0))));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(d.ref.size()) * 4);
+}
+
+}  // namespace
+
+BENCHMARK(BM_Metrics)
+    ->ArgNames({"dtype", "threads"})
+    ->Args({static_cast<int>(DType::float32), 1})
+    ->Args({static_cast<int>(DType::float32), 2})
+    ->Args({static_cast<int>(DType::bfloat16), 1})
+    ->Args({static_cast<int>(DType::bfloat16), 2})
+    ->Args({static_cast<int>(DType::float16), 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_RefScan)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();

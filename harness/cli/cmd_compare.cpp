@@ -1,0 +1,120 @@
+// `validate compare REF RUN`: pair, measure, gate, diagnose, report. Exit 0 when every gate passed,
+// 1 when one failed, 2 on bad usage or unreadable/corrupt input.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "validate/compare/compare.hpp"
+#include "validate/report/reporter.hpp"
+
+namespace validate::cli {
+
+namespace {
+
+struct CompareArgs {
+  std::string ref, run, policy, oracle, only, variant, json, md, junit, html, color = "auto";
+  std::vector<std::string> gates;
+  int threads = 0;
+  bool no_diagnose = false, verbose = false, quiet = false;
+};
+
+int run_compare(const CompareArgs& a) {
+  compare::CompareOptions opt;
+  opt.ref_dir = a.ref;
+  opt.run_dir = a.run;
+  opt.oracle_dir = a.oracle;
+  opt.only = a.only;
+  opt.variant = a.variant;
+  opt.diagnose = !a.no_diagnose;
+  opt.threads = a.threads;
+  opt.policy = compare::Policy::builtin();
+  std::string prefix =
+      "validate compare " + compare::shell_quote(a.ref) + " " + compare::shell_quote(a.run);
+  if (!a.policy.empty()) {
+    if (Status st = opt.policy.add_file(a.policy); !st) {
+      std::cerr << "validate compare: --policy " << st.message() << "\n";
+      return 2;
+    }
+    prefix += " --policy " + compare::shell_quote(a.policy);
+  }
+  for (const auto& g : a.gates) {
+    if (Status st = opt.policy.add_gate(g); !st) {
+      std::cerr << "validate compare: " << st.message() << "\n";
+      return 2;
+    }
+    prefix += " --gate " + compare::shell_quote(g);
+  }
+  opt.repro_prefix = prefix;
+
+  auto report = compare::compare_sets(opt);
+  if (!report) {
+    std::cerr << "validate compare: " << report.message() << "\n";
+    return 2;
+  }
+  std::vector<std::unique_ptr<report::Reporter>> reporters;
+  if (!a.quiet) {
+    report::TerminalOptions t;
+    t.color = a.color == "always" || (a.color == "auto" && report::wants_color(STDOUT_FILENO));
+    t.verbose = a.verbose;
+    reporters.push_back(report::make_terminal_reporter(std::cout, t));
+  }
+  if (!a.json.empty()) reporters.push_back(report::make_json_reporter(a.json));
+  if (!a.md.empty()) reporters.push_back(report::make_markdown_reporter(a.md));
+  if (!a.junit.empty()) reporters.push_back(report::make_junit_reporter(a.junit));
+  if (!a.html.empty()) reporters.push_back(report::make_html_reporter(a.html));
+  int code = report->exit_code();
+  for (auto& r : reporters) {
+    if (Status st = r->report(*report); !st) {
+      std::cerr << "validate compare: writing the " << r->name() << " report: " << st.message()
+                << "\n";
+      code = 2;
+    }
+  }
+  if (a.quiet) std::cout << report->summary_line() << "\n";
+  return code;
+}
+
+}  // namespace
+
+void register_compare(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand(
+      "compare",
+      "Compare a run with a reference set: ULP/abs/rel error, PCC, gates, diagnosis, reports");
+  // Per registration (not static), so an App parsed twice in one process starts from defaults.
+  auto a = std::make_shared<CompareArgs>();
+  sub->add_option("ref", a->ref, "Reference set (validate-reference/1)")->required();
+  sub->add_option("run", a->run,
+                  "Run directory (validate-run/1); variants/ are compared one by one")
+      ->required();
+  sub->add_option("--policy", a->policy,
+                  "Policy file (JSON, validate-policy/1) layered over the built-in policy");
+  sub->add_option("--gate", a->gates,
+                  "Override one gate: [DTYPE.][OP.][ROLE|TENSOR.]KEY=VALUE, e.g. "
+                  "float32.loss.loss_abs=1e-7 (none: off)")
+      ->take_all()
+      ->allow_extra_args(false);
+  sub->add_option("--oracle", a->oracle,
+                  "A float64 oracle run: report which side is closer to exact");
+  sub->add_option("--only", a->only,
+                  "Compare only ids matching this regex (ids: dtype/case/op/tensor)");
+  sub->add_option("--variant", a->variant, "Compare only variants whose label matches this regex");
+  sub->add_option("--json", a->json, "Write the full report as JSON (schema_version 1)");
+  sub->add_option("--md", a->md, "Write a Markdown summary (for a PR comment)");
+  sub->add_option("--junit", a->junit, "Write JUnit XML (one testcase per tensor)");
+  sub->add_option("--html", a->html, "Write a self-contained HTML report with SVG plots");
+  sub->add_option("--threads", a->threads, "Threads for the metric pass (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--color", a->color,
+                  "Colour the terminal table: auto (TTY and no NO_COLOR), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  sub->add_flag("--no-diagnose", a->no_diagnose, "Do not try layout mistakes on failing tensors");
+  sub->add_flag("-v,--verbose", a->verbose, "Details for not-run and skipped entries too");
+  sub->add_flag("-q,--quiet", a->quiet, "Only the summary line on the terminal");
+  sub->callback([a, &exit_code] { exit_code = run_compare(*a); });
+}
+
+}  // namespace validate::cli

@@ -1,0 +1,102 @@
+#pragma once
+// What a comparison produces: one Entry per (variant, dtype, case, op, tensor), with its verdict,
+// statistics, the gate checks that decided it and, for failures, a diagnosis and a repro command.
+// Every reporter (terminal, JSON, Markdown, JUnit, HTML) renders this one structure.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "validate/compare/diagnosis.hpp"
+#include "validate/compare/metrics.hpp"
+#include "validate/compare/policy.hpp"
+#include "validate/core/tensor.hpp"
+
+namespace validate::compare {
+
+// Outcomes are a closed set, kept apart from errors (benchdnn's res_t).
+enum class Verdict {
+  passed,
+  failed,       // a gate failed, or the run is missing/mismatched/fed different inputs
+  mistrusted,   // gates passed, but the reference is mostly zeros: a broken stack could pass too
+  not_run,      // in the reference, not declared by the runner
+  skipped,      // the runner skipped the op (outcome "skipped")
+  unsupported,  // the runner cannot do the op (outcome "unsupported")
+  error,        // the runner failed on the op (outcome "error"): counts as a failure
+  invalid,      // unreadable or corrupt input: the comparison itself could not be made (exit 2)
+};
+const char* verdict_name(Verdict v);
+bool is_failure(Verdict v);  // failed, error
+
+struct Check {
+  std::string name;   // "max_ulp", "beyond_tolerance", "min_pcc", "loss_abs", "nonfinite", ...
+  double value = 0;   // what was measured
+  double limit = 0;   // the gate
+  bool upper = true;  // value must be <= limit (false: >=)
+  bool passed = true;
+};
+
+struct LossStats {
+  double ref = 0, run = 0, abs_diff = 0, rel_diff = 0;
+  std::uint64_t ulp = 0;  // float32 ULPs (the loss is a float32 scalar for every dtype)
+};
+
+// Three-way mode: each side against a float64 oracle, the oracle rounded to the logical dtype.
+struct OracleComparison {
+  double ref_max_abs = 0, run_max_abs = 0;
+  std::uint64_t ref_max_ulp = 0, run_max_ulp = 0;
+  std::string closer;  // "run", "reference" or "tie"
+};
+
+struct Entry {
+  std::string variant;  // "" for a run without variants
+  std::string dtype, case_name, op, tensor, role, axes;
+  Shape shape;
+  std::int64_t K = 0;  // reduction length of the op, for error-versus-K plots
+  Verdict verdict = Verdict::passed;
+  std::string message;  // one line: why it failed / was not compared
+  std::optional<TensorStats> stats;
+  std::optional<LossStats> loss;
+  std::optional<Gates> gates;
+  std::vector<Check> checks;
+  std::optional<Diagnosis> diagnosis;
+  std::optional<OracleComparison> oracle;
+  std::string worst_coords;  // "n=0 c=5 h=31 w=0"
+  std::string repro;         // a command that compares only this tensor
+
+  std::string id() const;  // dtype/case/op/tensor (dtype/case/op for op-level entries)
+};
+
+struct Counts {
+  std::int64_t passed = 0, failed = 0, mistrusted = 0, not_run = 0, skipped = 0, unsupported = 0,
+               error = 0, invalid = 0;
+  void add(Verdict v);
+};
+
+struct Report {
+  std::string ref_dir, run_dir, oracle_dir;
+  std::vector<std::string> variants;                   // labels compared ("" = the run itself)
+  nlohmann::json run_info = nlohmann::json::object();  // run_info.json of the run (top level)
+  nlohmann::json policy = nlohmann::json::object();    // effective rules
+  std::vector<Entry> entries;
+  std::vector<std::string> input_errors;  // corrupt or unreadable inputs (exit 2)
+  std::vector<std::string> warnings;  // e.g. the run was made from a different reference manifest
+  std::string created_at, harness_version, git_commit, kernel_isa;
+  double elapsed_s = 0;
+
+  Counts counts() const;
+  // 2: an input was unreadable/corrupt; 1: a gate failed or nothing at all was compared; 0
+  // otherwise.
+  int exit_code() const;
+  std::string summary_line() const;  // "validate: 46 passed, 2 failed, 0 not run"
+};
+
+// "n=0 c=5 h=31 w=0" from a flat C-order index, the shape and canonical axis letters.
+std::string format_coords(std::int64_t index, const Shape& shape, const std::string& axes);
+
+// Shell-quotes an argument for a copy-pasteable command line.
+std::string shell_quote(const std::string& s);
+
+}  // namespace validate::compare

@@ -1,0 +1,61 @@
+#pragma once
+// Reading a run directory (validate-run/1, docs/formats.md) and pairing what it declares with the
+// reference set: every tensor listed in a case's "produced" is paired by dtype, case, op and name;
+// reference tensors nobody declared are "not run", never "passed".
+#include <map>
+#include <string>
+#include <vector>
+
+#include "validate/cases/refset.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/result.hpp"
+
+namespace validate::compare {
+
+struct RunOpRecord {
+  std::string outcome = "ok";  // ok | error | skipped | unsupported
+  std::string message;
+  std::vector<std::string> produced;
+  bool has_input_hashes = false;
+  std::map<std::string, std::string> input_hashes;  // tensor -> sha256 of what the backend consumed
+  std::map<std::string, std::string> layouts;       // tensor -> declared layout spec
+};
+
+struct RunCaseRecord {
+  std::string path;  // <dtype>/<case>_run.json
+  std::string dtype, name;
+  std::map<std::string, RunOpRecord> ops;
+};
+
+struct RunDirectory {
+  std::string root;
+  std::string label;  // the variant's name; "" for the run itself
+  Json run_info = Json::object();
+  std::map<std::string, RunCaseRecord> cases;  // "dtype/case" -> record
+};
+
+// The run itself (when it holds cases) and every variants/<v>/ run. Errors (exit 2): no
+// manifest.json (an incomplete run), unreadable or malformed run_info.json / <case>_run.json.
+Result<std::vector<RunDirectory>> load_run(const std::string& dir);
+Result<RunDirectory> load_run_directory(const std::string& dir, const std::string& label);
+
+struct PairItem {
+  enum class Kind {
+    tensor,      // declared and in the reference: compare the files
+    not_run,     // in the reference, not declared (or the case/op is absent from the run)
+    op_outcome,  // the op's outcome is error/skipped/unsupported: one entry for the op
+    input_hash,  // the run consumed different inputs (or did not record them)
+    unknown,     // the run declares a tensor or case the reference does not have
+  };
+  Kind kind = Kind::tensor;
+  std::string dtype, case_name, op, tensor;  // tensor "" for op-level items
+  const cases::RefCase* ref = nullptr;       // null for unknown cases
+  const RunCaseRecord* run = nullptr;
+  std::string ref_file, run_file;  // absolute paths of the two .npy files (kind tensor)
+  std::string message;
+};
+
+// Pure: reads no tensor data. Items in reference order (dtype, case, op, tensor).
+std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const RunDirectory& run);
+
+}  // namespace validate::compare

@@ -1,0 +1,531 @@
+#include "validate/compare/compare.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "validate/compare/pairing.hpp"
+#include "validate/compare/ulp.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/core/mapped_file.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/core/sha256.hpp"
+#include "validate/core/version.hpp"
+
+namespace validate::compare {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+// A memory-mapped .npy: the map (read front to back, so the kernel reads ahead) and its header.
+struct Mapped {
+  MappedFile file;
+  npy::Header header;
+  ArrayView view(bool round = false) const {
+    return ArrayView{file.data() + header.data_offset, header.dtype, shape_numel(header.shape),
+                     round};
+  }
+};
+
+Result<Mapped> open_npy(const std::string& path) {
+  auto f = MappedFile::open(path);
+  if (!f) return f.status();
+  auto h = npy::parse_header(f->data(), f->size(), path);
+  if (!h) return h.status();
+  if (h->fortran_order && h->shape.size() > 1)
+    return Error{
+        path +
+        ": stored in Fortran order; reference and run tensors must be C order (canonical layout)"};
+  f->advise_sequential();
+  return Mapped{std::move(*f), std::move(*h)};
+}
+
+const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
+  const Json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return nullptr;
+    auto it = p->find(k);
+    if (it == p->end()) return nullptr;
+    p = &*it;
+  }
+  return p;
+}
+
+std::string g(double v) { return fmt::format("{:.3g}", v); }
+
+float scalar_value(const ArrayView& v) {
+  if (v.numel < 1) return std::numeric_limits<float>::quiet_NaN();
+  if (v.storage == DType::float64) {
+    double d;
+    std::memcpy(&d, v.data, 8);
+    return static_cast<float>(d);
+  }
+  if (v.storage == DType::float16) {
+    std::uint16_t h;
+    std::memcpy(&h, v.data, 2);
+    return float16_bits_to_float(h);
+  }
+  float f;
+  std::memcpy(&f, v.data, 4);
+  return f;
+}
+
+float value_at(const ArrayView& v, std::int64_t i) {
+  ArrayView one = v;
+  one.data = v.data + i * static_cast<std::int64_t>(dtype_size(v.storage));
+  one.numel = 1;
+  return scalar_value(one);
+}
+
+class Comparer {
+ public:
+  Comparer(const CompareOptions& opt, Report& report) : opt_(opt), report_(report) {}
+
+  Status run() {
+    auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::regex> only, variant;
+    try {
+      if (!opt_.only.empty()) only.emplace(opt_.only, std::regex::ECMAScript);
+      if (!opt_.variant.empty()) variant.emplace(opt_.variant, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return Error{"--only/--variant: not a valid regular expression (" + std::string(e.what()) +
+                   ")"};
+    }
+    auto ref_manifest = cases::read_manifest(opt_.ref_dir);
+    if (!ref_manifest) return Error{"reference set " + ref_manifest.message()};
+    auto ref = cases::load_cases(opt_.ref_dir);
+    if (!ref) return ref.status();
+    ref_ = std::move(*ref);
+    auto runs = load_run(opt_.run_dir);
+    if (!runs) return runs.status();
+    if (!opt_.oracle_dir.empty()) {
+      auto o = load_run_directory(opt_.oracle_dir, "oracle");
+      if (!o) return Error{"oracle: " + o.message()};
+      oracle_ = std::move(*o);
+    }
+    report_.ref_dir = opt_.ref_dir;
+    report_.run_dir = opt_.run_dir;
+    report_.oracle_dir = opt_.oracle_dir;
+    report_.policy = opt_.policy.to_json();
+    report_.created_at = utc_timestamp();
+    report_.harness_version = harness_version();
+    report_.git_commit = harness_git_commit();
+    report_.kernel_isa = metrics_kernel_isa();
+    if (!runs->empty()) report_.run_info = runs->front().run_info;
+    if (auto mh = sha256_file((stdfs::path(opt_.ref_dir) / "manifest.json").string())) {
+      for (const auto& r : *runs) {
+        const Json* rh = find_path(r.run_info, {"reference", "manifest_sha256"});
+        if (rh && rh->is_string() && !rh->get<std::string>().empty() &&
+            rh->get<std::string>() != *mh)
+          report_.warnings.push_back(fmt::format(
+              "{} was made from a reference whose manifest differs from {}/manifest.json",
+              r.label.empty() ? opt_.run_dir : "variant " + r.label, opt_.ref_dir));
+      }
+    }
+    for (const auto& r : *runs) {
+      if (variant && !std::regex_search(r.label, *variant)) continue;
+      report_.variants.push_back(r.label);
+      for (const auto& item : pair_run(ref_, r)) {
+        if (only && !matches(*only, item)) continue;
+        Entry e = evaluate(r, item);
+        if (opt_.on_entry) opt_.on_entry(e);
+        report_.entries.push_back(std::move(e));
+      }
+    }
+    report_.elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return Status::ok();
+  }
+
+ private:
+  static bool matches(const std::regex& re, const PairItem& it) {
+    const std::string base = it.dtype + "/" + it.case_name + (it.op.empty() ? "" : "/" + it.op);
+    if (std::regex_search(it.tensor.empty() ? base : base + "/" + it.tensor, re)) return true;
+    if (it.kind == PairItem::Kind::op_outcome &&
+        it.ref) {  // an op-level entry stands for all its tensors
+      for (const auto& t :
+           it.ref->c.tensors(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul))
+        if (std::regex_search(base + "/" + t.name, re)) return true;
+    }
+    return false;
+  }
+
+  std::string repro(const Entry& e, const std::string& label) const {
+    std::string cmd = opt_.repro_prefix.empty() ? "validate compare " + shell_quote(opt_.ref_dir) +
+                                                      " " + shell_quote(opt_.run_dir)
+                                                : opt_.repro_prefix;
+    auto regex_literal = [](const std::string& text) {
+      std::string out;
+      for (char c : text) {
+        if (std::strchr(".^$|()[]{}*+?\\", c)) out += '\\';
+        out += c;
+      }
+      return "^" + out + "$";
+    };
+    cmd += " --only " + shell_quote(regex_literal(e.id()));
+    if (!label.empty()) cmd += " --variant " + shell_quote(regex_literal(label));
+    return cmd;
+  }
+
+  Entry evaluate(const RunDirectory& run, const PairItem& it) {
+    Entry e;
+    e.variant = run.label;
+    e.dtype = it.dtype;
+    e.case_name = it.case_name;
+    e.op = it.op;
+    e.tensor = it.tensor;
+    e.message = it.message;
+    if (it.ref && !it.op.empty()) {
+      const Json* k = find_path(it.ref->metadata, {"ops", it.op.c_str(), "K"});
+      if (k && k->is_number_integer()) e.K = k->get<std::int64_t>();
+      if (!it.tensor.empty()) {
+        const Json* tj =
+            find_path(it.ref->metadata, {"ops", it.op.c_str(), "tensors", it.tensor.c_str()});
+        if (tj) {
+          e.role = tj->value("role", std::string());
+          e.axes = tj->value("layout", std::string());
+          if (e.axes == "scalar") e.axes.clear();
+          if (tj->contains("shape")) e.shape = (*tj)["shape"].get<Shape>();
+        }
+      }
+    }
+    switch (it.kind) {
+      case PairItem::Kind::not_run:
+        e.verdict = Verdict::not_run;
+        break;
+      case PairItem::Kind::op_outcome: {
+        const std::string o = it.message.substr(0, it.message.find(':'));
+        e.verdict = o == "error"     ? Verdict::error
+                    : o == "skipped" ? Verdict::skipped
+                                     : Verdict::unsupported;
+        break;
+      }
+      case PairItem::Kind::input_hash:
+      case PairItem::Kind::unknown:
+        e.verdict = Verdict::failed;
+        break;
+      case PairItem::Kind::tensor:
+        compare_tensor(it, e);
+        break;
+    }
+    if (is_failure(e.verdict) || e.verdict == Verdict::invalid) e.repro = repro(e, run.label);
+    return e;
+  }
+
+  void invalid(Entry& e, const std::string& msg) {
+    e.verdict = Verdict::invalid;
+    e.message = msg;
+    report_.input_errors.push_back(msg);
+  }
+
+  void compare_tensor(const PairItem& it, Entry& e) {
+    auto ref = open_npy(it.ref_file);
+    if (!ref) return invalid(e, "reference: " + ref.message());
+    if (!e.shape.empty() || e.role == "loss") {
+      if (ref->header.shape != e.shape)
+        return invalid(
+            e, fmt::format("reference: {} has shape {} but its metadata says {}", it.ref_file,
+                           shape_to_string(ref->header.shape), shape_to_string(e.shape)));
+    } else {
+      e.shape = ref->header.shape;
+    }
+    if (!fs::exists(it.run_file)) {
+      e.verdict = Verdict::failed;
+      e.message = "declared in \"produced\" but missing: " + it.run_file;
+      return;
+    }
+    auto run_arr = open_npy(it.run_file);
+    if (!run_arr) return invalid(e, "run: " + run_arr.message());
+    const DType logical = it.ref->c.dtype;
+    e.gates = opt_.policy.resolve(TensorKey{it.dtype, it.op, e.role, it.tensor});
+    const Gates& gt = *e.gates;
+
+    if (e.role == "loss" || e.shape.empty()) {
+      if (run_arr->header.shape != e.shape && shape_numel(run_arr->header.shape) != 1) {
+        e.verdict = Verdict::failed;
+        e.message = fmt::format("shape mismatch: run loss has shape {}, expected a scalar",
+                                shape_to_string(run_arr->header.shape));
+        return;
+      }
+      compare_loss(it, *ref, *run_arr, gt, e);
+      return;
+    }
+
+    const Shape& rs = run_arr->header.shape;
+    const bool same_shape = rs == e.shape;
+    const bool same_numel = shape_numel(rs) == shape_numel(e.shape);
+    if (!same_shape) {
+      e.verdict = Verdict::failed;
+      e.message = fmt::format("shape mismatch: run {} is {}, reference {}", it.tensor,
+                              shape_to_string(rs), shape_to_string(e.shape));
+      if (same_numel && opt_.diagnose) {
+        auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, 0.0);
+        if (!dx.summary.empty()) e.diagnosis = std::move(dx);
+      }
+      return;
+    }
+    MetricOptions mo;
+    mo.logical = logical;
+    mo.near_zero_fraction = gt.near_zero;
+    mo.atol = gt.atol;
+    mo.rtol = gt.rtol;
+    if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+    mo.threads = opt_.threads;
+    if (const Json* m = find_path(it.ref->metadata,
+                                  {"ops", it.op.c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
+      if (m->is_number()) mo.ref_max_abs = m->get<double>();
+    auto st = compute_metrics(ref->view(), run_arr->view(), mo);
+    if (!st) return invalid(e, it.run_file + ": " + st.message());
+    e.stats = std::move(*st);
+    const TensorStats& s = *e.stats;
+    e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
+
+    std::vector<std::string> why;
+    auto check = [&](const std::string& name, double value, double limit, bool upper) {
+      const bool ok = upper ? value <= limit : value >= limit;
+      e.checks.push_back(Check{name, value, limit, upper, ok});
+      return ok;
+    };
+    if (!check("nonfinite_mismatch", static_cast<double>(s.nonfinite.mismatches()), 0, true)) {
+      const std::int64_t i = s.nonfinite.first_mismatch;
+      why.push_back(fmt::format("{} NaN/Inf position mismatch{} (first at {}: ref {}, run {})",
+                                s.nonfinite.mismatches(), s.nonfinite.mismatches() == 1 ? "" : "es",
+                                format_coords(i, e.shape, e.axes), g(value_at(ref->view(), i)),
+                                g(value_at(run_arr->view(), i))));
+    }
+    if (gt.atol || gt.rtol || gt.max_ulp) {
+      const std::int64_t finite_beyond = s.beyond_tolerance - s.nonfinite.mismatches();
+      if (!check("beyond_tolerance", static_cast<double>(s.beyond_tolerance), 0, true) &&
+          finite_beyond > 0) {
+        std::string tol;
+        if (gt.atol) tol += "atol " + g(*gt.atol);
+        if (gt.rtol) tol += std::string(tol.empty() ? "" : " or ") + "rtol " + g(*gt.rtol);
+        if (gt.max_ulp) tol += std::string(tol.empty() ? "" : ", ") + "max_ulp " + g(*gt.max_ulp);
+        why.push_back(fmt::format(
+            "{} of {} elements beyond tolerance ({}); worst at {}: ref {}, run {} (abs err {}, {} "
+            "ULP); "
+            "would pass with atol >= {} or rtol >= {}",
+            finite_beyond, s.numel, tol, e.worst_coords, g(s.worst_abs.ref), g(s.worst_abs.run),
+            g(s.worst_abs.abs_error), s.worst_abs.ulp, g(s.min_atol), g(s.min_rtol)));
+      }
+    }
+    if (gt.max_ulp && !check("max_ulp", static_cast<double>(s.ulp.max), *gt.max_ulp, true))
+      why.push_back(fmt::format("max ULP {} > {} at {}", s.ulp.max, g(*gt.max_ulp),
+                                format_coords(s.worst_ulp.index, e.shape, e.axes)));
+    if (gt.min_pcc && s.numel > 1 && !check("min_pcc", s.pcc, *gt.min_pcc, false))
+      why.push_back(fmt::format("pcc {:.6g} < {}", s.pcc, *gt.min_pcc));
+
+    const bool failed =
+        std::any_of(e.checks.begin(), e.checks.end(), [](const Check& c) { return !c.passed; });
+    if (failed) {
+      e.verdict = Verdict::failed;
+      std::string msg;
+      for (const auto& w : why) msg += (msg.empty() ? "" : "; ") + w;
+      e.message = msg;
+      if (opt_.diagnose) {
+        auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
+        e.diagnosis = std::move(dx);
+      }
+    } else if (s.ref_zero_fraction() > gt.mistrust_zeros) {
+      e.verdict = Verdict::mistrusted;
+      e.message = fmt::format(
+          "{:.1f}% of the reference is exactly zero (> {:.0f}%): a stack returning zeros would "
+          "pass too",
+          100 * s.ref_zero_fraction(), 100 * gt.mistrust_zeros);
+    } else {
+      e.verdict = Verdict::passed;
+    }
+    compare_oracle(it, e, *ref, *run_arr, logical);
+  }
+
+  void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,
+                    Entry& e) {
+    LossStats l;
+    l.ref = scalar_value(ref.view());
+    l.run = scalar_value(run.view());
+    l.abs_diff = std::fabs(l.run - l.ref);
+    l.rel_diff = l.ref != 0 ? l.abs_diff / std::fabs(l.ref) : (l.abs_diff == 0 ? 0 : INFINITY);
+    const bool finite = std::isfinite(l.ref) && std::isfinite(l.run);
+    if (finite)
+      l.ulp = ulp_distance(static_cast<float>(l.ref), static_cast<float>(l.run), DType::float32);
+    e.loss = l;
+    std::vector<std::string> why;
+    auto check = [&](const std::string& name, double value, double limit, bool upper) {
+      const bool ok = upper ? value <= limit : value >= limit;
+      e.checks.push_back(Check{name, value, limit, upper, ok});
+      return ok;
+    };
+    if (!finite) {
+      const bool agree = (std::isnan(l.ref) && std::isnan(l.run)) || l.ref == l.run;
+      if (!check("nonfinite_mismatch", agree ? 0 : 1, 0, true))
+        why.push_back(fmt::format("loss is not finite (ref {}, run {})", l.ref, l.run));
+    }
+    if (gt.loss_abs && finite && !check("loss_abs", l.abs_diff, *gt.loss_abs, true))
+      why.push_back(
+          fmt::format("loss differs by {:.3g} (> {:.3g} absolute): ref {:.9g}, run {:.9g}",
+                      l.abs_diff, *gt.loss_abs, l.ref, l.run));
+    if (gt.loss_rel && finite && !check("loss_rel", l.rel_diff, *gt.loss_rel, true))
+      why.push_back(
+          fmt::format("loss differs by {:.3g} relative (> {:.3g}): ref {:.9g}, run {:.9g}",
+                      l.rel_diff, *gt.loss_rel, l.ref, l.run));
+    if (!why.empty()) {
+      e.verdict = Verdict::failed;
+      std::string msg;
+      for (const auto& w : why) msg += (msg.empty() ? "" : "; ") + w;
+      e.message = msg;
+    } else {
+      e.verdict = Verdict::passed;
+    }
+    if (oracle_) {
+      auto o = oracle_file(it);
+      if (!o.empty()) {
+        auto om = open_npy(o);
+        if (om && shape_numel(om->header.shape) == 1) {
+          const double ov = scalar_value(om->view());
+          OracleComparison oc;
+          oc.ref_max_abs = std::fabs(l.ref - ov);
+          oc.run_max_abs = std::fabs(l.run - ov);
+          oc.ref_max_ulp =
+              ulp_distance(static_cast<float>(ov), static_cast<float>(l.ref), DType::float32);
+          oc.run_max_ulp =
+              ulp_distance(static_cast<float>(ov), static_cast<float>(l.run), DType::float32);
+          oc.closer = closer(oc);
+          e.oracle = oc;
+        }
+      }
+    }
+  }
+
+  static std::string closer(const OracleComparison& oc) {
+    const double a = oc.ref_max_abs, b = oc.run_max_abs;
+    if (std::fabs(a - b) <= 0.05 * std::max(a, b)) return "tie";
+    return b < a ? "run" : "reference";
+  }
+
+  std::string oracle_file(const PairItem& it) const {
+    auto c = oracle_->cases.find(it.dtype + "/" + it.case_name);
+    if (c == oracle_->cases.end()) return "";
+    auto o = c->second.ops.find(it.op);
+    if (o == c->second.ops.end() || o->second.outcome != "ok") return "";
+    if (std::find(o->second.produced.begin(), o->second.produced.end(), it.tensor) ==
+        o->second.produced.end())
+      return "";
+    const std::string f =
+        (stdfs::path(oracle_->root) / it.dtype /
+         it.ref->c.file_name(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul, it.tensor))
+            .string();
+    return fs::exists(f) ? f : "";
+  }
+
+  void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
+                      DType logical) {
+    if (!oracle_) return;
+    const std::string f = oracle_file(it);
+    if (f.empty()) return;
+    auto om = open_npy(f);
+    if (!om) {
+      report_.warnings.push_back("oracle: " + om.message());
+      return;
+    }
+    if (shape_numel(om->header.shape) != shape_numel(e.shape)) {
+      report_.warnings.push_back(fmt::format("oracle: {} has shape {}, expected {}", f,
+                                             shape_to_string(om->header.shape),
+                                             shape_to_string(e.shape)));
+      return;
+    }
+    MetricOptions mo;
+    mo.logical = logical;
+    mo.threads = opt_.threads;
+    // The oracle rounded to the logical dtype: the best any stack of that dtype can return.
+    auto a = compute_metrics(om->view(true), ref.view(), mo);
+    auto b = compute_metrics(om->view(true), run.view(), mo);
+    if (!a || !b) return;
+    OracleComparison oc;
+    oc.ref_max_abs = a->max_abs;
+    oc.run_max_abs = b->max_abs;
+    oc.ref_max_ulp = a->max_ulp_any();
+    oc.run_max_ulp = b->max_ulp_any();
+    oc.closer = closer(oc);
+    e.oracle = oc;
+  }
+
+  Diagnosis run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                          const Gates& gt, double floor) {
+    DiagnosisInput in;
+    in.ref = ref.view();
+    in.run = run.view();
+    in.shape = e.shape;
+    in.run_shape = run.header.shape;
+    in.axes = e.axes;
+    in.op = it.op;
+    in.tensor = it.tensor;
+    in.role = e.role;
+    in.logical = it.ref->c.dtype;
+    in.atol = gt.atol;
+    in.rtol = gt.rtol;
+    if (gt.max_ulp) in.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+    if (floor <= 0) {  // shape mismatch: no metric pass ran
+      const RefScan sc = scan_reference(in.ref, in.logical, opt_.threads);
+      floor = std::max(gt.near_zero * sc.max_abs, 1e-30);
+    }
+    in.floor = floor;
+    if (it.run) {
+      auto o = it.run->ops.find(it.op);
+      if (o != it.run->ops.end()) {
+        auto l = o->second.layouts.find(it.tensor);
+        if (l != o->second.layouts.end()) in.declared_layout = l->second;
+      }
+    }
+    // Reference inputs of the op, for recomputing the output with an operand misread.
+    std::vector<Mapped> keep;
+    keep.reserve(4);
+    if (e.role == "output") {
+      const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
+      for (const auto& t : it.ref->c.inputs(op)) {
+        if (t.name == "target") continue;
+        auto m =
+            open_npy((stdfs::path(it.ref->dtype_dir) / it.ref->c.file_name(op, t.name)).string());
+        if (!m || m->header.shape != t.shape) continue;
+        keep.push_back(std::move(*m));
+        in.inputs[t.name] = keep.back().view();
+        in.input_shapes[t.name] = t.shape;
+      }
+      const auto& p = it.ref->c.conv;
+      in.conv.stride[0] = p.stride[0];
+      in.conv.stride[1] = p.stride[1];
+      in.conv.padding[0] = p.padding[0];
+      in.conv.padding[1] = p.padding[1];
+      in.conv.dilation[0] = p.dilation[0];
+      in.conv.dilation[1] = p.dilation[1];
+      in.conv.groups = p.groups;
+      in.conv.bias = p.bias;
+    }
+    return diagnose(in);
+  }
+
+  const CompareOptions& opt_;
+  Report& report_;
+  std::vector<cases::RefCase> ref_;
+  std::optional<RunDirectory> oracle_;
+};
+
+}  // namespace
+
+Result<Report> compare_sets(const CompareOptions& opt) {
+  Report report;
+  Comparer c(opt, report);
+  Status st = c.run();
+  if (!st) return st;
+  return report;
+}
+
+}  // namespace validate::compare

@@ -1,0 +1,130 @@
+#include "validate/compare/comparison.hpp"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace validate::compare {
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::passed:
+      return "passed";
+    case Verdict::failed:
+      return "failed";
+    case Verdict::mistrusted:
+      return "mistrusted";
+    case Verdict::not_run:
+      return "not run";
+    case Verdict::skipped:
+      return "skipped";
+    case Verdict::unsupported:
+      return "unsupported";
+    case Verdict::error:
+      return "error";
+    case Verdict::invalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+bool is_failure(Verdict v) { return v == Verdict::failed || v == Verdict::error; }
+
+std::string Entry::id() const {
+  std::string s = dtype + "/" + case_name;
+  if (!op.empty()) s += "/" + op;
+  if (!tensor.empty()) s += "/" + tensor;
+  return s;
+}
+
+void Counts::add(Verdict v) {
+  switch (v) {
+    case Verdict::passed:
+      ++passed;
+      break;
+    case Verdict::failed:
+      ++failed;
+      break;
+    case Verdict::mistrusted:
+      ++mistrusted;
+      break;
+    case Verdict::not_run:
+      ++not_run;
+      break;
+    case Verdict::skipped:
+      ++skipped;
+      break;
+    case Verdict::unsupported:
+      ++unsupported;
+      break;
+    case Verdict::error:
+      ++error;
+      break;
+    case Verdict::invalid:
+      ++invalid;
+      break;
+  }
+}
+
+Counts Report::counts() const {
+  Counts c;
+  for (const auto& e : entries) c.add(e.verdict);
+  return c;
+}
+
+int Report::exit_code() const {
+  const Counts c = counts();
+  if (c.invalid > 0 || !input_errors.empty()) return 2;
+  if (c.failed + c.error > 0) return 1;
+  if (c.passed + c.mistrusted == 0) return 1;  // nothing was compared: never a silent pass
+  return 0;
+}
+
+std::string Report::summary_line() const {
+  const Counts c = counts();
+  // Errors are failures (the runner broke on the op); they are counted in "failed".
+  std::string s = fmt::format("validate: {} passed, {} failed, {} not run", c.passed,
+                              c.failed + c.error, c.not_run);
+  if (c.error) s += fmt::format(" ({} runner error{})", c.error, c.error == 1 ? "" : "s");
+  if (c.mistrusted) s += fmt::format(", {} mistrusted", c.mistrusted);
+  if (c.skipped) s += fmt::format(", {} skipped", c.skipped);
+  if (c.unsupported) s += fmt::format(", {} unsupported", c.unsupported);
+  if (c.invalid) s += fmt::format(", {} invalid input{}", c.invalid, c.invalid == 1 ? "" : "s");
+  if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
+  return s;
+}
+
+std::string format_coords(std::int64_t index, const Shape& shape, const std::string& axes) {
+  if (index < 0) return "";
+  if (shape.empty()) return "(scalar)";
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    idx[a] = shape[a] ? index % shape[a] : 0;
+    index = shape[a] ? index / shape[a] : 0;
+  }
+  std::string s;
+  const bool named = axes.size() == shape.size();
+  for (std::size_t a = 0; a < shape.size(); ++a) {
+    if (a) s += ' ';
+    if (named)
+      s += fmt::format(
+          "{}={}", static_cast<char>(std::tolower(static_cast<unsigned char>(axes[a]))), idx[a]);
+    else
+      s += fmt::format("[{}]={}", a, idx[a]);
+  }
+  return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' ||
+          c == '-' || c == '=' || c == ':' || c == ','))
+      plain = false;
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace validate::compare

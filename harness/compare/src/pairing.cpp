@@ -1,0 +1,255 @@
+#include "validate/compare/pairing.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+#include <set>
+
+#include "validate/core/fs.hpp"
+
+namespace validate::compare {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+const char* const kDtypeDirs[] = {"float32", "bfloat16", "float16"};
+
+Result<RunCaseRecord> parse_run_case(const Json& j, const std::string& path) {
+  RunCaseRecord rc;
+  rc.path = path;
+  if (!j.is_object()) return Error{path + ": not a JSON object"};
+  if (!j.contains("ops") || !j["ops"].is_object()) return Error{path + ": missing \"ops\" object"};
+  rc.name = j.value("case", std::string());
+  rc.dtype = j.value("dtype", std::string());
+  for (auto it = j["ops"].begin(); it != j["ops"].end(); ++it) {
+    const std::string where = path + ": ops." + it.key();
+    const Json& o = it.value();
+    if (!o.is_object()) return Error{where + " is not an object"};
+    RunOpRecord r;
+    if (!o.contains("outcome") || !o["outcome"].is_string())
+      return Error{where + ": missing \"outcome\""};
+    r.outcome = o["outcome"].get<std::string>();
+    if (r.outcome != "ok" && r.outcome != "error" && r.outcome != "skipped" &&
+        r.outcome != "unsupported")
+      return Error{where + ": outcome \"" + r.outcome +
+                   "\" is not one of ok, error, skipped, unsupported"};
+    if (o.contains("message") && o["message"].is_string())
+      r.message = o["message"].get<std::string>();
+    if (o.contains("produced")) {
+      if (!o["produced"].is_array()) return Error{where + ".produced is not a list"};
+      for (const auto& p : o["produced"]) {
+        if (!p.is_string()) return Error{where + ".produced holds a non-string"};
+        r.produced.push_back(p.get<std::string>());
+      }
+    } else if (r.outcome == "ok") {
+      return Error{where + ": outcome ok but no \"produced\" list"};
+    }
+    if (o.contains("input_hashes") && o["input_hashes"].is_object()) {
+      r.has_input_hashes = true;
+      for (auto h = o["input_hashes"].begin(); h != o["input_hashes"].end(); ++h)
+        if (h.value().is_string()) r.input_hashes[h.key()] = h.value().get<std::string>();
+    }
+    if (o.contains("layouts") && o["layouts"].is_object())
+      for (auto l = o["layouts"].begin(); l != o["layouts"].end(); ++l)
+        if (l.value().is_string()) r.layouts[l.key()] = l.value().get<std::string>();
+    rc.ops[it.key()] = std::move(r);
+  }
+  return rc;
+}
+
+// The value at a key path, or null when any step is missing.
+const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
+  const Json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return nullptr;
+    auto it = p->find(k);
+    if (it == p->end()) return nullptr;
+    p = &*it;
+  }
+  return p;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Result<RunDirectory> load_run_directory(const std::string& dir, const std::string& label) {
+  std::error_code ec;
+  if (!stdfs::is_directory(dir, ec)) return Error{dir + ": not a directory"};
+  auto manifest = cases::read_manifest(dir);
+  if (!manifest) return Error{"run directory " + manifest.message()};
+  RunDirectory rd;
+  rd.root = dir;
+  rd.label = label;
+  const std::string info_path = (stdfs::path(dir) / "run_info.json").string();
+  if (fs::exists(info_path)) {
+    auto info = read_json(info_path);
+    if (!info) return info.status();
+    if (!info->is_object()) return Error{info_path + ": not a JSON object"};
+    if (info->contains("format") && (*info)["format"] != cases::kRunFormat)
+      return Error{info_path + ": format is " + (*info)["format"].dump() + ", expected \"" +
+                   cases::kRunFormat + "\""};
+    rd.run_info = *info;
+  }
+  for (const char* d : kDtypeDirs) {
+    const stdfs::path ddir = stdfs::path(dir) / d;
+    if (!stdfs::is_directory(ddir, ec)) continue;
+    std::vector<std::string> files;
+    for (const auto& e : stdfs::directory_iterator(ddir, ec))
+      if (ends_with(e.path().filename().string(), "_run.json")) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto j = read_json(f);
+      if (!j) return j.status();
+      auto rc = parse_run_case(*j, f);
+      if (!rc) return rc.status();
+      const std::string fname = stdfs::path(f).filename().string();
+      const std::string from_name = fname.substr(0, fname.size() - std::string("_run.json").size());
+      if (rc->name.empty()) rc->name = from_name;
+      if (rc->name != from_name)
+        return Error{f + ": \"case\" is \"" + rc->name + "\" but the file is named for " +
+                     from_name};
+      if (!rc->dtype.empty() && rc->dtype != d)
+        return Error{f + ": \"dtype\" is \"" + rc->dtype + "\" but the file is in " + d + "/"};
+      rc->dtype = d;
+      rd.cases[rc->dtype + "/" + rc->name] = std::move(*rc);
+    }
+  }
+  return rd;
+}
+
+Result<std::vector<RunDirectory>> load_run(const std::string& dir) {
+  auto top = load_run_directory(dir, "");
+  if (!top) return top.status();
+  std::vector<RunDirectory> out;
+  std::vector<RunDirectory> variants;
+  std::error_code ec;
+  const stdfs::path vdir = stdfs::path(dir) / "variants";
+  if (stdfs::is_directory(vdir, ec)) {
+    std::vector<std::string> dirs;
+    for (const auto& e : stdfs::directory_iterator(vdir, ec))
+      if (e.is_directory()) dirs.push_back(e.path().string());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      auto v = load_run_directory(d, stdfs::path(d).filename().string());
+      if (!v) return v.status();
+      if (v->run_info.contains("variant") && v->run_info["variant"].is_string())
+        v->label = v->run_info["variant"].get<std::string>();
+      variants.push_back(std::move(*v));
+    }
+  }
+  if (!top->cases.empty() || variants.empty()) out.push_back(std::move(*top));
+  for (auto& v : variants) out.push_back(std::move(v));
+  return out;
+}
+
+std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const RunDirectory& run) {
+  std::vector<PairItem> items;
+  std::set<std::string> known_cases;
+  for (const auto& rc : ref) {
+    const std::string dt(dtype_name(rc.c.dtype));
+    const std::string key = dt + "/" + rc.c.name;
+    known_cases.insert(key);
+    auto rit = run.cases.find(key);
+    const RunCaseRecord* rcase = rit == run.cases.end() ? nullptr : &rit->second;
+    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+      if ((op == cases::Op::conv2d && !rc.c.has_conv) ||
+          (op == cases::Op::matmul && !rc.c.has_matmul))
+        continue;
+      const std::string opn = cases::op_name(op);
+      const auto tensors = rc.c.tensors(op);
+      auto base = [&](PairItem::Kind k, const std::string& tensor, std::string msg) {
+        PairItem it;
+        it.kind = k;
+        it.dtype = dt;
+        it.case_name = rc.c.name;
+        it.op = opn;
+        it.tensor = tensor;
+        it.ref = &rc;
+        it.run = rcase;
+        it.message = std::move(msg);
+        return it;
+      };
+      const RunOpRecord* opr = nullptr;
+      if (rcase) {
+        auto oit = rcase->ops.find(opn);
+        if (oit != rcase->ops.end()) opr = &oit->second;
+      }
+      if (!opr) {
+        for (const auto& t : tensors)
+          if (t.role != cases::Role::input)
+            items.push_back(base(
+                PairItem::Kind::not_run, t.name,
+                rcase ? "the run has no " + opn + " for this case" : "the run has no such case"));
+        continue;
+      }
+      if (opr->outcome != "ok") {
+        items.push_back(base(PairItem::Kind::op_outcome, "",
+                             opr->outcome + (opr->message.empty() ? "" : ": " + opr->message)));
+        continue;
+      }
+      for (const auto& t : tensors) {
+        if (t.role != cases::Role::input) continue;
+        std::string expected = cases::metadata_hash(rc.metadata, op, t.name);
+        if (expected.empty()) {
+          const Json* ih = find_path(rc.metadata, {"input_hashes", opn.c_str(), t.name.c_str()});
+          if (ih && ih->is_string()) expected = ih->get<std::string>();
+        }
+        if (expected.empty()) continue;  // the reference cannot prove it; verify reports that
+        auto h = opr->input_hashes.find(t.name);
+        if (h == opr->input_hashes.end())
+          items.push_back(base(PairItem::Kind::input_hash, t.name,
+                               "the run recorded no hash for input '" + t.name +
+                                   "', so it cannot show it consumed the reference data"));
+        else if (h->second != expected)
+          items.push_back(base(PairItem::Kind::input_hash, t.name,
+                               "input hash mismatch: the run consumed different '" + t.name +
+                                   "' data than the reference (run sha256 " +
+                                   h->second.substr(0, 16) + "…, reference " +
+                                   expected.substr(0, 16) + "…)"));
+      }
+      std::set<std::string> declared(opr->produced.begin(), opr->produced.end());
+      std::set<std::string> names;
+      for (const auto& t : tensors) {
+        names.insert(t.name);
+        if (!declared.count(t.name)) {
+          if (t.role != cases::Role::input)
+            items.push_back(base(PairItem::Kind::not_run, t.name,
+                                 "not declared in \"produced\" by the runner"));
+          continue;
+        }
+        PairItem it = base(PairItem::Kind::tensor, t.name, "");
+        std::string file = rc.c.file_name(op, t.name);
+        const Json* tj =
+            find_path(rc.metadata, {"ops", opn.c_str(), "tensors", t.name.c_str(), "file"});
+        if (tj && tj->is_string()) file = tj->get<std::string>();
+        it.ref_file = (stdfs::path(rc.dtype_dir) / file).string();
+        it.run_file = (stdfs::path(run.root) / dt / rc.c.file_name(op, t.name)).string();
+        items.push_back(std::move(it));
+      }
+      for (const auto& p : opr->produced)
+        if (!names.count(p))
+          items.push_back(
+              base(PairItem::Kind::unknown, p,
+                   "the run declares tensor '" + p + "', which the reference does not have"));
+    }
+  }
+  for (const auto& [key, rcase] : run.cases) {
+    if (known_cases.count(key)) continue;
+    PairItem it;
+    it.kind = PairItem::Kind::unknown;
+    it.dtype = rcase.dtype;
+    it.case_name = rcase.name;
+    it.run = &rcase;
+    it.message = "the run has case " + key +
+                 ", which the reference does not have (a run of another reference set?)";
+    items.push_back(std::move(it));
+  }
+  return items;
+}
+
+}  // namespace validate::compare

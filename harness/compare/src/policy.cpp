@@ -1,0 +1,264 @@
+#include "validate/compare/policy.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <tuple>
+
+#include "validate/core/json_io.hpp"
+
+namespace validate::compare {
+
+namespace {
+
+// Kept identical to policies/default.json (a test checks it). Calibration, docs/compare.md:
+// float32 reorderings of the same sums stayed below 1e-4 guarded relative error up to K = 4608,
+// TF32 gave >= 1.7e-3, so rtol 5e-4 separates them; bfloat16/float16 outputs are 1-2 ULPs apart
+// between stacks, gradients more (rounded intermediates), hence the wider near-zero floor.
+constexpr const char* kBuiltin = R"({
+  "format": "validate-policy/1",
+  "rules": [
+    {"near_zero": 0.01, "mistrust_zeros": 0.9},
+    {"dtype": "float32", "role": ["output", "grad"], "rtol": 5e-4, "min_pcc": 0.99999},
+    {"dtype": "float32", "role": "loss", "loss_abs": 1e-6},
+    {"dtype": "bfloat16", "near_zero": 0.05},
+    {"dtype": "bfloat16", "role": ["output", "grad"], "rtol": 4e-2, "min_pcc": 0.999},
+    {"dtype": "bfloat16", "role": "loss", "loss_abs": 1e-4},
+    {"dtype": "float16", "near_zero": 0.05},
+    {"dtype": "float16", "role": "output", "rtol": 1e-2, "min_pcc": 0.9999},
+    {"dtype": "float16", "role": "grad", "rtol": 3e-2, "min_pcc": 0.9999},
+    {"dtype": "float16", "role": "loss", "loss_abs": 1e-5}
+  ]
+})";
+
+const std::vector<std::string> kDtypes = {"float32", "bfloat16", "float16"};
+const std::vector<std::string> kOps = {"conv2d", "matmul"};
+const std::vector<std::string> kRoles = {"input", "output", "loss", "grad"};
+
+bool in(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+Result<std::vector<std::string>> string_list(const nlohmann::json& v, const std::string& where,
+                                             const char* field,
+                                             const std::vector<std::string>* vocab) {
+  std::vector<std::string> out;
+  auto add = [&](const nlohmann::json& e) -> Status {
+    if (!e.is_string())
+      return Error{where + ": '" + field + "' must be a string or a list of strings"};
+    std::string s = e.get<std::string>();
+    if (vocab && !in(*vocab, s)) {
+      std::string all;
+      for (auto& x : *vocab) all += (all.empty() ? "" : ", ") + x;
+      return Error{where + ": unknown " + field + " '" + s + "' (expected one of " + all + ")"};
+    }
+    out.push_back(s);
+    return Status::ok();
+  };
+  if (v.is_array()) {
+    for (auto& e : v) VALIDATE_TRY(add(e));
+  } else {
+    VALIDATE_TRY(add(v));
+  }
+  return out;
+}
+
+bool any_of_or_empty(const std::vector<std::string>& sel, const std::string& v) {
+  return sel.empty() || in(sel, v);
+}
+
+}  // namespace
+
+const std::vector<std::string>& Policy::keys() {
+  static const std::vector<std::string> k = {"max_ulp",  "atol",     "rtol",      "min_pcc",
+                                             "loss_abs", "loss_rel", "near_zero", "mistrust_zeros"};
+  return k;
+}
+
+int Policy::Rule::specificity() const {
+  return !dtype.empty() + !op.empty() + !role.empty() + !tensor.empty();
+}
+
+bool Policy::Rule::matches(const TensorKey& k) const {
+  return any_of_or_empty(dtype, k.dtype) && any_of_or_empty(op, k.op) &&
+         any_of_or_empty(role, k.role) && any_of_or_empty(tensor, k.tensor);
+}
+
+Policy Policy::empty() { return Policy{}; }
+
+Policy Policy::builtin() {
+  Policy p;
+  Status st = p.add_json(nlohmann::json::parse(kBuiltin), "built-in policy");
+  (void)st;
+  for (auto& r : p.rules_) {
+    r.layer = 0;
+    r.origin = "built-in";
+  }
+  return p;
+}
+
+Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, int layer) {
+  if (!r.is_object()) return Error{where + ": a rule must be an object"};
+  Rule rule;
+  rule.layer = layer;
+  rule.order = next_order_++;
+  rule.origin = where;
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "dtype" || k == "op" || k == "role" || k == "tensor") {
+      const std::vector<std::string>* vocab = k == "dtype"  ? &kDtypes
+                                              : k == "op"   ? &kOps
+                                              : k == "role" ? &kRoles
+                                                            : nullptr;
+      auto list = string_list(it.value(), where, k.c_str(), vocab);
+      if (!list) return list.status();
+      (k == "dtype"  ? rule.dtype
+       : k == "op"   ? rule.op
+       : k == "role" ? rule.role
+                     : rule.tensor) = *list;
+    } else if (in(keys(), k)) {
+      if (it.value().is_null()) {
+        rule.values[k] = std::nullopt;
+      } else if (it.value().is_number()) {
+        const double v = it.value().get<double>();
+        if (!(v >= 0)) return Error{where + ": '" + k + "' must be a non-negative number"};
+        rule.values[k] = v;
+      } else {
+        return Error{where + ": '" + k + "' must be a number or null"};
+      }
+    } else if (k == "comment" || k == "why" || k == "origin") {
+      continue;
+    } else {
+      std::string all;
+      for (auto& x : keys()) all += (all.empty() ? "" : ", ") + x;
+      return Error{where + ": unknown key '" + k +
+                   "' in a rule (selectors: dtype, op, role, tensor; gates: " + all + ")"};
+    }
+  }
+  rules_.push_back(std::move(rule));
+  return Status::ok();
+}
+
+Status Policy::add_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": a policy must be a JSON object"};
+  if (j.contains("format") && j["format"] != "validate-policy/1")
+    return Error{where + ": format is " + j["format"].dump() + ", expected \"validate-policy/1\""};
+  if (j.contains("inherit") && j["inherit"] == false)
+    rules_.erase(
+        std::remove_if(rules_.begin(), rules_.end(), [](const Rule& r) { return r.layer == 0; }),
+        rules_.end());
+  if (!j.contains("rules") || !j["rules"].is_array())
+    return Error{where + ": missing 'rules' (a list of rules)"};
+  int i = 0;
+  for (auto& r : j["rules"])
+    VALIDATE_TRY(add_rule_json(r, where + " rule " + std::to_string(i++), 1));
+  return Status::ok();
+}
+
+Status Policy::add_file(const std::string& path) {
+  auto j = read_json(path);
+  if (!j) return j.status();
+  return add_json(*j, path);
+}
+
+Status Policy::add_gate(const std::string& a) {
+  const std::string where = "--gate " + a;
+  const auto eq = a.find('=');
+  if (eq == std::string::npos)
+    return Error{where + ": expected [DTYPE.][OP.][ROLE|TENSOR.]KEY=VALUE"};
+  const std::string lhs = a.substr(0, eq), value = a.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = lhs.find('.', start);
+    parts.push_back(lhs.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  const std::string key = parts.back();
+  parts.pop_back();
+  if (!in(keys(), key)) {
+    std::string all;
+    for (auto& x : keys()) all += (all.empty() ? "" : ", ") + x;
+    return Error{where + ": unknown gate key '" + key + "' (one of " + all + ")"};
+  }
+  Rule rule;
+  rule.layer = 2;
+  rule.order = next_order_++;
+  rule.origin = "--gate";
+  for (const auto& p : parts) {
+    if (p.empty()) return Error{where + ": empty selector part"};
+    if (p == "*") continue;
+    std::vector<std::string>* slot = in(kDtypes, p)  ? &rule.dtype
+                                     : in(kOps, p)   ? &rule.op
+                                     : in(kRoles, p) ? &rule.role
+                                                     : &rule.tensor;
+    if (!slot->empty())
+      return Error{where + ": '" + p + "' and '" + slot->front() + "' select the same thing twice"};
+    slot->push_back(p);
+  }
+  if (value == "none" || value == "off" || value == "null") {
+    rule.values[key] = std::nullopt;
+  } else {
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || errno != 0 || !(v >= 0))
+      return Error{where + ": '" + value + "' is not a non-negative number (or none)"};
+    rule.values[key] = v;
+  }
+  rules_.push_back(std::move(rule));
+  return Status::ok();
+}
+
+Gates Policy::resolve(const TensorKey& k) const {
+  // Per key: the best (layer, specificity, order) matching rule that sets it.
+  std::map<std::string, const Rule*> best;
+  for (const auto& r : rules_) {
+    if (!r.matches(k)) continue;
+    for (const auto& kv : r.values) {
+      const Rule*& b = best[kv.first];
+      if (!b || std::make_tuple(r.layer, r.specificity(), r.order) >
+                    std::make_tuple(b->layer, b->specificity(), b->order))
+        b = &r;
+    }
+  }
+  Gates g;
+  auto get = [&](const char* key) -> std::optional<double> {
+    auto it = best.find(key);
+    return it == best.end() ? std::nullopt : it->second->values.at(key);
+  };
+  g.max_ulp = get("max_ulp");
+  g.atol = get("atol");
+  g.rtol = get("rtol");
+  g.min_pcc = get("min_pcc");
+  g.loss_abs = get("loss_abs");
+  g.loss_rel = get("loss_rel");
+  if (auto v = get("near_zero")) g.near_zero = *v;
+  if (auto v = get("mistrust_zeros")) g.mistrust_zeros = *v;
+  return g;
+}
+
+nlohmann::json Policy::to_json() const {
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& r : rules_) {
+    nlohmann::json j;
+    auto sel = [&](const char* name, const std::vector<std::string>& v) {
+      if (v.size() == 1)
+        j[name] = v[0];
+      else if (!v.empty())
+        j[name] = v;
+    };
+    sel("dtype", r.dtype);
+    sel("op", r.op);
+    sel("role", r.role);
+    sel("tensor", r.tensor);
+    for (const auto& kv : r.values)
+      j[kv.first] = kv.second ? nlohmann::json(*kv.second) : nlohmann::json(nullptr);
+    j["origin"] = r.origin;
+    rules.push_back(j);
+  }
+  return nlohmann::json{{"format", "validate-policy/1"}, {"rules", rules}};
+}
+
+}  // namespace validate::compare

@@ -1,0 +1,138 @@
+// JUnit XML: one testcase per (variant, dtype, case, op, tensor); failed tensors and runner errors
+// are <failure>s, unreadable inputs <error>s, not-run/skipped/unsupported <skipped>. Jenkins,
+// GitLab and GitHub test tabs render it.
+#include <sstream>
+
+#include "format.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/report/reporter.hpp"
+
+namespace validate::report {
+
+using compare::Entry;
+using compare::Verdict;
+
+namespace {
+
+// XML 1.0 text/attribute escaping; control characters XML cannot carry become '?'.
+std::string xml(const std::string& s) {
+  std::string o;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
+      default:
+        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r')
+          o += '?';
+        else
+          o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
+std::string details(const Entry& e) {
+  std::string d = e.message;
+  if (e.diagnosis && !e.diagnosis->summary.empty()) d += "\ndiagnosis: " + e.diagnosis->summary;
+  if (e.stats)
+    d += fmt::format("\nmax abs {} mean abs {} max rel {} max ULP {} p99 ULP {} pcc {:.9g}",
+                     detail::sci(e.stats->max_abs), detail::sci(e.stats->mean_abs),
+                     detail::sci(e.stats->max_rel), e.stats->ulp.max, e.stats->ulp.p99,
+                     e.stats->pcc);
+  if (!e.repro.empty()) d += "\nrepro: " + e.repro;
+  return d;
+}
+
+}  // namespace
+
+std::string render_junit(const compare::Report& r) {
+  std::ostringstream body;
+  long tests = 0, failures = 0, errors = 0, skipped = 0;
+  for (const auto& [key, entries] : detail::groups(r)) {
+    long t = 0, f = 0, er = 0, sk = 0;
+    std::ostringstream cases;
+    const std::string suite = "validate." + (key.first.empty() ? "" : key.first + ".") + key.second;
+    for (const Entry* e : entries) {
+      ++t;
+      const std::string cls = suite + "." + e->case_name + (e->op.empty() ? "" : "." + e->op);
+      cases << "    <testcase classname=\"" << xml(cls) << "\" name=\""
+            << xml(detail::tensor_label(*e)) << "\" time=\"0\">";
+      switch (e->verdict) {
+        case Verdict::failed:
+        case Verdict::error:
+          ++f;
+          cases << "\n      <failure type=\""
+                << (e->verdict == Verdict::error ? "runner-error" : "gate") << "\" message=\""
+                << xml(e->message) << "\">" << xml(details(*e)) << "</failure>\n    ";
+          break;
+        case Verdict::invalid:
+          ++er;
+          cases << "\n      <error type=\"invalid-input\" message=\"" << xml(e->message) << "\">"
+                << xml(details(*e)) << "</error>\n    ";
+          break;
+        case Verdict::not_run:
+        case Verdict::skipped:
+        case Verdict::unsupported:
+          ++sk;
+          cases << "\n      <skipped message=\""
+                << xml(std::string(compare::verdict_name(e->verdict)) +
+                       (e->message.empty() ? "" : ": " + e->message))
+                << "\"/>\n    ";
+          break;
+        case Verdict::mistrusted:
+          cases << "\n      <system-out>MISTRUSTED: " << xml(e->message) << "</system-out>\n    ";
+          break;
+        case Verdict::passed:
+          break;
+      }
+      cases << "</testcase>\n";
+    }
+    body << "  <testsuite name=\"" << xml(suite) << "\" tests=\"" << t << "\" failures=\"" << f
+         << "\" errors=\"" << er << "\" skipped=\"" << sk << "\" time=\"0\">\n"
+         << cases.str() << "  </testsuite>\n";
+    tests += t;
+    failures += f;
+    errors += er;
+    skipped += sk;
+  }
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  o << "<testsuites name=\"validate compare\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\""
+    << fmt::format("{:.3f}", r.elapsed_s) << "\">\n";
+  o << body.str() << "</testsuites>\n";
+  return o.str();
+}
+
+namespace {
+class JunitReporter : public Reporter {
+ public:
+  explicit JunitReporter(std::string path) : path_(std::move(path)) {}
+  std::string name() const override { return "junit"; }
+  Status report(const compare::Report& r) override {
+    return fs::write_atomic(path_, render_junit(r));
+  }
+
+ private:
+  std::string path_;
+};
+}  // namespace
+
+std::unique_ptr<Reporter> make_junit_reporter(std::string path) {
+  return std::make_unique<JunitReporter>(std::move(path));
+}
+
+}  // namespace validate::report

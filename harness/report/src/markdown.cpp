@@ -1,0 +1,125 @@
+// Markdown for a pull-request comment: the verdict first, failures with their diagnosis and repro,
+// the full table folded away.
+#include <sstream>
+
+#include "format.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/report/reporter.hpp"
+
+namespace validate::report {
+
+using compare::Entry;
+using compare::Verdict;
+
+namespace {
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' ||
+        c == ']')
+      o += '\\';
+    if (c == '\n') {
+      o += ' ';
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+// Inline code that survives backticks inside.
+std::string code(const std::string& s) {
+  const std::string fence = s.find('`') == std::string::npos ? "`" : "`` ";
+  const std::string close = fence == "`" ? "`" : " ``";
+  return fence + s + close;
+}
+
+const char* mark(Verdict v) {
+  switch (v) {
+    case Verdict::passed:
+      return "✅";
+    case Verdict::failed:
+    case Verdict::error:
+    case Verdict::invalid:
+      return "❌";
+    case Verdict::mistrusted:
+      return "⚠️";
+    default:
+      return "➖";
+  }
+}
+
+void table(std::ostringstream& o, const std::vector<const Entry*>& rows, bool oracle) {
+  o << "| | dtype | case | op | tensor | max ULP | max abs | "
+    << (oracle ? "closer to oracle | " : "") << "verdict |\n";
+  o << "|---|---|---|---|---|---:|---:|" << (oracle ? "---|" : "") << "---|\n";
+  for (const Entry* e : rows) {
+    o << "| " << mark(e->verdict) << " | " << e->dtype
+      << (e->variant.empty() ? "" : " [" + md_escape(e->variant) + "]") << " | "
+      << md_escape(e->case_name) << " | " << e->op << " | " << md_escape(detail::tensor_label(*e))
+      << " | " << detail::cell_ulp(*e) << " | " << detail::cell_abs(*e) << " | "
+      << (oracle ? (e->oracle ? e->oracle->closer : "-") + std::string(" | ") : "")
+      << compare::verdict_name(e->verdict) << " |\n";
+  }
+}
+
+}  // namespace
+
+std::string render_markdown(const compare::Report& r) {
+  std::ostringstream o;
+  const int code_ = r.exit_code();
+  o << "### " << (code_ == 0 ? "✅ " : "❌ ") << r.summary_line() << "\n\n";
+  o << "Reference " << code(r.ref_dir) << " · run " << code(r.run_dir);
+  if (!r.oracle_dir.empty()) o << " · oracle " << code(r.oracle_dir);
+  const std::string desc = detail::run_description(r);
+  if (!desc.empty()) o << " (" << md_escape(desc) << ")";
+  o << "\n\n";
+  for (const auto& w : r.warnings) o << "> **Warning:** " << md_escape(w) << "\n\n";
+
+  std::vector<const Entry*> bad, all;
+  for (const auto& e : r.entries) {
+    all.push_back(&e);
+    if (detail::shows_details(e) || e.verdict == Verdict::mistrusted) bad.push_back(&e);
+  }
+  if (!bad.empty()) {
+    o << "#### Needs attention\n\n";
+    for (const Entry* e : bad) {
+      o << "- " << mark(e->verdict) << " **"
+        << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->id()) << "** ("
+        << compare::verdict_name(e->verdict) << "): " << md_escape(e->message) << "\n";
+      if (e->diagnosis && !e->diagnosis->summary.empty())
+        o << "  - **Diagnosis:** " << md_escape(e->diagnosis->summary) << "\n";
+      if (e->oracle)
+        o << "  - Oracle: reference " << detail::sci(e->oracle->ref_max_abs) << " / run "
+          << detail::sci(e->oracle->run_max_abs) << " max abs from exact (" << e->oracle->closer
+          << " closer)\n";
+      if (!e->repro.empty()) o << "  - Repro: " << code(e->repro) << "\n";
+    }
+    o << "\n";
+  }
+  o << "<details><summary>All " << all.size() << " entries</summary>\n\n";
+  table(o, all, !r.oracle_dir.empty());
+  o << "\n</details>\n";
+  return o.str();
+}
+
+namespace {
+class MarkdownReporter : public Reporter {
+ public:
+  explicit MarkdownReporter(std::string path) : path_(std::move(path)) {}
+  std::string name() const override { return "markdown"; }
+  Status report(const compare::Report& r) override {
+    return fs::write_atomic(path_, render_markdown(r));
+  }
+
+ private:
+  std::string path_;
+};
+}  // namespace
+
+std::unique_ptr<Reporter> make_markdown_reporter(std::string path) {
+  return std::make_unique<MarkdownReporter>(std::move(path));
+}
+
+}  // namespace validate::report

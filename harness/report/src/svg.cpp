@@ -1,0 +1,183 @@
+#include "svg.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace validate::report::svg {
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+const char* palette(std::size_t i) {
+  static const char* p[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                            "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+  return p[i % 10];
+}
+
+std::string bars(const Bars& b) {
+  const int W = b.width, H = b.height, L = 48, R = 12, T = 40, B = 78;
+  const int pw = W - L - R, ph = H - T - B;
+  const std::size_t nb = std::max<std::size_t>(1, b.labels.size()),
+                    ns = std::max<std::size_t>(1, b.series.size());
+  double ymax = 1;
+  for (const auto& s : b.series)
+    for (auto c : s) ymax = std::max(ymax, std::log10(1.0 + static_cast<double>(c)));
+  ymax = std::ceil(ymax);
+  std::string o = fmt::format(
+      R"~(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)~",
+      W, H, W, H);
+  o += fmt::format(R"~(<title>{}</title><text x="{}" y="16" class="ct">{}</text>)~",
+                   escape(b.title), L, escape(b.title));
+  for (int d = 0; d <= static_cast<int>(ymax); ++d) {
+    const double y = T + ph - ph * d / ymax;
+    o += fmt::format(
+        R"~(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)~",
+        L, L + pw, y, y, L - 4, y + 3, d == 0 ? "0" : fmt::format("1e{}", d));
+  }
+  const double bw = static_cast<double>(pw) / static_cast<double>(nb);
+  for (std::size_t s = 0; s < b.series.size(); ++s) {
+    for (std::size_t i = 0; i < b.series[s].size() && i < nb; ++i) {
+      const auto c = b.series[s][i];
+      if (!c) continue;
+      const double h = ph * std::log10(1.0 + static_cast<double>(c)) / ymax;
+      const double x = L + bw * static_cast<double>(i) + bw * 0.1 +
+                       bw * 0.8 * static_cast<double>(s) / static_cast<double>(ns);
+      o += fmt::format(
+          R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} ULP, {}: {}</title></rect>)~",
+          x, T + ph - h, bw * 0.8 / static_cast<double>(ns), h, palette(s), escape(b.labels[i]),
+          s < b.series_names.size() ? escape(b.series_names[s]) : "", c);
+    }
+  }
+  for (std::size_t i = 0; i < nb && i < b.labels.size(); ++i) {
+    const double x = L + bw * (static_cast<double>(i) + 0.5);
+    o += fmt::format(
+        R"~(<text x="{:.1f}" y="{}" class="tick" text-anchor="end" transform="rotate(-45 {:.1f} {})">{}</text>)~",
+        x, T + ph + 12, x, T + ph + 12, escape(b.labels[i]));
+  }
+  o += fmt::format(R"~(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)~",
+                   L + pw / 2, H - 4, escape(b.x_label));
+  for (std::size_t s = 0; s < b.series_names.size() && b.series_names.size() > 1; ++s)
+    o += fmt::format(
+        R"~(<rect x="{}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}" class="tick">{}</text>)~",
+        L + 8 + 90 * static_cast<int>(s), 24, palette(s), L + 22 + 90 * static_cast<int>(s), 33,
+        escape(b.series_names[s]));
+  return o + "</svg>";
+}
+
+std::string scatter_loglog(const Scatter& s) {
+  const int W = s.width, H = s.height, L = 60, R = 170, T = 26, B = 40;
+  const int pw = W - L - R, ph = H - T - B;
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  for (const auto& se : s.series)
+    for (auto [x, y] : se.points) {
+      if (x > 0) xmin = std::min(xmin, x), xmax = std::max(xmax, x);
+      if (y > 0) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
+    }
+  std::string o = fmt::format(
+      R"~(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)~",
+      W, H, W, H);
+  o += fmt::format(R"~(<title>{}</title><text x="{}" y="16" class="ct">{}</text>)~",
+                   escape(s.title), L, escape(s.title));
+  if (!(xmin <= xmax))
+    return o +
+           fmt::format(R"~(<text x="{}" y="{}" class="tick">no data</text></svg>)~", L, T + ph / 2);
+  if (!(ymin <= ymax)) ymin = ymax = 1e-7;
+  const double lx0 = std::floor(std::log10(xmin)),
+               lx1 = std::max(lx0 + 1, std::ceil(std::log10(xmax)));
+  const double ly0 = std::floor(std::log10(ymin)) - 1,
+               ly1 = std::max(ly0 + 2, std::ceil(std::log10(ymax)));
+  auto X = [&](double x) { return L + pw * (std::log10(x) - lx0) / (lx1 - lx0); };
+  auto Y = [&](double y) {
+    return y > 0 ? T + ph - ph * (std::log10(y) - ly0) / (ly1 - ly0) : static_cast<double>(T + ph);
+  };
+  o += fmt::format(R"~(<rect x="{}" y="{}" width="{}" height="{}" class="frame"/>)~", L, T, pw, ph);
+  for (double d = lx0; d <= lx1; d += 1) {
+    const double x = L + pw * (d - lx0) / (lx1 - lx0);
+    o += fmt::format(
+        R"~(<line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" class="grid"/><text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{:g}</text>)~",
+        x, x, T, T + ph, x, T + ph + 14, std::pow(10.0, d));
+  }
+  const int ystep = static_cast<int>(std::max(1.0, std::ceil((ly1 - ly0) / 8)));
+  for (double d = ly0; d <= ly1; d += ystep) {
+    const double y = T + ph - ph * (d - ly0) / (ly1 - ly0);
+    o += fmt::format(
+        R"~(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">1e{}</text>)~",
+        L, L + pw, y, y, L - 4, y + 3, static_cast<int>(d));
+  }
+  for (std::size_t i = 0; i < s.series.size(); ++i) {
+    auto pts = s.series[i].points;
+    std::sort(pts.begin(), pts.end());
+    const char* col = palette(i);
+    std::string path;
+    for (auto [x, y] : pts)
+      if (x > 0) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", X(x), Y(y));
+    if (pts.size() > 1)
+      o += fmt::format(
+          R"~(<path d="{}" fill="none" stroke="{}" stroke-width="1.2" opacity="0.6"/>)~", path,
+          col);
+    for (auto [x, y] : pts) {
+      if (!(x > 0)) continue;
+      o += fmt::format(
+          R"~(<circle cx="{:.1f}" cy="{:.1f}" r="3.2" {}><title>{}: K={:g}, {:.3g}</title></circle>)~",
+          X(x), Y(y),
+          y > 0 ? fmt::format(R"~(fill="{}")~", col)
+                : fmt::format(R"~(fill="white" stroke="{}")~", col),
+          escape(s.series[i].name), x, y);
+    }
+    o += fmt::format(
+        R"~(<circle cx="{}" cy="{}" r="4" fill="{}"/><text x="{}" y="{}" class="tick">{}</text>)~",
+        L + pw + 14, T + 8 + 15 * static_cast<int>(i), col, L + pw + 22,
+        T + 12 + 15 * static_cast<int>(i), escape(s.series[i].name));
+  }
+  o += fmt::format(R"~(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)~",
+                   L + pw / 2, H - 6, escape(s.x_label));
+  o += fmt::format(
+      R"~(<text x="14" y="{}" class="axis" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+      T + ph / 2, T + ph / 2, escape(s.y_label));
+  return o + "</svg>";
+}
+
+std::string sparkline(const std::vector<std::uint64_t>& counts, int width, int height) {
+  std::string o = fmt::format(
+      R"~(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" class="spark">)~", width,
+      height);
+  if (counts.empty()) return o + "</svg>";
+  double m = 0;
+  for (auto c : counts) m = std::max(m, std::log10(1.0 + static_cast<double>(c)));
+  const double bw =
+      static_cast<double>(width) / static_cast<double>(std::max<std::size_t>(counts.size(), 8));
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (!counts[i] || m <= 0) continue;
+    const double h = (height - 2) * std::log10(1.0 + static_cast<double>(counts[i])) / m;
+    o += fmt::format(R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"/>)~",
+                     bw * static_cast<double>(i), height - h, bw * 0.85, h,
+                     i < 2   ? "#2ca02c"
+                     : i < 5 ? "#ff7f0e"
+                             : "#d62728");
+  }
+  return o + "</svg>";
+}
+
+}  // namespace validate::report::svg

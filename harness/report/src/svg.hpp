@@ -1,0 +1,40 @@
+#pragma once
+// Internal to the HTML reporter: small inline-SVG charts (no scripts, no external resources).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace validate::report::svg {
+
+std::string escape(const std::string& s);  // for SVG/HTML text and attributes
+
+struct Bars {
+  std::string title, x_label;
+  std::vector<std::string> labels;                 // one per bin
+  std::vector<std::string> series_names;           // e.g. "regular", "near-zero"
+  std::vector<std::vector<std::uint64_t>> series;  // series[s][bin]
+  int width = 560, height = 250;
+};
+// Grouped bars on a log(1 + count) axis, exact counts in tooltips.
+std::string bars(const Bars& b);
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>>
+      points;  // (x, y); y <= 0 is drawn hollow on the bottom edge
+};
+struct Scatter {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+  int width = 560, height = 300;
+};
+// Log-log scatter with lines joining each series' points in x order, and a legend.
+std::string scatter_loglog(const Scatter& s);
+
+// A tiny histogram for table cells.
+std::string sparkline(const std::vector<std::uint64_t>& counts, int width = 110, int height = 22);
+
+const char* palette(std::size_t i);
+
+}  // namespace validate::report::svg

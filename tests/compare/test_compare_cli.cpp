@@ -1,0 +1,282 @@
+// `validate compare` end to end, in process: small reference sets and runs built here, the command
+// parsed by CLI11 exactly as main() would, exit codes and messages checked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "../common/temp_dir.hpp"
+#include "commands.hpp"
+#include "fixture.hpp"
+
+using namespace validate;
+using namespace validate::testing;
+using cases::Op;
+
+namespace {
+
+struct CliResult {
+  int code = -1;
+  std::string out;
+};
+
+CliResult run_cli(std::vector<std::string> args) {
+  CLI::App app{"validate"};
+  int code = 0;
+  validate::cli::register_compare(app, code);
+  app.require_subcommand(1);
+  args.insert(args.begin(), "validate");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    code = 2;
+  }
+  CliResult r;
+  r.out = ::testing::internal::GetCapturedStdout();
+  r.out += ::testing::internal::GetCapturedStderr();
+  r.code = code;
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+class CompareCli : public ::testing::Test {
+ protected:
+  TempDir tmp{"compare_cli"};
+  std::string ref = tmp / "ref", run = tmp / "run";
+  cases::Case f32 = small_case(DType::float32);
+  cases::Case bf16 = small_case(DType::bfloat16);
+  void SetUp() override { write_reference(ref, {f32, bf16}); }
+  CliResult compare(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"compare", ref, run, "--color", "never"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  }
+  // The loss of the float32 conv, written as ref + delta.
+  void loss_off_by(double delta) {
+    RunSpec s;
+    s.mutate = [&](const std::string& key, Tensor& t) {
+      if (key == "float32/k0018_ic002/conv2d/loss") t.set(0, t.get(0) + delta);
+    };
+    write_run(ref, run, s);
+  }
+};
+
+}  // namespace
+
+TEST_F(CompareCli, IdenticalRunPasses) {
+  write_run(ref, run);
+  auto r = compare();
+  EXPECT_EQ(r.code, 0) << r.out;
+  // 2 dtypes x (conv2d: output loss grad_input grad_weight grad_bias + matmul: output loss grad_A
+  // grad_B)
+  EXPECT_TRUE(contains(r.out, "validate: 18 passed, 0 failed, 0 not run")) << r.out;
+  // The summary is the last line.
+  EXPECT_EQ(r.out.substr(r.out.rfind("validate:")), "validate: 18 passed, 0 failed, 0 not run\n");
+}
+
+TEST_F(CompareCli, Float32LossOffBy2e6Fails) {
+  loss_off_by(2e-6);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "FAILED float32/k0018_ic002/conv2d/loss")) << r.out;
+  EXPECT_TRUE(contains(r.out, "loss differs by 2")) << r.out;
+  EXPECT_TRUE(contains(r.out, "repro: validate compare " + ref + " " + run +
+                                  " --only '^float32/k0018_ic002/conv2d/loss$'"))
+      << r.out;
+}
+
+TEST_F(CompareCli, Float32LossOffBy5e7Passes) {
+  loss_off_by(5e-7);
+  auto r = compare();
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST_F(CompareCli, GateOverrideTightensTheLossGate) {
+  loss_off_by(5e-7);
+  auto r = compare({"--gate", "float32.loss.loss_abs=1e-7"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  // The repro carries the gate, so it reproduces the same verdict.
+  EXPECT_TRUE(contains(r.out, "--gate float32.loss.loss_abs=1e-7 --only")) << r.out;
+}
+
+TEST_F(CompareCli, PolicyFileOverridesAndBadKeysAreUsageErrors) {
+  loss_off_by(5e-7);
+  const std::string pol = tmp / "policy.json";
+  std::ofstream(pol)
+      << R"({"format": "validate-policy/1", "rules": [{"dtype": "float32", "role": "loss", "loss_abs": 1e-7}]})";
+  EXPECT_EQ(compare({"--policy", pol}).code, 1);
+  std::ofstream(pol) << R"({"rules": [{"dtype": "float32", "loss_abss": 1e-7}]})";
+  auto r = compare({"--policy", pol});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.out, "unknown key 'loss_abss'")) << r.out;
+  EXPECT_EQ(compare({"--gate", "float32.loss.nope=1"}).code, 2);
+}
+
+TEST_F(CompareCli, NanInOneSideFails) {
+  RunSpec s;
+  s.mutate = [](const std::string& key, Tensor& t) {
+    if (key == "float32/k0018_ic002/conv2d/grad_input")
+      t.set(5, std::numeric_limits<double>::quiet_NaN());
+  };
+  write_run(ref, run, s);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "1 NaN/Inf position mismatch (first at n=0 c=0 h=1 w=1")) << r.out;
+}
+
+TEST_F(CompareCli, ShapeMismatchFails) {
+  write_run(ref, run);
+  Tensor t = read_tensor(run, f32, Op::conv2d, "grad_weight");
+  t.reshape({54});
+  rewrite_run_tensor(run, f32, Op::conv2d, "grad_weight", t);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "shape mismatch: run grad_weight is [54], reference [3, 2, 3, 3]"))
+      << r.out;
+}
+
+TEST_F(CompareCli, MissingDeclaredFileFails) {
+  RunSpec s;
+  s.skip_files = {"float32/k0018_ic002/matmul/grad_B"};
+  write_run(ref, run, s);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "declared in \"produced\" but missing")) << r.out;
+  EXPECT_TRUE(contains(r.out, "k0018_ic002_matmul_grad_B.npy")) << r.out;
+}
+
+TEST_F(CompareCli, CorruptFileIsExit2NamingTheFile) {
+  write_run(ref, run);
+  const std::string f = run + "/float32/k0018_ic002_conv2d_output.npy";
+  std::ofstream(f, std::ios::binary | std::ios::trunc) << "\x93NUMPY garbage";
+  auto r = compare();
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "INVALID")) << r.out;
+  EXPECT_TRUE(contains(r.out, f)) << r.out;
+}
+
+TEST_F(CompareCli, MissingRunManifestIsExit2) {
+  write_run(ref, run);
+  std::filesystem::remove(run + "/manifest.json");
+  auto r = compare();
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "manifest.json is missing")) << r.out;
+  EXPECT_EQ(run_cli({"compare", ref, tmp / "nowhere"}).code, 2);
+}
+
+TEST_F(CompareCli, InputHashMismatchFails) {
+  RunSpec s;
+  s.edit = [](Json& doc) {
+    if (doc["dtype"] == "bfloat16")
+      doc["ops"]["matmul"]["input_hashes"]["B"] = std::string(64, '0');
+  };
+  write_run(ref, run, s);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "FAILED bfloat16/k0018_ic002/matmul/B")) << r.out;
+  EXPECT_TRUE(contains(r.out, "input hash mismatch")) << r.out;
+}
+
+TEST_F(CompareCli, UndeclaredTensorsAreNotRunAndOutcomesAreReported) {
+  RunSpec s;
+  s.edit = [](Json& doc) {
+    if (doc["dtype"] != "float32") return;
+    doc["ops"]["conv2d"]["produced"] = Json::array({"output", "loss"});  // no gradients
+    doc["ops"]["matmul"]["outcome"] = "skipped";
+    doc["ops"]["matmul"]["message"] = "no matmul in this backend";
+  };
+  write_run(ref, run, s);
+  auto r = compare();
+  EXPECT_EQ(r.code, 0) << r.out;  // not run and skipped are not failures
+  EXPECT_TRUE(contains(r.out, "validate: 11 passed, 0 failed, 3 not run, 1 skipped")) << r.out;
+  s.edit = [](Json& doc) {
+    if (doc["dtype"] == "float32") {
+      doc["ops"]["matmul"]["outcome"] = "error";
+      doc["ops"]["matmul"]["message"] = "cuBLAS said no";
+    }
+  };
+  write_run(ref, run, s);
+  r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;  // an error is a failure
+  EXPECT_TRUE(contains(r.out, "ERROR float32/k0018_ic002/matmul")) << r.out;
+  EXPECT_TRUE(contains(r.out, "cuBLAS said no")) << r.out;
+}
+
+TEST_F(CompareCli, VariantsAreComparedAndLabelled) {
+  write_run(ref, run);
+  RunSpec flipped;
+  flipped.mutate = [](const std::string& key, Tensor& t) {
+    if (key == "float32/k0018_ic002/conv2d/output") t.set(0, t.get(0) + 1.0);
+  };
+  write_run(ref, run + "/variants/algo_1", flipped);
+  write_run(ref, run + "/variants/algo_0");
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "float32 [variant algo_0]")) << r.out;
+  EXPECT_TRUE(contains(r.out, "FAILED [algo_1] float32/k0018_ic002/conv2d/output")) << r.out;
+  EXPECT_TRUE(contains(r.out, "--variant '^algo_1$'")) << r.out;
+  EXPECT_TRUE(contains(r.out, "validate: 53 passed, 1 failed, 0 not run")) << r.out;
+  EXPECT_EQ(compare({"--variant", "^algo_0$"}).code, 0);
+}
+
+TEST_F(CompareCli, OnlyRestrictsTheComparison) {
+  loss_off_by(2e-6);
+  auto r = compare({"--only", "^float32/k0018_ic002/conv2d/loss$"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "validate: 0 passed, 1 failed, 0 not run")) << r.out;
+  EXPECT_EQ(compare({"--only", "matmul"}).code, 0);
+  EXPECT_EQ(compare({"--only", "("}).code, 2);  // a bad regex is a usage error
+  auto none = compare({"--only", "^nothing$"});
+  EXPECT_EQ(none.code, 1) << none.out;  // nothing compared is never a pass
+}
+
+TEST_F(CompareCli, MistrustedWhenTheReferenceIsMostlyZero) {
+  TempDir t2{"compare_zero"};
+  const std::string zref = t2 / "ref", zrun = t2 / "run";
+  write_reference(zref, {f32}, [](const std::string& key, Tensor& t) {
+    if (key == "float32/k0018_ic002/conv2d/grad_input")
+      for (std::int64_t i = 1; i < t.numel(); ++i) t.set(i, 0.0);
+  });
+  write_run(zref, zrun);
+  auto r = run_cli({"compare", zref, zrun});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "MISTRUSTED float32/k0018_ic002/conv2d/grad_input")) << r.out;
+  EXPECT_TRUE(contains(r.out, "1 mistrusted")) << r.out;
+}
+
+TEST_F(CompareCli, OracleSaysWhichSideIsCloser) {
+  // Oracle = reference + 1e-7 relative (float64); run = reference + 1e-4 relative: the reference is
+  // closer.
+  write_run(
+      ref, run,
+      RunSpec{[](const std::string& key, Tensor& t) {
+                if (key.rfind("float32/", 0) == 0 && key.find("grad_input") != std::string::npos)
+                  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, t.get(i) * (1 + 1e-4));
+              },
+              {},
+              {},
+              "test"});
+  const std::string oracle = tmp / "oracle";
+  write_run(ref, oracle,
+            RunSpec{[](const std::string&, Tensor& t) {
+                      Tensor d(DType::float64, t.shape());
+                      for (std::int64_t i = 0; i < t.numel(); ++i) d.set(i, t.get(i) * (1 + 1e-9));
+                      t = std::move(d);
+                    },
+                    {},
+                    {},
+                    "oracle"});
+  auto r = compare({"--oracle", oracle, "--gate", "rtol=1e-5"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "reference is closer to exact")) << r.out;
+  EXPECT_TRUE(contains(r.out, "closer")) << r.out;
+}

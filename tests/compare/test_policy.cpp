@@ -1,0 +1,135 @@
+// Policy resolution: built-in defaults, layers (built-in < file < --gate), specificity inside a
+// layer, null switching a gate off, --gate parsing, and policies/default.json = the built-in
+// policy.
+#include <gtest/gtest.h>
+
+#include "validate/compare/policy.hpp"
+#include "validate/core/json_io.hpp"
+
+using namespace validate;
+using namespace validate::compare;
+
+namespace {
+TensorKey key(const char* dt, const char* op, const char* role, const char* t) {
+  return TensorKey{dt, op, role, t};
+}
+}  // namespace
+
+TEST(Policy, BuiltinDefaults) {
+  const Policy p = Policy::builtin();
+  const Gates loss = p.resolve(key("float32", "conv2d", "loss", "loss"));
+  ASSERT_TRUE(loss.loss_abs);
+  EXPECT_DOUBLE_EQ(*loss.loss_abs, 1e-6);
+  EXPECT_FALSE(loss.rtol);
+  const Gates out = p.resolve(key("float32", "matmul", "output", "output"));
+  ASSERT_TRUE(out.rtol && out.min_pcc);
+  EXPECT_DOUBLE_EQ(*out.rtol, 5e-4);
+  EXPECT_FALSE(out.max_ulp);
+  EXPECT_DOUBLE_EQ(out.near_zero, 0.01);
+  const Gates bf = p.resolve(key("bfloat16", "conv2d", "grad", "grad_weight"));
+  EXPECT_GT(*bf.rtol, *out.rtol);  // low precision is looser
+  EXPECT_DOUBLE_EQ(bf.near_zero, 0.05);
+  EXPECT_DOUBLE_EQ(bf.mistrust_zeros, 0.9);
+}
+
+TEST(Policy, LayersThenSpecificityThenOrder) {
+  Policy p = Policy::builtin();
+  Status st = p.add_json(Json::parse(R"({"rules": [
+      {"dtype": "float32", "op": "conv2d", "tensor": "grad_weight", "rtol": 0.5},
+      {"dtype": "float32", "rtol": 0.25},
+      {"dtype": "float32", "role": ["output", "grad"], "rtol": 0.125, "max_ulp": 64}]})"),
+                         "test");
+  ASSERT_TRUE(st) << st.message();
+  // The file layer beats the more specific built-in rule; inside the layer the most specific wins.
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_weight")).rtol, 0.5);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_input")).rtol, 0.125);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "loss", "loss")).rtol, 0.25);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_A")).max_ulp, 64);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "grad", "grad_A")).rtol,
+                   4e-2);  // untouched
+  // --gate beats the file.
+  ASSERT_TRUE(p.add_gate("float32.grad_weight.rtol=0.75"));
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_weight")).rtol, 0.75);
+  ASSERT_TRUE(
+      p.add_gate("rtol=none"));  // off everywhere, except where a more specific --gate sets it
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_weight")).rtol, 0.75);
+  EXPECT_FALSE(p.resolve(key("float32", "conv2d", "grad", "grad_input")).rtol);
+  EXPECT_FALSE(p.resolve(key("float16", "conv2d", "output", "output")).rtol);
+}
+
+TEST(Policy, NullSwitchesAGateOffAndInheritFalseDropsTheBuiltin) {
+  Policy p = Policy::builtin();
+  ASSERT_TRUE(p.add_json(Json::parse(R"({"rules": [{"role": "loss", "loss_abs": null}]})"), "t"));
+  EXPECT_FALSE(p.resolve(key("float32", "conv2d", "loss", "loss")).loss_abs);
+  Policy q = Policy::builtin();
+  ASSERT_TRUE(q.add_json(
+      Json::parse(R"({"inherit": false, "rules": [{"dtype": "float16", "max_ulp": 2}]})"), "t"));
+  EXPECT_FALSE(q.resolve(key("float32", "conv2d", "loss", "loss")).loss_abs);
+  EXPECT_FALSE(q.resolve(key("float32", "conv2d", "output", "output")).rtol);
+  EXPECT_DOUBLE_EQ(*q.resolve(key("float16", "conv2d", "output", "output")).max_ulp, 2);
+}
+
+TEST(Policy, GateSyntax) {
+  Policy p = Policy::builtin();
+  EXPECT_TRUE(p.add_gate("float32.loss.loss_abs=1e-7"));
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "loss", "loss")).loss_abs, 1e-7);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "loss", "loss")).loss_abs, 1e-4);
+  EXPECT_TRUE(p.add_gate("bfloat16.conv2d.grad_weight.max_ulp=8"));
+  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "conv2d", "grad", "grad_weight")).max_ulp, 8);
+  EXPECT_FALSE(p.resolve(key("bfloat16", "matmul", "grad", "grad_B")).max_ulp);
+  EXPECT_TRUE(p.add_gate("*.*.near_zero=0.02"));
+  EXPECT_FALSE(p.add_gate("rtol"));                      // no value
+  EXPECT_FALSE(p.add_gate("float32.rtolx=1"));           // unknown key
+  EXPECT_FALSE(p.add_gate("float32.float16.rtol=1"));    // two dtypes
+  EXPECT_FALSE(p.add_gate("float32.rtol=abc"));          // not a number
+  EXPECT_FALSE(p.add_gate("float32.rtol=-1"));           // negative
+  Status st = p.add_gate("float32.output.grad.rtol=1");  // two roles
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("twice"), std::string::npos);
+}
+
+TEST(Policy, FileErrorsNameTheProblem) {
+  Policy p = Policy::builtin();
+  Status st =
+      p.add_json(Json::parse(R"({"rules": [{"dtype": "float64", "rtol": 1}]})"), "pol.json");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("pol.json rule 0: unknown dtype 'float64'"), std::string::npos)
+      << st.message();
+  st = p.add_json(Json::parse(R"({"format": "validate-policy/2", "rules": []})"), "pol.json");
+  EXPECT_FALSE(st);
+  st = p.add_json(Json::parse(R"({"rules": [{"rtol": "big"}]})"), "pol.json");
+  EXPECT_FALSE(st);
+  EXPECT_FALSE(p.add_file("/nonexistent/policy.json"));
+}
+
+// policies/default.json documents the built-in policy; it must say exactly the same thing.
+TEST(Policy, DefaultPolicyFileEqualsBuiltin) {
+  Policy file = Policy::empty();
+  ASSERT_TRUE(file.add_file(std::string(VALIDATE_SOURCE_DIR) + "/policies/default.json"));
+  const Policy builtin = Policy::builtin();
+  for (const char* dt : {"float32", "bfloat16", "float16"})
+    for (const char* op : {"conv2d", "matmul"})
+      for (const char* role : {"input", "output", "loss", "grad"})
+        for (const char* t : {"output", "loss", "grad_input", "grad_weight", "grad_bias", "grad_A",
+                              "grad_B", "weight"}) {
+          const Gates a = file.resolve(key(dt, op, role, t)),
+                      b = builtin.resolve(key(dt, op, role, t));
+          EXPECT_EQ(a.rtol, b.rtol) << dt << op << role << t;
+          EXPECT_EQ(a.atol, b.atol);
+          EXPECT_EQ(a.max_ulp, b.max_ulp);
+          EXPECT_EQ(a.min_pcc, b.min_pcc);
+          EXPECT_EQ(a.loss_abs, b.loss_abs);
+          EXPECT_EQ(a.loss_rel, b.loss_rel);
+          EXPECT_EQ(a.near_zero, b.near_zero);
+          EXPECT_EQ(a.mistrust_zeros, b.mistrust_zeros);
+        }
+}
+
+TEST(Policy, ToJsonRoundTrips) {
+  Policy p = Policy::builtin();
+  ASSERT_TRUE(p.add_gate("float32.conv2d.max_ulp=16"));
+  Policy q = Policy::empty();
+  ASSERT_TRUE(q.add_json(p.to_json(), "roundtrip"));
+  EXPECT_EQ(q.resolve(key("float32", "conv2d", "grad", "grad_input")).max_ulp, 16.0);
+  EXPECT_EQ(q.resolve(key("float32", "conv2d", "loss", "loss")).loss_abs, 1e-6);
+}
