@@ -1,0 +1,214 @@
+// matmul through cuBLASLt: Y = A·B, dA = dY·Bᵀ, dB = Aᵀ·dY, with each matrix in the layout under
+// test. cuBLASLt is column-major; a row-major matrix is the column-major view of its transpose, so
+// every layout is a (pointer, column-major?) pair and a row-major output is computed as
+// Yᵀ = Bᵀ·Aᵀ. Nothing is copied to make a layout fit, except a flipped axis (cuBLAS has no
+// negative leading dimensions), which is converted on the device and recorded.
+#include <fmt/format.h>
+
+#include "gemm_plan.hpp"
+#include "internal.hpp"
+
+namespace validate::runners::cudnn_detail {
+
+namespace {
+
+using layout::Spec;
+
+const char* compute_name(cublasComputeType_t c) {
+  switch (c) {
+    case CUBLAS_COMPUTE_32F:
+      return "CUBLAS_COMPUTE_32F";
+    case CUBLAS_COMPUTE_32F_PEDANTIC:
+      return "CUBLAS_COMPUTE_32F_PEDANTIC";
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      return "CUBLAS_COMPUTE_32F_FAST_TF32";
+    default:
+      return "?";
+  }
+}
+
+cublasComputeType_t compute_type(const Context& ctx, DType dt) {
+  // CUBLAS_COMPUTE_32F on float32 data never uses TF32 (that needs ..._FAST_TF32): IEEE products
+  // and sums. 16-bit data accumulates in float32 in every mode.
+  if (dt == DType::float32 && ctx.parsed.math == Math::tf32) return CUBLAS_COMPUTE_32F_FAST_TF32;
+  return CUBLAS_COMPUTE_32F;
+}
+
+// out = x · z (gemm_plan.hpp maps the storage orders). Writes what it chose into `info` when given.
+Status gemm(const Context& ctx, DType dt, Mat out, Mat x, Mat z, void* out_ptr,
+            nlohmann::json* info) {
+  const GemmPlan g = plan_gemm(out, x, z);
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType_t type = cuda_type(dt);
+  const cublasComputeType_t ct = compute_type(ctx, dt);
+  const std::int64_t m = g.m, n = g.n, k = g.k;
+  LtMatmulDesc desc;
+  VALIDATE_GPU_TRY(cublasLtMatmulDescCreate(desc.out(), ct, CUDA_R_32F));
+  VALIDATE_GPU_TRY(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  VALIDATE_GPU_TRY(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  // Layouts describe the stored matrices (before op).
+  LtLayout la, lb, lc;
+  VALIDATE_GPU_TRY(cublasLtMatrixLayoutCreate(la.out(), type, static_cast<std::uint64_t>(g.a_rows),
+                                              static_cast<std::uint64_t>(g.a_cols), g.lda));
+  VALIDATE_GPU_TRY(cublasLtMatrixLayoutCreate(lb.out(), type, static_cast<std::uint64_t>(g.b_rows),
+                                              static_cast<std::uint64_t>(g.b_cols), g.ldb));
+  VALIDATE_GPU_TRY(cublasLtMatrixLayoutCreate(lc.out(), type, static_cast<std::uint64_t>(m),
+                                              static_cast<std::uint64_t>(n), g.ldc));
+  LtPreference pref;
+  VALIDATE_GPU_TRY(cublasLtMatmulPreferenceCreate(pref.out()));
+  const std::uint64_t max_ws = std::uint64_t{256} << 20;
+  VALIDATE_GPU_TRY(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  VALIDATE_GPU_TRY(
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found));
+  if (found == 0)
+    return Error{
+        fmt::format("cublasLtMatmulAlgoGetHeuristic found no algorithm for m={} n={} k={} ({}, {})",
+                    m, n, k, compute_name(ct), dtype_name(dt))};
+  auto ws = gpu::DeviceBuffer::allocate(heur.workspaceSize, "cuBLASLt workspace");
+  if (!ws) return ws.status();
+  const float alpha = 1.f, beta = 0.f;
+  VALIDATE_GPU_TRY(cublasLtMatmul(ctx.lt, desc, &alpha, g.a, la, g.b, lb, &beta, out_ptr, lc,
+                                  out_ptr, lc, &heur.algo, ws->data(), heur.workspaceSize,
+                                  nullptr));
+  if (info) {
+    int id = -1, splitk = 1;
+    std::uint32_t reduction = 0;
+    std::size_t written = 0;
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
+                                               &written);
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                               sizeof splitk, &written);
+    (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &reduction, sizeof reduction, &written);
+    *info = {{"m", m},
+             {"n", n},
+             {"k", k},
+             {"transa", op_a == CUBLAS_OP_N ? "N" : "T"},
+             {"transb", op_b == CUBLAS_OP_N ? "N" : "T"},
+             {"compute_type", compute_name(ct)},
+             {"algo_id", id},
+             {"splitk", splitk},
+             {"reduction_scheme", reduction},
+             {"workspace_bytes", heur.workspaceSize}};
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
+  OpResult r;
+  r.info = {{"device", fmt::format("cuda:{}", ctx.device.index)}, {"backend", "cublasLt"}};
+  auto done = [&](RunOutcome o, const std::string& msg) {
+    r.outcome = o;
+    r.message = msg;
+    std::vector<OpResult> v;
+    v.push_back(std::move(r));
+    return v;
+  };
+  const DType dt = task.c->dtype;
+  if (dt == DType::float64)
+    return done(RunOutcome::unsupported, "the cudnn runner runs float32, bfloat16 and float16");
+  if (!ctx.layouts.has_op("matmul"))
+    return done(RunOutcome::skipped, "the layout set has no matmul");
+  const auto& mp = task.c->matmul;
+  const Shape as{mp.m, mp.k}, bs{mp.k, mp.n}, ys{mp.m, mp.n};
+  auto spec = [&](const char* name) -> const Spec& { return *ctx.layouts.find("matmul", name); };
+  const MatPlan a = plan_matrix(spec("A"), "MK"), b = plan_matrix(spec("B"), "KN"),
+                y = plan_matrix(spec("output"), "MN");
+  const MatPlan ga = plan_matrix(spec("grad_A"), "MK"), gb = plan_matrix(spec("grad_B"), "KN");
+  auto mat_info = [](const char* name, const Spec& s, const MatPlan& p) {
+    nlohmann::json j{{"spec", layout::to_string(s)},
+                     {"path", p.path},
+                     {"order", p.col_major ? "column-major" : "row-major"}};
+    if (p.path == "converted") j["converted_to"] = layout::to_string(p.stack);
+    return nlohmann::json{{name, j}};
+  };
+  r.info["matrices"] = nlohmann::json::object();
+  for (auto j : {mat_info("A", spec("A"), a), mat_info("B", spec("B"), b),
+                 mat_info("output", spec("output"), y), mat_info("grad_A", spec("grad_A"), ga),
+                 mat_info("grad_B", spec("grad_B"), gb)})
+    r.info["matrices"].update(j);
+  r.info["compute_type"] = compute_name(compute_type(ctx, dt));
+  r.info["data_type"] = std::string(dtype_name(dt));
+
+  auto A = upload(*task.inputs.at("A"), dt, a.stack, "MK", "A");
+  if (!A) return done(RunOutcome::error, A.message());
+  auto B = upload(*task.inputs.at("B"), dt, b.stack, "KN", "B");
+  if (!B) return done(RunOutcome::error, B.message());
+  // The target in the output's layout: the loss walks both in one memory order.
+  auto T = upload(*task.inputs.at("target"), DType::float32, y.stack, "MN", "target");
+  if (!T) return done(RunOutcome::error, T.message());
+  auto Y = allocate(dt, y.stack, "MN", ys, "output");
+  auto dY = allocate(dt, y.stack, "MN", ys, "grad_output");
+  auto gA = allocate(dt, ga.stack, "MK", as, "grad_A");
+  auto gB = allocate(dt, gb.stack, "KN", bs, "grad_B");
+  auto loss = gpu::DeviceBuffer::allocate(sizeof(float), "loss");
+  auto scratch = gpu::DeviceBuffer::allocate(
+      static_cast<std::size_t>(loss_scratch_floats(mp.m * mp.n)) * sizeof(float),
+      "loss partial sums");
+  for (const Status& st :
+       {Y.status(), dY.status(), gA.status(), gB.status(), loss.status(), scratch.status()})
+    if (!st) return done(RunOutcome::error, st.message());
+
+  const DType storage = storage_dtype(dt);
+  auto execute = [&](nlohmann::json* timing) -> Result<std::map<std::string, Tensor>> {
+    const Mat ma{A->buf.data(), mp.m, mp.k, a.col_major},
+        mb{B->buf.data(), mp.k, mp.n, b.col_major};
+    const Mat my{Y->buf.data(), mp.m, mp.n, y.col_major},
+        mdy{dY->buf.data(), mp.m, mp.n, y.col_major};
+    nlohmann::json gemms;
+    Timer timer;
+    auto step = [&](const char* name, Mat out, Mat x, Mat z, void* ptr) -> Status {
+      if (timing) VALIDATE_TRY(timer.start());
+      nlohmann::json g;
+      VALIDATE_TRY(gemm(ctx, dt, out, x, z, ptr, timing ? &g : nullptr));
+      if (timing) {
+        auto ms = timer.stop();
+        if (!ms) return ms.status();
+        (*timing)[std::string(name) + "_ms"] = *ms;
+        gemms[name] = g;
+      }
+      return Status::ok();
+    };
+    VALIDATE_TRY(step("forward", my, ma, mb, Y->buf.data()));
+    VALIDATE_TRY(mse_loss_grad(Y->buf.data(), dt, T->buf.as<float>(), mp.m * mp.n, dY->buf.data(),
+                               loss->as<float>(), scratch->as<float>(), nullptr));
+    VALIDATE_TRY(
+        step("grad_A", Mat{gA->buf.data(), mp.m, mp.k, ga.col_major}, mdy, mb.t(), gA->buf.data()));
+    VALIDATE_TRY(
+        step("grad_B", Mat{gB->buf.data(), mp.k, mp.n, gb.col_major}, ma.t(), mdy, gB->buf.data()));
+    if (timing) (*timing)["gemms"] = gemms;
+    std::map<std::string, Tensor> out;
+    auto yo = download(*Y, Y->spec, storage);
+    if (!yo) return with_context("output", yo.message());
+    out.emplace("output", std::move(*yo));
+    Tensor l(DType::float32, Shape{});
+    VALIDATE_TRY(loss->download(l.bytes(), sizeof(float)));
+    out.emplace("loss", std::move(l));
+    auto da = download(*gA, gA->spec, storage);
+    if (!da) return with_context("grad_A", da.message());
+    out.emplace("grad_A", std::move(*da));
+    auto db = download(*gB, gB->spec, storage);
+    if (!db) return with_context("grad_B", db.message());
+    out.emplace("grad_B", std::move(*db));
+    return out;
+  };
+  run_repeated(ctx, r, execute);
+  // The gemm descriptions ride along in time_ms; lift them to their own key.
+  if (r.info.contains("time_ms") && r.info["time_ms"].contains("gemms")) {
+    r.info["gemms"] = r.info["time_ms"]["gemms"];
+    r.info["time_ms"].erase("gemms");
+  }
+  std::vector<OpResult> v;
+  v.push_back(std::move(r));
+  return v;
+}
+
+}  // namespace validate::runners::cudnn_detail
