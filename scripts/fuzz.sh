@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan + libFuzzer coverage, in
+# build-fuzz/) and runs each for SECONDS against its committed corpus, reporting per target the
+# executions, the coverage reached and any crash, leak or timeout (exit 1 on any).
+#   usage: scripts/fuzz.sh [SECONDS] [TARGET...]          (default 60 s, every target built)
+# Exit 77 (skip) when clang with the libFuzzer runtime is not installed (Debian: clang-14 and
+# libclang-rt-14-dev). Environment: VALIDATE_FUZZ_BUILD (build dir, default build-fuzz),
+# VALIDATE_FUZZ_JOBS (build jobs, default 2). New inputs go to $build/tests/fuzz/scratch/<target>;
+# crashing inputs to $build/tests/fuzz/scratch/<target>-crash-* (add them to tests/fuzz/corpus/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+src=$(pwd)
+seconds=${1:-60}
+shift || true
+build=${VALIDATE_FUZZ_BUILD:-build-fuzz}
+jobs=${VALIDATE_FUZZ_JOBS:-2}
+all_targets="npy case_file metadata manifest layout policy"
+targets=${*:-$all_targets}
+
+cxx=$(command -v clang++ || command -v clang++-14 || true)
+cc=$(command -v clang || command -v clang-14 || true)
+if [ -z "$cxx" ] || [ -z "$cc" ]; then
+  echo "fuzz.sh: SKIP: clang++ not found (install clang and libclang-rt-dev)"
+  exit 77
+fi
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$probe/p.cpp"
+if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" > "$probe/log" 2>&1; then
+  echo "fuzz.sh: SKIP: $cxx cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): $(head -3 "$probe/log")"
+  exit 77
+fi
+
+flags='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1'
+if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "^VALIDATE_FUZZ:BOOL=ON" "$build/CMakeCache.txt"; then
+  CC=$cc CXX=$cxx cmake -S . -B "$build" -DVALIDATE_FUZZ=ON -DVALIDATE_TORCH=OFF -DVALIDATE_CUDA=OFF \
+    -DVALIDATE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS=$flags" > "$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log"; echo "fuzz.sh: configure failed"; exit 1; }
+else
+  cmake "$build" > /dev/null 2>&1 || { cmake "$build"; echo "fuzz.sh: configure failed"; exit 1; }
+fi
+t0=$(date +%s)
+if ! cmake --build "$build" --target fuzz_all -j"$jobs" > "$build/fuzz-build.log" 2>&1; then
+  tail -40 "$build/fuzz-build.log"
+  echo "fuzz.sh: build failed (log: $build/fuzz-build.log)"
+  exit 1
+fi
+echo "fuzz.sh: built in $(( $(date +%s) - t0 )) s"
+
+max_len() { case $1 in metadata|manifest) echo 8192 ;; *) echo 4096 ;; esac; }
+dict() { case $1 in npy) echo "$src/tests/fuzz/npy.dict" ;; *) echo "$src/tests/fuzz/json.dict" ;; esac; }
+
+failed=0
+scratch="$build/tests/fuzz/scratch"
+printf '%-10s %8s %12s %10s %8s %8s  %s\n' target seconds executions exec/s cov ft result
+for t in $targets; do
+  bin="$build/tests/fuzz/fuzz_$t"
+  if [ ! -x "$bin" ]; then
+    printf '%-10s %s\n' "$t" "not built (its module or header is missing in this tree)"
+    continue
+  fi
+  mkdir -p "$scratch/$t"
+  log="$scratch/$t.log"
+  "$bin" -max_total_time="$seconds" -max_len="$(max_len "$t")" -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 -dict="$(dict "$t")" -artifact_prefix="$scratch/$t-" \
+    "$scratch/$t" "$src/tests/fuzz/corpus/$t" > "$log" 2>&1
+  rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  if [ $rc -eq 0 ]; then result=ok; else result="FAILED (exit $rc)"; failed=1; fi
+  printf '%-10s %8s %12s %10s %8s %8s  %s\n' "$t" "$seconds" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$result"
+  if [ $rc -ne 0 ]; then
+    grep -E 'ERROR: |runtime error|invariant broken|SUMMARY|Test unit written' "$log" | head -20
+    echo "  full log: $log"
+  fi
+done
+exit $failed

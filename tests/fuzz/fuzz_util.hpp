@@ -1,0 +1,56 @@
+#pragma once
+// Shared helpers for the libFuzzer targets (tests/fuzz). Each target feeds the fuzzer's bytes to
+// the same parser the CLI uses; the sanitizers (ASan + UBSan, compiled into the libraries by the
+// build-fuzz configuration) turn any memory error, overflow or uncaught exception into a crash.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace validate::fuzz {
+
+// A file that lives only in memory (memfd), rewritten with every input, so path-based readers
+// (npy::read, MappedArray::open, read_json) run their real code without touching the disk.
+class MemFile {
+ public:
+  MemFile() {
+    fd_ = ::memfd_create("validate-fuzz", 0);
+    if (fd_ < 0) {
+      std::perror("memfd_create");
+      std::abort();
+    }
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
+  }
+  ~MemFile() { ::close(fd_); }
+  MemFile(const MemFile&) = delete;
+  MemFile& operator=(const MemFile&) = delete;
+
+  const std::string& set(const std::uint8_t* data, std::size_t size) {
+    if (::ftruncate(fd_, 0) != 0) std::abort();
+    std::size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pwrite(fd_, data + done, size - done, static_cast<off_t>(done));
+      if (n <= 0) std::abort();
+      done += static_cast<std::size_t>(n);
+    }
+    return path_;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Parses like read_json does (no exceptions); nullopt-like discarded value on bad JSON.
+inline nlohmann::json parse_json(const std::uint8_t* data, std::size_t size) {
+  return nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace validate::fuzz
