@@ -21,6 +21,13 @@ void register_list(CLI::App& app, int& exit_code) {
       return;
     }
     auto manifest = cases::read_manifest(dir);
+    // No manifest is an incomplete set, which list still shows; a manifest that is there but
+    // unreadable or hostile is bad input (exit 2), not "incomplete".
+    if (!manifest && fs::exists(dir + "/manifest.json")) {
+      std::cerr << "validate list: " << manifest.message() << "\n";
+      exit_code = 2;
+      return;
+    }
     std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", "dtype", "case", "K", "conv input",
                              "conv weight", "matmul A", "matmul B");
     std::map<std::string, int> per_dtype;

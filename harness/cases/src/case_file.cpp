@@ -59,20 +59,6 @@ Status apply_geometry(const Json& j, ConvParams& c, const std::string& where) {
   return Status::ok();
 }
 
-Status check_geometry(const ConvParams& c, const std::string& where) {
-  auto bad = [&](const std::string& m) { return Status(Error{where + ": " + m}); };
-  if (c.n < 1 || c.c < 1 || c.h < 1 || c.w < 1 || c.o < 1 || c.kh < 1 || c.kw < 1)
-    return bad("batch, channels, sizes and kernel must be >= 1");
-  if (c.stride[0] < 1 || c.stride[1] < 1 || c.dilation[0] < 1 || c.dilation[1] < 1)
-    return bad("stride and dilation must be >= 1");
-  if (c.padding[0] < 0 || c.padding[1] < 0) return bad("padding must be >= 0");
-  if (c.groups < 1 || c.c % c.groups || c.o % c.groups)
-    return bad(fmt::format("groups={} must divide in_channels={} and out_channels={}", c.groups, c.c, c.o));
-  if (c.hout() < 1 || c.wout() < 1)
-    return bad(fmt::format("the kernel does not fit: output would be {}x{}", c.hout(), c.wout()));
-  return Status::ok();
-}
-
 Result<std::vector<DType>> read_dtypes(const Json& j, const std::string& where) {
   std::vector<DType> out;
   if (!j.is_array()) return Error{where + ": 'dtypes' must be a list of names"};
@@ -114,8 +100,9 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
   ConvParams defaults;
   if (j.contains("defaults")) VALIDATE_TRY(apply_geometry(j["defaults"], defaults, where + " defaults"));
   std::set<std::string> names;
+  // Geometry is checked before anything uses it: naming a sweep case computes K = C/groups*KH*KW,
+  // which divided by zero for "groups": 0 (found by fuzz_case_file).
   auto add = [&](Case c, std::vector<DType> dts, const std::string& at) -> Status {
-    VALIDATE_TRY(check_geometry(c.conv, at));
     c.matmul = im2col_gemm(c.conv);
     if (!names.insert(c.name).second) return Error{at + ": duplicate case name '" + c.name + "'"};
     f.cases.push_back(std::move(c));
@@ -131,8 +118,10 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       Case c;
       c.conv = defaults;
       c.conv.c = ic.get<std::int64_t>();
+      const std::string at = where + " sweep ic=" + std::to_string(ic.get<std::int64_t>());
+      VALIDATE_TRY(check_conv(c.conv, at));
       c.name = default_case_name(c.conv);
-      VALIDATE_TRY(add(std::move(c), {}, where + " sweep ic=" + std::to_string(ic.get<std::int64_t>())));
+      VALIDATE_TRY(add(std::move(c), {}, at));
     }
   }
   if (j.contains("cases")) {
@@ -143,12 +132,11 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       Case c;
       c.conv = defaults;
       VALIDATE_TRY(apply_geometry(cj, c.conv, at));
+      VALIDATE_TRY(check_conv(c.conv, at));
       if (cj.contains("name")) {
         if (!cj["name"].is_string()) return Error{at + ": 'name' must be a string"};
         c.name = cj["name"].get<std::string>();
-        static const std::regex ok("^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$");
-        if (!std::regex_match(c.name, ok))
-          return Error{at + ": case name '" + c.name + "' must be letters, digits, '_', '-', '.' (no paths)"};
+        VALIDATE_TRY(check_case_name(c.name, at));
       } else {
         c.name = default_case_name(c.conv);
       }

@@ -56,6 +56,28 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
   return meta;
 }
 
+namespace {
+
+// Integers from a metadata document. nlohmann's get<int64_t>() converts a float with a plain cast,
+// undefined for 1e300 (found by fuzz_metadata), so the type is checked first.
+std::vector<std::int64_t> int_list(const Json& j, std::size_t n, const char* what) {
+  if (!j.is_array() || (n && j.size() != n))
+    throw Json::other_error::create(501, std::string(what) + " must be a list of " + std::to_string(n) + " integers", &j);
+  std::vector<std::int64_t> out;
+  for (const auto& v : j) {
+    if (!v.is_number_integer()) throw Json::other_error::create(501, std::string(what) + " must hold integers", &j);
+    out.push_back(v.get<std::int64_t>());
+  }
+  return out;
+}
+
+std::int64_t int_value(const Json& j, const char* what) {
+  if (!j.is_number_integer()) throw Json::other_error::create(501, std::string(what) + " must be an integer", &j);
+  return j.get<std::int64_t>();
+}
+
+}  // namespace
+
 Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
   try {
     if (!meta.is_object()) return Error{where + ": metadata must be a JSON object"};
@@ -63,32 +85,42 @@ Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
       return Error{where + ": format is not \"" + std::string(kReferenceFormat) + "\""};
     Case c;
     c.name = meta.at("case").get<std::string>();
+    // The name becomes file names (<case>_<op>_<tensor>.npy) under the set: no "../", no "/".
+    VALIDATE_TRY(check_case_name(c.name, where));
     auto dt = parse_dtype(meta.at("dtype").get<std::string>());
     if (!dt) return Error{where + ": unknown dtype '" + meta.at("dtype").get<std::string>() + "'"};
     c.dtype = *dt;
     const Json& ops = meta.at("ops");
+    if (!ops.is_object()) return Error{where + ": \"ops\" must be an object"};
     c.has_conv = ops.contains("conv2d");
     c.has_matmul = ops.contains("matmul");
     if (c.has_conv) {
       const Json& o = ops.at("conv2d");
       const Json& p = o.at("params");
-      auto in = o.at("tensors").at("input").at("shape").get<Shape>();
-      auto w = o.at("tensors").at("weight").at("shape").get<Shape>();
+      auto in = int_list(o.at("tensors").at("input").at("shape"), 0, "conv2d input shape");
+      auto w = int_list(o.at("tensors").at("weight").at("shape"), 0, "conv2d weight shape");
       if (in.size() != 4 || w.size() != 4) return Error{where + ": conv2d input and weight must be 4-D"};
       auto& cp = c.conv;
       cp.n = in[0]; cp.c = in[1]; cp.h = in[2]; cp.w = in[3];
       cp.o = w[0]; cp.kh = w[2]; cp.kw = w[3];
-      cp.stride = p.at("stride").get<std::array<std::int64_t, 2>>();
-      cp.padding = p.at("padding").get<std::array<std::int64_t, 2>>();
-      cp.dilation = p.at("dilation").get<std::array<std::int64_t, 2>>();
-      cp.groups = p.at("groups").get<std::int64_t>();
+      auto pair = [&](const char* key) {
+        auto v = int_list(p.at(key), 2, key);
+        return std::array<std::int64_t, 2>{v[0], v[1]};
+      };
+      cp.stride = pair("stride");
+      cp.padding = pair("padding");
+      cp.dilation = pair("dilation");
+      cp.groups = int_value(p.at("groups"), "groups");
       cp.bias = p.at("bias").get<bool>();
-      if (cp.groups < 1 || cp.c % cp.groups || w[1] != cp.c / cp.groups)
+      // Before anything computes an output size: a stride of 0 divided by zero in hout().
+      VALIDATE_TRY(check_conv(cp, where + ": conv2d"));
+      if (w[1] != cp.c / cp.groups)
         return Error{where + ": conv2d weight shape does not match input channels and groups"};
     }
     if (c.has_matmul) {
       const Json& p = ops.at("matmul").at("params");
-      c.matmul = {p.at("M").get<std::int64_t>(), p.at("K").get<std::int64_t>(), p.at("N").get<std::int64_t>()};
+      c.matmul = {int_value(p.at("M"), "M"), int_value(p.at("K"), "K"), int_value(p.at("N"), "N")};
+      VALIDATE_TRY(check_matmul(c.matmul, where));
     }
     return c;
   } catch (const nlohmann::json::exception& e) {
@@ -147,9 +179,25 @@ Result<Json> read_manifest(const std::string& set_dir) {
     return Error{path + " is missing: the set is incomplete (the manifest is written last)"};
   auto j = read_json(path);
   if (!j) return j.status();
-  if (!j->is_object() || !j->contains("files") || !(*j)["files"].is_object())
-    return Error{path + ": no \"files\" object"};
+  VALIDATE_TRY(check_manifest(*j, path));
   return j;
+}
+
+Status check_manifest(const Json& m, const std::string& where) {
+  if (!m.is_object() || !m.contains("files") || !m["files"].is_object())
+    return Error{where + ": no \"files\" object"};
+  if (m.contains("format") && !m["format"].is_string()) return Error{where + ": \"format\" is not a string"};
+  // Every reader (verify, list, merge, compare, run) walks these entries; check them once here so
+  // none of them meets a non-object entry or a name that leaves the set ("../x", "/etc/x", NUL).
+  for (const auto& [rel, e] : m["files"].items()) {
+    auto inside = fs::join_inside(".", rel);
+    if (!inside) return Error{where + ": file '" + rel + "': " + inside.message()};
+    if (!e.is_object() || !e.contains("sha256") || !e["sha256"].is_string())
+      return Error{where + ": entry '" + rel + "' has no sha256 string"};
+    if (e.contains("size") && !e["size"].is_number_unsigned())
+      return Error{where + ": entry '" + rel + "': \"size\" is not a non-negative integer"};
+  }
+  return Status::ok();
 }
 
 Result<FileMap> hash_tree(const std::string& set_dir) {

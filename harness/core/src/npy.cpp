@@ -99,7 +99,10 @@ Result<Header> parse_header(const std::byte* bytes, std::size_t size, const std:
   if (close == std::string_view::npos) return bad(name, "npy shape tuple is not closed");
   std::string_view inner = s.substr(1, close - 1);
   std::size_t i = 0;
-  std::uint64_t numel = 1;
+  // The element count, and the product of the non-zero dimensions: that one must fit too, since
+  // shape_numel() and the Fortran-order strides multiply the dimensions in order, so (2^40, 2^23, 0)
+  // overflowed int64 although it has no elements (found by fuzz_npy's invariant).
+  std::uint64_t numel = 1, nonzero = 1;
   bool overflow = false;
   while (i < inner.size()) {
     while (i < inner.size() && (inner[i] == ' ' || inner[i] == ',')) ++i;
@@ -114,8 +117,10 @@ Result<Header> parse_header(const std::byte* bytes, std::size_t size, const std:
     if (i < inner.size() && inner[i] != ',' && inner[i] != ' ' && inner[i] != 'L')
       return bad(name, "npy shape has a non-integer dimension");
     if (i < inner.size() && inner[i] == 'L') ++i;
-    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) overflow = true;
-    if (v != 0 && numel > std::numeric_limits<std::uint64_t>::max() / v) overflow = true;
+    constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / 8;
+    if (v > kMax) overflow = true;
+    if (v != 0 && nonzero > kMax / v) overflow = true;
+    if (v != 0) nonzero *= v;
     numel *= v;
     h.shape.push_back(static_cast<std::int64_t>(v));
   }

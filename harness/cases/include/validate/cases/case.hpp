@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "validate/core/dtype.hpp"
+#include "validate/core/result.hpp"
 #include "validate/core/tensor.hpp"
 
 namespace validate::cases {
@@ -60,5 +61,16 @@ MatmulParams im2col_gemm(const ConvParams& c);
 
 // The default sweep's naming: k{K:04d}_ic{ic:03d}.
 std::string default_case_name(const ConvParams& c);
+
+// Checks on geometry read from files written by others (case files and `<case>_metadata.json`),
+// before anything divides by a stride or multiplies sizes: sizes, channels and kernel >= 1, stride
+// and dilation >= 1, padding >= 0, groups dividing both channel counts, a non-empty output, every
+// value below 2^31 (cuDNN and cuBLAS take int) and every tensor below kMaxElements elements, so no
+// shape product overflows int64. `where` starts the message.
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 36;
+Status check_conv(const ConvParams& c, const std::string& where);
+Status check_matmul(const MatmulParams& m, const std::string& where);
+// Case names become file names: letters, digits, '_', '-', '.', at most 100, no path.
+Status check_case_name(const std::string& name, const std::string& where);
 
 }  // namespace validate::cases

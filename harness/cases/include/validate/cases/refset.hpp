@@ -48,6 +48,10 @@ using FileMap = std::map<std::string, ManifestEntry>;  // relative path -> entry
 Status write_manifest(const std::string& set_dir, const std::string& format, const FileMap& files,
                       const Json& extra = Json::object());
 Result<Json> read_manifest(const std::string& set_dir);  // error if missing: the set is incomplete
+// What read_manifest checks before anyone walks a manifest written by others: an object whose
+// "format" (if any) is a string and whose "files" maps names that stay inside the set (fs::join_inside)
+// to {"sha256": string, "size": unsigned}. `where` (the manifest's path) starts every message.
+Status check_manifest(const Json& manifest, const std::string& where);
 
 // Hashes every regular file under set_dir except manifest.json (for sets written by parts).
 Result<FileMap> hash_tree(const std::string& set_dir);
