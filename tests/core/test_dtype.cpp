@@ -89,3 +89,34 @@ TEST(Dtype, NamesAndStorage) {
   EXPECT_EQ(storage_dtype(DType::float16), DType::float16);
   EXPECT_EQ(round_to_dtype(1.0f + std::ldexp(1.0f, -8), DType::bfloat16), 1.0f);
 }
+
+// From double the rounding is done once: through float32 the 2^-40 would be lost first, leaving
+// a tie that goes to even (1.0) instead of up.
+TEST(Dtype, RoundsOnceFromDouble) {
+  const double above_tie_bf16 = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  EXPECT_EQ(round_to_dtype(above_tie_bf16, DType::bfloat16), 1.0 + std::ldexp(1.0, -7));
+  EXPECT_EQ(round_to_dtype(static_cast<float>(above_tie_bf16), DType::bfloat16), 1.0f);
+  const double above_tie_f16 = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  EXPECT_EQ(round_to_dtype(above_tie_f16, DType::float16), 1.0 + std::ldexp(1.0, -10));
+  EXPECT_EQ(round_to_dtype(-above_tie_f16, DType::float16), -(1.0 + std::ldexp(1.0, -10)));
+  // Largest finite values, the ties just above them, subnormals, and values past the last one.
+  EXPECT_EQ(round_to_dtype(65519.99, DType::float16), 65504.0);
+  EXPECT_EQ(round_to_dtype(65520.0, DType::float16), HUGE_VAL);
+  EXPECT_EQ(round_to_dtype(0x1.fefp127, DType::bfloat16), 0x1.fep127);
+  EXPECT_EQ(round_to_dtype(-0x1.ffp127, DType::bfloat16), -HUGE_VAL);
+  EXPECT_EQ(round_to_dtype(3 * 0x1p-26, DType::float16), 0x1p-24);  // 0.75 of the smallest subnormal
+  EXPECT_EQ(round_to_dtype(0x1p-134, DType::bfloat16), 0.0);         // a tie below the smallest
+  EXPECT_EQ(round_to_dtype(0x1.8p-133, DType::bfloat16), 0x1p-132);  // tie to even (2 x 2^-133)
+  EXPECT_TRUE(std::isnan(round_to_dtype(std::nan(""), DType::bfloat16)));
+  EXPECT_EQ(round_to_dtype(0.1, DType::float32), static_cast<double>(0.1f));
+  // On values that float32 holds exactly, it agrees with the float converters.
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, 4);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(round_to_dtype(static_cast<double>(f), DType::bfloat16), round_to_dtype(f, DType::bfloat16)) << f;
+    ASSERT_EQ(round_to_dtype(static_cast<double>(f), DType::float16), round_to_dtype(f, DType::float16)) << f;
+  }
+}

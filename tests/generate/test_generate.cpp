@@ -105,9 +105,9 @@ TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
   auto c = odd_case(dt);
   auto dev = generate::open_torch_device("cpu", false);
   ASSERT_TRUE(dev);
-  // float32 accumulates K=12 products: ~1e-6 relative. bfloat16 autograd rounds dL/dy and the
-  // gradients to 8 bits (several roundings: a few 2^-8); float16 is computed in float32 and rounded once.
-  const double rtol = dt == DType::float32 ? 2e-6 : dt == DType::bfloat16 ? 3e-2 : 2e-3;
+  // float32 accumulates K=12 products: ~1e-6 relative. bfloat16/float16 round the output, dL/dy and
+  // each gradient to 8/11 bits: a few 2^-8 / 2^-11 of the tensor's scale.
+  const double rtol = dt == DType::float32 ? 2e-6 : dt == DType::bfloat16 ? 1.2e-2 : 2e-3;
   {
     auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
     std::map<std::string, const Tensor*> view;
@@ -156,6 +156,42 @@ TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GeneratorVsFloat64, ::testing::Values(DType::float32, DType::bfloat16, DType::float16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// A CPU reference in bfloat16/float16 is the float32-accumulated product rounded once, not what
+// LibTorch 1.13's bfloat16 GEMM gives on such shapes (it accumulates in bfloat16: several ULP off).
+// The geometry is the smoke set's grouped case, where 1.13 was off on 159 of 224 outputs.
+TEST_P(GeneratorVsFloat64, LowPrecisionMatmulOutputIsRoundedOnce) {
+  const DType dt = GetParam();
+  if (dt == DType::float32) GTEST_SKIP() << "float32 is covered by ConvAndMatmulMatchTheDefinition";
+  cases::Case c = odd_case(dt);
+  c.conv.c = 6; c.conv.w = 9; c.conv.o = 4;
+  c.matmul = cases::im2col_gemm(c.conv);
+  ASSERT_EQ(c.matmul.k, 18);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev);
+  ASSERT_TRUE(out) << out.message();
+  const int digits = dt == DType::bfloat16 ? 8 : 11;
+  const auto M = c.matmul.m, K = c.matmul.k, N = c.matmul.n;
+  const Tensor &A = in.at("A"), &B = in.at("B");
+  int off = 0;
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      double exact = 0, mag = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        exact += A.get(m * K + k) * B.get(k * N + n);
+        mag += std::abs(A.get(m * K + k) * B.get(k * N + n));
+      }
+      // Half an ULP of the dtype at |exact|, plus float32 accumulation error.
+      const double half_ulp = std::ldexp(1.0, std::ilogb(exact) - digits);
+      const double got = out->at("output").get(m * N + n);
+      if (std::abs(got - exact) > half_ulp + mag * K * 0x1p-24) ++off;
+    }
+  EXPECT_EQ(off, 0) << off << " of " << M * N << " outputs are not the exact product rounded once";
+}
 
 TEST(Inputs, ScalesAndLowPrecisionRounding) {
   auto c = odd_case(DType::bfloat16);

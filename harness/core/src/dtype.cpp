@@ -1,5 +1,6 @@
 #include "validate/core/dtype.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -104,6 +105,20 @@ float round_to_dtype(float x, DType logical) {
     case DType::float16: return float16_bits_to_float(float_to_float16_bits(x));
     default: return x;
   }
+}
+
+double round_to_dtype(double x, DType logical) {
+  if (logical == DType::float64 || !std::isfinite(x) || x == 0) return x;
+  if (logical == DType::float32) return static_cast<float>(x);  // one IEEE rounding
+  // Significand bits, exponent of the smallest subnormal spacing, largest finite value.
+  const int digits = logical == DType::bfloat16 ? 8 : 11;
+  const int min_q = logical == DType::bfloat16 ? -133 : -24;
+  const double largest = logical == DType::bfloat16 ? 0x1.fep127 : 65504.0;
+  int e = 0;
+  std::frexp(x, &e);  // |x| = f 2^e, f in [0.5, 1)
+  const int q = std::max(e - digits, min_q);  // spacing of the dtype's values near x
+  const double r = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);  // exact scaling; ties to even
+  return std::fabs(r) > largest ? std::copysign(HUGE_VAL, x) : r;
 }
 
 }  // namespace validate

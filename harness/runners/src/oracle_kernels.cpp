@@ -327,7 +327,8 @@ struct Sum {
 
 }  // namespace
 
-double mse_conv(const cases::ConvParams& p, const View& y, const View& t, std::vector<double>& dy) {
+double mse_conv(const cases::ConvParams& p, const View& y, const View& t, DType output_dtype,
+                std::vector<double>& dy) {
   const i64 Ho = p.hout(), Wo = p.wout(), numel = p.n * p.o * Ho * Wo;
   dy.assign(static_cast<std::size_t>(numel), 0.0);
   Sum sum;
@@ -336,21 +337,21 @@ double mse_conv(const cases::ConvParams& p, const View& y, const View& t, std::v
     for (i64 o = 0; o < p.o; ++o)
       for (i64 oh = 0; oh < Ho; ++oh)
         for (i64 ow = 0; ow < Wo; ++ow, ++i) {
-          const double d = y.at(n, o, oh, ow) - t.at(n, o, oh, ow);
+          const double d = round_to_dtype(y.at(n, o, oh, ow), output_dtype) - t.at(n, o, oh, ow);
           sum.add(d * d);
           dy[static_cast<std::size_t>(i)] = 2.0 * d / static_cast<double>(numel);
         }
   return sum.value() / static_cast<double>(numel);
 }
 
-double mse_matmul(const cases::MatmulParams& p, const View& y, const View& t,
+double mse_matmul(const cases::MatmulParams& p, const View& y, const View& t, DType output_dtype,
                   std::vector<double>& dy) {
   const i64 numel = p.m * p.n;
   dy.assign(static_cast<std::size_t>(numel), 0.0);
   Sum sum;
   for (i64 m = 0; m < p.m; ++m)
     for (i64 j = 0; j < p.n; ++j) {
-      const double d = y.at(m, j) - t.at(m, j);
+      const double d = round_to_dtype(y.at(m, j), output_dtype) - t.at(m, j);
       sum.add(d * d);
       dy[static_cast<std::size_t>(m * p.n + j)] = 2.0 * d / static_cast<double>(numel);
     }

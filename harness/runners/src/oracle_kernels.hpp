@@ -48,10 +48,12 @@ void matmul_forward(const cases::MatmulParams& p, const View& a, const View& b, 
 void matmul_backward(const cases::MatmulParams& p, const View& a, const View& b,
                      const std::vector<double>& dy, const View& ga, const View& gb, int threads);
 
-// mean((y - t)^2), summed in canonical order with Neumaier compensation; fills dy (canonical,
-// contiguous) with dL/dy = 2 (y - t) / numel.
-double mse_conv(const cases::ConvParams& p, const View& y, const View& t, std::vector<double>& dy);
-double mse_matmul(const cases::MatmulParams& p, const View& y, const View& t,
+// mean((y' - t)^2) with y' = y rounded once to `output_dtype` (DESIGN.md's loss is taken on the
+// output as the case's dtype holds it; float64 leaves y exact), summed in canonical order with
+// Neumaier compensation; fills dy (canonical, contiguous) with dL/dy = 2 (y' - t) / numel.
+double mse_conv(const cases::ConvParams& p, const View& y, const View& t, DType output_dtype,
+                std::vector<double>& dy);
+double mse_matmul(const cases::MatmulParams& p, const View& y, const View& t, DType output_dtype,
                   std::vector<double>& dy);
 
 }  // namespace validate::runners::oracle

@@ -155,22 +155,8 @@ class OracleRunner final : public Runner {
 }  // namespace
 
 std::uint16_t double_to_float16_bits(double x) {
-  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x)) return sign | 0x7e00;
-  const double a = std::fabs(x);
-  if (a == 0) return sign;
-  // 65504 is the largest half and its last bit is odd, so the tie at 65520 rounds up to inf.
-  if (a >= 65520.0) return sign | 0x7c00;
-  int e = 0;
-  std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
-  // Spacing of halves near a: 2^(e-11) for normals, 2^-24 below 2^-14 (subnormals, and the
-  // first binade, whose encoding r is the same formula). Scaling by a power of two is exact.
-  const int q = std::max(e - 11, -24);
-  const auto r = static_cast<int>(std::nearbyint(std::ldexp(a, -q)));  // ties to even
-  if (q == -24) return static_cast<std::uint16_t>(sign | r);
-  // r in [1024, 2048]: biased exponent q + 25, mantissa r - 1024 (r = 2048 carries into the
-  // exponent).
-  return static_cast<std::uint16_t>(sign | (((q + 25) << 10) + (r - 1024)));
+  // Rounded once from double; the result is a half, so the float32 conversion after it is exact.
+  return float_to_float16_bits(static_cast<float>(round_to_dtype(x, DType::float16)));
 }
 
 Result<std::map<std::string, Tensor>> oracle_compute(
@@ -216,17 +202,20 @@ Result<std::map<std::string, Tensor>> oracle_compute(
     return it == held.end() ? View{} : it->second.view;
   };
 
+  // Runner results are the case's dtype, so the loss is taken on the output rounded to it, as the
+  // reference's is; float64 results (oracle_compute's exact mode) keep the exact output.
+  const DType loss_on = result_dtype == DType::float64 ? DType::float64 : c.dtype;
   std::vector<double> dy;
   double loss = 0;
   if (op == cases::Op::conv2d) {
     oracle::conv_forward(c.conv, view("input"), view("weight"), view("bias"), view("output"),
                          threads);
-    loss = oracle::mse_conv(c.conv, view("output"), view("target"), dy);
+    loss = oracle::mse_conv(c.conv, view("output"), view("target"), loss_on, dy);
     oracle::conv_backward(c.conv, view("input"), view("weight"), dy, view("grad_input"),
                           view("grad_weight"), view("grad_bias"), threads);
   } else {
     oracle::matmul_forward(c.matmul, view("A"), view("B"), view("output"), threads);
-    loss = oracle::mse_matmul(c.matmul, view("output"), view("target"), dy);
+    loss = oracle::mse_matmul(c.matmul, view("output"), view("target"), loss_on, dy);
     oracle::matmul_backward(c.matmul, view("A"), view("B"), dy, view("grad_A"), view("grad_B"),
                             threads);
   }

@@ -26,5 +26,8 @@ float float16_bits_to_float(std::uint16_t bits);
 
 // The float32 value nearest to x that is representable in `logical` (identity for float32/64).
 float round_to_dtype(float x, DType logical);
+// The value of `logical` nearest to x, rounded once from double (ties to even; overflow -> inf).
+// Going through float32 first would round twice and can land one ULP off at a tie.
+double round_to_dtype(double x, DType logical);
 
 }  // namespace validate
