@@ -49,17 +49,31 @@ void register_probe(CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    // Equal sizes hide exactly the swaps a probe is for (H<->W on a square image).
+    for (std::size_t i = 0; i < shape->size(); ++i)
+      for (std::size_t j = i + 1; j < shape->size(); ++j)
+        if ((*shape)[i] == (*shape)[j] && (*shape)[i] > 1)
+          std::cerr << fmt::format("validate probe: warning: axes {} and {} are both {} long; a swap of "
+                                   "them would not show (give every axis a different size)\n",
+                                   probe->canonical_axes[i], probe->canonical_axes[j], (*shape)[i]);
     std::cout << layout::describe_probe(*probe);
     if (!out.empty()) {
       Status st = fs::make_dirs(out);
       if (st) st = npy::write(out + "/canonical.npy", probe->canonical);
       if (st) st = fs::write_atomic(out + "/layout.bin", probe->in_layout.bytes(), probe->in_layout.nbytes());
+      // The same bytes as an .npy whose header says how to read them (axes in the spec's order,
+      // fortran_order for :F), as `run --backend exec` writes inputs for a layout file with "npy".
+      if (st)
+        st = fs::write_atomic(out + "/layout.npy", probe->in_layout.bytes(), probe->in_layout.nbytes(),
+                              npy::make_header(probe->in_layout.dtype(), probe->in_layout.shape(),
+                                               probe->spec.fortran));
       if (!st) {
         std::cerr << "validate probe: " << st.message() << "\n";
         exit_code = 2;
         return;
       }
-      std::cout << fmt::format("wrote {0}/canonical.npy and {0}/layout.bin (raw little-endian float32 in the layout's memory order)\n", out);
+      std::cout << fmt::format("wrote {0}/canonical.npy, {0}/layout.npy and {0}/layout.bin (raw little-endian float32 in "
+                               "the layout's memory order)\n", out);
     }
     exit_code = 0;
   });

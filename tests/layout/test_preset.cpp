@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <random>
 
 #include "common/temp_dir.hpp"
+#include "validate/layout/convert.hpp"
 #include "validate/layout/preset.hpp"
 
 namespace validate::layout {
@@ -162,6 +166,82 @@ TEST(LayoutJson, RunInfoShape) {
   EXPECT_EQ(j["ops"]["matmul"]["loss"], "scalar");
   EXPECT_EQ(j["ops"]["conv2d"]["weight"], "OIHW");
   EXPECT_EQ(j["ops"]["conv2d"].size(), 9u);
+}
+
+}  // namespace
+}  // namespace validate::layout
+
+namespace validate::layout {
+namespace {
+
+// The fortran preset's weight entries, derived rather than restated. A Fortran program hands cuDNN
+// an NCHW filter in CUDNN_CONVOLUTION mode, which computes a true convolution: it reads the filter
+// buffer F as C-order OIHW and flips it. So the buffer must hold W flipped, and the dW cuDNN
+// returns is dL/dF — the gradient flipped, in F's bytes. Here a float64 true convolution, written
+// from cuDNN's definition and sharing nothing with the layout module, runs on the bytes the preset
+// produces; its output must be PyTorch's cross-correlation with W, and its dF, read back through the
+// preset's grad_weight spec, must be PyTorch's dW. Every axis has its own size.
+TEST(Preset, FortranWeightsAreWhatCudnnConvolutionModeConsumesAndReturns) {
+  const std::int64_t N = 2, C = 3, H = 7, Wd = 6, O = 4, KH = 3, KW = 2;
+  const std::int64_t HO = H - KH + 1, WO = Wd - KW + 1;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto random = [&](const Shape& s) {
+    Tensor t(DType::float64, s);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng);
+    return t;
+  };
+  const Tensor x = random({N, C, H, Wd}), w = random({O, C, KH, KW}), dy = random({N, O, HO, WO});
+  auto X = [&](auto n, auto c, auto h, auto ww) { return x.data<double>()[((n * C + c) * H + h) * Wd + ww]; };
+  auto DY = [&](auto n, auto o, auto h, auto ww) { return dy.data<double>()[((n * O + o) * HO + h) * WO + ww]; };
+  auto oihw = [&](auto o, auto c, auto kh, auto kw) { return ((o * C + c) * KH + kh) * KW + kw; };
+
+  const Preset fortran = *preset("fortran");
+  const Tensor filter = to_layout(w, "OIHW", fortran.ops.at("conv2d").at("weight"));
+  const double* F = filter.data<double>();  // what cuDNN reads: C-order OIHW
+
+  double max_dy = 0;
+  Tensor dF(DType::float64, {O, C, KH, KW});  // cuDNN's dW buffer, C-order OIHW like F
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t oh = 0; oh < HO; ++oh)
+        for (std::int64_t ow = 0; ow < WO; ++ow) {
+          double conv = 0, xcorr = 0;
+          for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t kh = 0; kh < KH; ++kh)
+              for (std::int64_t kw = 0; kw < KW; ++kw) {
+                // CUDNN_CONVOLUTION: filter tap (KH-1-kh, KW-1-kw) meets input (oh+kh, ow+kw).
+                conv += X(n, c, oh + kh, ow + kw) * F[oihw(o, c, KH - 1 - kh, KW - 1 - kw)];
+                xcorr += X(n, c, oh + kh, ow + kw) * w.data<double>()[oihw(o, c, kh, kw)];
+                dF.data<double>()[oihw(o, c, KH - 1 - kh, KW - 1 - kw)] += X(n, c, oh + kh, ow + kw) * DY(n, o, oh, ow);
+              }
+          max_dy = std::max(max_dy, std::abs(conv - xcorr));
+        }
+  EXPECT_LT(max_dy, 1e-12) << "cuDNN's convolution of the preset's weight bytes is not PyTorch's conv2d";
+
+  // PyTorch's dW from its definition.
+  std::vector<double> dw(static_cast<std::size_t>(w.numel()), 0.0);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t c = 0; c < C; ++c)
+        for (std::int64_t kh = 0; kh < KH; ++kh)
+          for (std::int64_t kw = 0; kw < KW; ++kw)
+            for (std::int64_t oh = 0; oh < HO; ++oh)
+              for (std::int64_t ow = 0; ow < WO; ++ow)
+                dw[static_cast<std::size_t>(oihw(o, c, kh, kw))] += X(n, c, oh + kh, ow + kw) * DY(n, o, oh, ow);
+
+  auto max_diff_through = [&](const Spec& spec) {
+    Tensor laid(DType::float64, shape_in_layout(spec, "OIHW", {O, C, KH, KW}));
+    std::copy(dF.data<double>(), dF.data<double>() + dF.numel(), laid.data<double>());
+    const Tensor back = from_layout(laid, "OIHW", {O, C, KH, KW}, spec);
+    double d = 0;
+    for (std::size_t i = 0; i < dw.size(); ++i) d = std::max(d, std::abs(back.data<double>()[i] - dw[i]));
+    return d;
+  };
+  EXPECT_LT(max_diff_through(fortran.ops.at("conv2d").at("grad_weight")), 1e-12)
+      << "the fortran preset's grad_weight spec does not read cuDNN's dW back as PyTorch's";
+  // The trap: declaring dW like an unflipped weight reads it back rotated by 180 degrees.
+  EXPECT_GT(max_diff_through(*parse_spec("WHIO:F", "OIHW")), 1e-3);
 }
 
 }  // namespace
