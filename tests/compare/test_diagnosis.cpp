@@ -79,6 +79,17 @@ TEST(Diagnosis, FortranOrderReadAsC) {
   EXPECT_NE(dx.summary.find("Fortran (column-major)"), std::string::npos) << dx.summary;
 }
 
+// Batch 1, as in every case of the default sweep: the Fortran bytes are also those of a C<->W swap,
+// and the Fortran reading is what must be named.
+TEST(Diagnosis, FortranOrderWithBatchOne) {
+  Tensor ref = random_tensor({1, 3, 4, 5}, 6);
+  Tensor run = permuted_bytes(ref, {3, 2, 1, 0});
+  auto dx = diagnose(input_for(ref, run, "NCHW", "output", "conv2d", "output"));
+  ASSERT_FALSE(dx.matches.empty());
+  EXPECT_EQ(dx.matches[0].spec, "NCHW:F");
+  EXPECT_NE(dx.summary.find("Fortran (column-major)"), std::string::npos) << dx.summary;
+}
+
 TEST(Diagnosis, FlippedFilterGradient) {
   Tensor ref = random_tensor({4, 3, 3, 3}, 3);
   Tensor run = flipped(ref, {false, false, true, true});

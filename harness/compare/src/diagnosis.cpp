@@ -286,12 +286,16 @@ std::vector<Candidate> layout_candidates(const DiagnosisInput& in) {
     describe(in, c);
     out.push_back(std::move(c));
   };
-  // Simplest first: flips alone, single swaps, the Fortran reading, other orders; then with flips.
+  // Simplest first: flips alone, the Fortran reading, single swaps, other orders; then with flips.
+  // The Fortran reading goes before the swaps because, with a size-1 axis (batch 1: every case of
+  // the default sweep), its bytes are also those of one swap (NCHW:F = C<->W when N = 1), and the
+  // first of equivalent mappings is the one named: a column-major writer is the likelier mistake.
+  const std::vector<std::vector<std::vector<int>>*> groups = {&reversal, &swaps, &others};
   for (std::size_t f = 1; f < flips.size(); ++f) add(id, flips[f]);
-  for (auto* group : {&swaps, &reversal, &others})
+  for (auto* group : groups)
     for (auto& perm : *group) add(perm, flips[0]);
   for (std::size_t f = 1; f < flips.size(); ++f)
-    for (auto* group : {&swaps, &reversal, &others})
+    for (auto* group : groups)
       for (auto& perm : *group) add(perm, flips[f]);
   return out;
 }
