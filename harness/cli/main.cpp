@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "validate/core/version.hpp"
 
 namespace validate::cli {
 
@@ -27,7 +28,7 @@ VALIDATE_WEAK_COMMAND(register_probe, "probe", "layout module not built")
 int main(int argc, char** argv) {
   CLI::App app{"validate: prove two numerical stacks compute the same conv2d and matmul", "validate"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("validate ") + VALIDATE_VERSION_STRING);
+  app.set_version_flag("--version", "validate " + validate::harness_version() + "+" + validate::harness_git_commit());
   int exit_code = 0;
   validate::cli::register_generate(app, exit_code);
   validate::cli::register_verify(app, exit_code);

@@ -4,8 +4,12 @@
 
 namespace validate {
 
+namespace detail {
+extern const char* const kGitCommit;  // generated/git_commit.cpp, rewritten when HEAD moves
+}
+
 std::string harness_version() { return VALIDATE_VERSION; }
-std::string harness_git_commit() { return VALIDATE_GIT_COMMIT; }
+std::string harness_git_commit() { return detail::kGitCommit; }
 
 std::string utc_timestamp() {
   std::time_t now = std::time(nullptr);
