@@ -95,8 +95,17 @@ if [[ -z $chrome ]]; then
 fi
 profile=$(mktemp -d "${TMPDIR:-/tmp}/validate_chrome.XXXXXX")
 trap 'rm -rf "$profile" ${tmp:+"$tmp"}' EXIT
-timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --disable-background-networking \
-  --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
-  --screenshot="$(realpath -m "$shot")" --window-size=1280,2000 "file://$(realpath "$html")" > /dev/null 2>&1 || true
-[[ -s $shot ]] || { echo "check-html: chromium produced no screenshot" >&2; exit 1; }
+flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
+       --disable-sync --no-first-run --disable-quic --user-data-dir="$profile")
+# A screenshot left by an earlier run must not pass for this one.
+rm -f "$shot"
+rc=0
+timeout 120 "$chrome" "${flags[@]}" --screenshot="$(realpath -m "$shot")" --window-size=1280,2000 \
+  "file://$(realpath "$html")" > "$profile.log" 2>&1 || rc=$?
+[[ $rc -eq 0 && -s $shot ]] || { cat "$profile.log" >&2; echo "check-html: chromium exited $rc, screenshot: $( [[ -s $shot ]] && echo yes || echo none)" >&2; exit 1; }
+# What the browser built from the page: the summary line and the per-tensor table must be there.
+dom=$(timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$(realpath "$html")" 2>/dev/null) || true
+rm -f "$profile.log"
+grep -Eq '[0-9]+ passed, [0-9]+ failed' <<<"$dom" && grep -q '<table' <<<"$dom" && grep -q '<svg' <<<"$dom" ||
+  { echo "check-html: the rendered page lacks its summary line, table or plots" >&2; exit 1; }
 echo "check-html: rendered $html -> $shot ($(stat -c %s "$shot") bytes)"
