@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -69,6 +70,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
 
   RunSummary sum;
   std::map<std::string, VariantState> variants;
+  Json paths = Json::object();  // op -> info key ending in _path -> distinct values
   auto state_for = [&](const std::string& v) -> VariantState& {
     auto it = variants.find(v);
     if (it != variants.end()) return it->second;
@@ -180,6 +182,22 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
           case RunOutcome::unsupported: ++sum.unsupported; break;
         }
         ++vs.outcomes[outcome_name(r.outcome)];
+        if (r.info.is_object()) {
+          // How each op's tensors reached the backend ("native", "strided", "converted"), gathered
+          // per op for run_info.json so a reader need not open every case file.
+          for (auto& [k, v] : r.info.items())
+            if (v.is_string() && k.size() > 5 && k.compare(k.size() - 5, 5, "_path") == 0) {
+              Json& seen = paths[opn][k];
+              if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+            }
+          if (r.info.value("bitwise_deterministic", true) == false) {
+            std::string tensors;
+            for (const auto& t : r.info.value("nondeterministic_tensors", Json::array()))
+              tensors += (tensors.empty() ? "" : ", ") + t.get<std::string>();
+            sum.nondeterministic.push_back(fmt::format(
+                "{} {}{}: {}", key, opn, r.variant.empty() ? "" : " [" + r.variant + "]", tensors));
+          }
+        }
       }
     }
     // Per-case documents are written as soon as the case is done, so a killed run keeps its cases.
@@ -213,6 +231,8 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   base["harness"] = {{"version", harness_version()}, {"git_commit", harness_git_commit()}};
   base["created_at"] = utc_timestamp();
   base["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
+  if (!paths.empty()) base["paths"] = paths;
+  base["nondeterministic"] = sum.nondeterministic;
   Json names = Json::array();
   for (auto& [v, vs] : variants)
     if (!v.empty()) names.push_back(v);

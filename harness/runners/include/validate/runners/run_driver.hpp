@@ -23,6 +23,9 @@ struct RunOptions {
 struct RunSummary {
   int ok = 0, error = 0, skipped = 0, unsupported = 0;  // op-level outcomes over all variants
   std::vector<std::string> failures;                    // "float32/k0072_ic008 conv2d: message"
+  // Ops whose --repeat reruns were not bitwise identical: "float32/k0072_ic008 conv2d [variant]:
+  // output, grad_weight". Reported, not failed: a nondeterministic algorithm can still be accurate.
+  std::vector<std::string> nondeterministic;
   double seconds = 0;
 };
 
