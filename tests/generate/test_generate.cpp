@@ -2,6 +2,7 @@
 // shards, and verify catching corruption.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "validate/cases/merge.hpp"
 #include "validate/cases/verify.hpp"
 #include "validate/core/fs.hpp"
+#include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/rng.hpp"
 #include "validate/generate/generate.hpp"
@@ -296,6 +298,39 @@ TEST(Generate, DeterministicAcrossRunsOnlyAndShards) {
   EXPECT_TRUE(rep->ok());
   // 6 sweep cases with bias: 4 conv inputs + 3 matmul; 2 grouped cases without bias: 3 + 3.
   EXPECT_EQ(rep->inputs_checked, 6u * 7u + 2u * 6u);
+}
+
+// Results carry max|value| in their metadata (compare's near-zero floor without a pre-pass);
+// it must be the maximum of the file's values, and inputs carry none.
+TEST(Generate, MetadataRecordsMaxAbsOfEveryResult) {
+  validate::testing::TempDir tmp("maxabs");
+  std::string cf = write_case_file(tmp.path());
+  std::ostringstream log;
+  auto o = options(cf, tmp.path() + "/ref");
+  o.only = "^(float32|bfloat16)/g2$";
+  ASSERT_TRUE(generate::generate(o, log));
+  int checked = 0;
+  for (const char* dt : {"float32", "bfloat16"}) {
+    const std::string dir = tmp.path() + "/ref/" + dt;
+    auto meta = read_json(dir + "/g2_metadata.json");
+    ASSERT_TRUE(meta) << meta.message();
+    for (const auto& [op, opj] : (*meta)["ops"].items())
+      for (const auto& [name, tj] : opj["tensors"].items()) {
+        auto t = npy::read(dir + "/" + tj["file"].get<std::string>());
+        ASSERT_TRUE(t) << t.message();
+        double want = 0;
+        for (std::int64_t i = 0; i < t->numel(); ++i) want = std::max(want, std::abs(t->get(i)));
+        if (tj["role"] == "input") {
+          EXPECT_FALSE(tj.contains("max_abs")) << dt << " " << op << "." << name;
+          continue;
+        }
+        ASSERT_TRUE(tj.contains("max_abs")) << dt << " " << op << "." << name;
+        EXPECT_EQ(tj["max_abs"].get<double>(), want) << dt << " " << op << "." << name;
+        EXPECT_GT(want, 0) << dt << " " << op << "." << name;
+        ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 2 * (4 + 4));  // no bias: conv output, loss, grad_input, grad_weight; matmul 4
 }
 
 TEST(Verify, CatchesAFlippedByteAMissingFileAndNoManifest) {

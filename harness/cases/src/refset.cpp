@@ -44,6 +44,7 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       if (it != records.end()) {
         tj["sha256"] = it->second.sha256;
         storage = it->second.storage;
+        if (t.role != Role::input && it->second.max_abs) tj["max_abs"] = *it->second.max_abs;
       }
       tensors[t.name] = tj;
       meta["shapes"][on][t.name] = t.shape;

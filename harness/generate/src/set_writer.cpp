@@ -1,6 +1,8 @@
 #include "validate/generate/set_writer.hpp"
 
+#include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
@@ -99,6 +101,25 @@ void SetWriter::loop() {
   }
 }
 
+namespace {
+
+// max |x| over the non-NaN values; none when a value is infinite (JSON has no infinity).
+std::optional<double> finite_max_abs(const Tensor& t) {
+  double m = 0;
+  if (t.dtype() == DType::float32) {
+    const float* p = t.data<float>();
+    float mf = 0;
+    for (std::int64_t i = 0; i < t.numel(); ++i) mf = std::fmax(mf, std::fabs(p[i]));
+    m = mf;
+  } else {
+    for (std::int64_t i = 0; i < t.numel(); ++i) m = std::fmax(m, std::fabs(t.get(i)));
+  }
+  if (!std::isfinite(m)) return std::nullopt;
+  return m;
+}
+
+}  // namespace
+
 void SetWriter::process(Item& item) {
   Status st;
   if (item.job) {
@@ -121,7 +142,7 @@ void SetWriter::process(Item& item) {
       st = fs::write_atomic(path, t.bytes(), t.nbytes(), header);
       size = header.size() + t.nbytes();
       std::lock_guard<std::mutex> lk(mu_);
-      records_[item.rel] = {value_hash, t.dtype()};
+      records_[item.rel] = {value_hash, t.dtype(), finite_max_abs(t)};
     }
     if (st && !item.is_text) {
       std::lock_guard<std::mutex> lk(mu_);

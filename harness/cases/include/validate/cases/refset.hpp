@@ -2,6 +2,7 @@
 // Reading and writing reference sets (`validate-reference/1`) and run directories
 // (`validate-run/1`): per-case metadata, the manifest, and locating tensors. See docs/formats.md.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ inline constexpr const char* kRunFormat = "validate-run/1";
 struct TensorRecord {
   std::string sha256;  // tensor hash: values as little-endian float32, C order
   DType storage = DType::float32;
+  // max |value| over the non-NaN elements, when finite. Written into the metadata of results so
+  // `compare` gets its near-zero floor without a pre-pass over every reference tensor.
+  std::optional<double> max_abs;
 };
 
 // The `<case>_metadata.json` document of DESIGN.md for one case (both ops).
