@@ -12,6 +12,23 @@
 
 namespace validate::report::detail {
 
+// XML 1.0 text/attribute escaping (also right for HTML and inline SVG); control characters XML
+// cannot carry become '?', so a stray byte in a message cannot make the JUnit file unparsable.
+inline std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c < 0x20 && c != '\n' && c != '\t' && c != '\r' ? '?' : static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
 inline std::string sci(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";

@@ -14,35 +14,7 @@ using compare::Verdict;
 
 namespace {
 
-// XML 1.0 text/attribute escaping; control characters XML cannot carry become '?'.
-std::string xml(const std::string& s) {
-  std::string o;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r')
-          o += '?';
-        else
-          o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
+std::string xml(const std::string& s) { return detail::xml_escape(s); }
 
 std::string details(const Entry& e) {
   std::string d = e.message;

@@ -5,30 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "format.hpp"
+
 namespace validate::report::svg {
 
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+std::string escape(const std::string& s) { return detail::xml_escape(s); }
 
 const char* palette(std::size_t i) {
   static const char* p[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
