@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <regex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -289,47 +290,12 @@ class Comparer {
     const TensorStats& s = *e.stats;
     e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
-    std::vector<std::string> why;
-    auto check = [&](const std::string& name, double value, double limit, bool upper) {
-      const bool ok = upper ? value <= limit : value >= limit;
-      e.checks.push_back(Check{name, value, limit, upper, ok});
-      return ok;
-    };
-    if (!check("nonfinite_mismatch", static_cast<double>(s.nonfinite.mismatches()), 0, true)) {
-      const std::int64_t i = s.nonfinite.first_mismatch;
-      why.push_back(fmt::format("{} NaN/Inf position mismatch{} (first at {}: ref {}, run {})",
-                                s.nonfinite.mismatches(), s.nonfinite.mismatches() == 1 ? "" : "es",
-                                format_coords(i, e.shape, e.axes), g(value_at(ref->view(), i)),
-                                g(value_at(run_arr->view(), i))));
-    }
-    if (gt.atol || gt.rtol || gt.max_ulp) {
-      const std::int64_t finite_beyond = s.beyond_tolerance - s.nonfinite.mismatches();
-      if (!check("beyond_tolerance", static_cast<double>(s.beyond_tolerance), 0, true) &&
-          finite_beyond > 0) {
-        std::string tol;
-        if (gt.atol) tol += "atol " + g(*gt.atol);
-        if (gt.rtol) tol += std::string(tol.empty() ? "" : " or ") + "rtol " + g(*gt.rtol);
-        if (gt.max_ulp) tol += std::string(tol.empty() ? "" : ", ") + "max_ulp " + g(*gt.max_ulp);
-        why.push_back(fmt::format(
-            "{} of {} elements beyond tolerance ({}); worst at {}: ref {}, run {} (abs err {}, {} "
-            "ULP); "
-            "would pass with atol >= {} or rtol >= {}",
-            finite_beyond, s.numel, tol, e.worst_coords, g(s.worst_abs.ref), g(s.worst_abs.run),
-            g(s.worst_abs.abs_error), s.worst_abs.ulp, g(s.min_atol), g(s.min_rtol)));
-      }
-    }
-    if (gt.max_ulp && !check("max_ulp", static_cast<double>(s.ulp.max), *gt.max_ulp, true))
-      why.push_back(fmt::format("max ULP {} > {} at {}", s.ulp.max, g(*gt.max_ulp),
-                                format_coords(s.worst_ulp.index, e.shape, e.axes)));
-    if (gt.min_pcc && s.numel > 1 && !check("min_pcc", s.pcc, *gt.min_pcc, false))
-      why.push_back(fmt::format("pcc {:.6g} < {}", s.pcc, *gt.min_pcc));
-
-    const bool failed =
-        std::any_of(e.checks.begin(), e.checks.end(), [](const Check& c) { return !c.passed; });
-    if (failed) {
+    GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
+    e.checks = gr.checks;
+    if (!gr.passed()) {
       e.verdict = Verdict::failed;
       std::string msg;
-      for (const auto& w : why) msg += (msg.empty() ? "" : "; ") + w;
+      for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
       e.message = msg;
       if (opt_.diagnose) {
         auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
@@ -519,6 +485,64 @@ class Comparer {
 };
 
 }  // namespace
+
+bool GateResult::passed() const {
+  return std::all_of(checks.begin(), checks.end(), [](const Check& c) { return c.passed; });
+}
+
+namespace {
+
+// Two values with just enough significant digits (3 to 9) to tell them apart: a failure of a few
+// float32 ULPs must not read "ref 1.12, run 1.12".
+std::pair<std::string, std::string> distinct(double a, double b) {
+  for (int digits = 3;; ++digits) {
+    std::string x = fmt::format("{:.{}g}", a, digits), y = fmt::format("{:.{}g}", b, digits);
+    if (x != y || digits == 9 || !(a != b)) return {x, y};
+  }
+}
+
+}  // namespace
+
+GateResult check_tensor_gates(const TensorStats& s, const Gates& gates, const Shape& shape,
+                              const std::string& axes, const ArrayView& ref, const ArrayView& run) {
+  GateResult out;
+  auto check = [&](const std::string& name, double value, double limit, bool upper) {
+    const bool ok = upper ? value <= limit : value >= limit;
+    out.checks.push_back(Check{name, value, limit, upper, ok});
+    return ok;
+  };
+  if (!check("nonfinite_mismatch", static_cast<double>(s.nonfinite.mismatches()), 0, true)) {
+    const std::int64_t i = s.nonfinite.first_mismatch;
+    const auto [r, u] = distinct(value_at(ref, i), value_at(run, i));
+    out.reasons.push_back(fmt::format("{} NaN/Inf position mismatch{} (first at {}: ref {}, run {})",
+                                      s.nonfinite.mismatches(), s.nonfinite.mismatches() == 1 ? "" : "es",
+                                      format_coords(i, shape, axes), r, u));
+  }
+  if (gates.atol || gates.rtol || gates.max_ulp) {
+    const std::int64_t finite_beyond = s.beyond_tolerance - s.nonfinite.mismatches();
+    if (!check("beyond_tolerance", static_cast<double>(s.beyond_tolerance), 0, true) &&
+        finite_beyond > 0) {
+      std::string tol;
+      if (gates.atol) tol += "atol " + g(*gates.atol);
+      if (gates.rtol) tol += std::string(tol.empty() ? "" : " or ") + "rtol " + g(*gates.rtol);
+      if (gates.max_ulp)
+        tol += std::string(tol.empty() ? "" : ", ") + "max_ulp " + g(*gates.max_ulp);
+      const auto [r, u] = distinct(s.worst_abs.ref, s.worst_abs.run);
+      out.reasons.push_back(fmt::format(
+          "{} of {} elements beyond tolerance ({}); worst at {}: ref {}, run {} (abs err {}, {} "
+          "ULP); "
+          "would pass with atol >= {} or rtol >= {}",
+          finite_beyond, s.numel, tol, format_coords(s.worst_abs.index, shape, axes), r, u,
+          g(s.worst_abs.abs_error), s.worst_abs.ulp, g(s.min_atol), g(s.min_rtol)));
+    }
+  }
+  if (gates.max_ulp && !check("max_ulp", static_cast<double>(s.ulp.max), *gates.max_ulp, true))
+    out.reasons.push_back(fmt::format("max ULP {} > {} at {}", s.ulp.max, g(*gates.max_ulp),
+                                      format_coords(s.worst_ulp.index, shape, axes)));
+  if (gates.min_pcc && s.numel > 1 && !check("min_pcc", s.pcc, *gates.min_pcc, false))
+    out.reasons.push_back(fmt::format("pcc {:.6g} < {}", s.pcc, *gates.min_pcc));
+  return out;
+}
 
 Result<Report> compare_sets(const CompareOptions& opt) {
   Report report;

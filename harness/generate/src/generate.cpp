@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/cases/readme.hpp"
 #include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
@@ -55,38 +56,6 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, u[i]);
 }
 
-std::string set_readme(const GenerateOptions& opt, const std::vector<cases::Case>& list, std::uint64_t seed) {
-  std::string s;
-  s += "# validate reference set\n\n";
-  s += fmt::format("Format `{}`, written by validate {} (commit {}).\n\n", cases::kReferenceFormat,
-                   harness_version(), harness_git_commit());
-  s += fmt::format("{} case(s) from `{}`, seed {}, fill `{}`.\n\n", list.size(), opt.cases_path, seed,
-                   opt.fill == Fill::exact ? "exact" : "random");
-  s += "## What is inside\n\n"
-       "- `<dtype>/<case>_conv2d_{input,weight,bias,target}.npy`: inputs (canonical PyTorch layout, C order: NCHW, OIHW)\n"
-       "- `<dtype>/<case>_conv2d_{output,loss,grad_input,grad_weight,grad_bias}.npy`: LibTorch's results\n"
-       "- `<dtype>/<case>_matmul_{A,B,target,output,loss,grad_A,grad_B}.npy`: the conv's im2col GEMM, row-major A[M,K], B[K,N]\n"
-       "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of every tensor\n"
-       "- `config.json` (the expanded case file), `system_info.json` (versions, device, TF32 flags), `manifest.json` (every file's size and SHA-256; written last)\n\n"
-       "float32 and bfloat16 tensors are stored as `<f4` (bfloat16 values are exact in float32), float16 as `<f2`; the loss is a 0-d float32 array.\n"
-       "A tensor's `sha256` in metadata is the SHA-256 of its values as little-endian float32 in C order.\n\n";
-  s += "## Load and verify with numpy\n\n```python\nimport hashlib, json, numpy as np\n"
-       "meta = json.load(open('float32/CASE_metadata.json'))\n"
-       "for name, t in meta['ops']['conv2d']['tensors'].items():\n"
-       "    a = np.load('float32/' + t['file'])\n"
-       "    assert list(a.shape) == t['shape']\n"
-       "    assert hashlib.sha256(a.astype('<f4').tobytes()).hexdigest() == t['sha256'], name\n```\n\n"
-       "Or: `validate verify <this directory>` (exit 0: every file and hash matches).\n\n## Cases\n\n"
-       "| dtype | case | K | conv input | conv weight | matmul A | matmul B |\n|---|---|---|---|---|---|---|\n";
-  for (auto& c : list) {
-    auto ct = c.tensors(cases::Op::conv2d);
-    s += fmt::format("| {} | {} | {} | {} | {} | [{}, {}] | [{}, {}] |\n", dtype_name(c.dtype), c.name, c.conv.k(),
-                     shape_to_string(ct[0].shape), shape_to_string(ct[1].shape), c.matmul.m, c.matmul.k,
-                     c.matmul.k, c.matmul.n);
-  }
-  return s;
-}
-
 // --resume: a case is kept when its metadata exists (written only after all its tensors) and
 // every tensor it lists is on disk with the value hash the metadata records.
 bool adopt_finished_case(const cases::Case& c, const std::string& root, const std::string& dir, SetWriter& writer) {
@@ -109,7 +78,10 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (want.empty() || !tensor || tensor->shape() != t.shape || tensor_sha256(*tensor) != want) return false;
       auto fh = sha256_file(root + "/" + rel);
       if (!fh) return false;
-      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype()}});
+      std::optional<double> max_abs;  // kept as the metadata has it (the metadata file is kept too)
+      const Json& tj = (*meta)["ops"][cases::op_name(op)]["tensors"][t.name];
+      if (tj.contains("max_abs") && tj["max_abs"].is_number()) max_abs = tj["max_abs"].get<double>();
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs}});
     }
   }
   auto mh = sha256_file(root + "/" + meta_rel);
@@ -241,7 +213,8 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
     writer.write_text("config.json", config.dump(2) + "\n");
     Json sys = system_info(*dev);
     writer.write_text("system_info.json", sys.dump(2) + "\n");
-    writer.write_text("README.md", set_readme(opt, *list, seed));
+    writer.write_text("README.md", cases::set_readme(*list, "`" + opt.cases_path + "`", seed,
+                                                     opt.fill == Fill::exact ? "exact" : "random"));
     auto tw = Clock::now();
     Status st = writer.drain();
     sum.wait_seconds += since(tw);

@@ -93,6 +93,18 @@ struct Report {
   std::string summary_line() const;  // "validate: 46 passed, 2 failed, 0 not run"
 };
 
+// The gate checks of one compared tensor and, for each failed check, the sentence `validate
+// compare` reports ("3 of 4096 elements beyond tolerance (atol 1e-05); worst at n=0 c=5 h=31 w=0:
+// ref 0.1, run 0.3 (abs err 0.2, 12 ULP); would pass with atol >= 0.2 or rtol >= 2"). Shared with
+// the GoogleTest matchers (validate/testing/matchers.hpp) so a failing test says the same thing.
+struct GateResult {
+  std::vector<Check> checks;
+  std::vector<std::string> reasons;  // one per failed check, in check order
+  bool passed() const;
+};
+GateResult check_tensor_gates(const TensorStats& s, const Gates& gates, const Shape& shape,
+                              const std::string& axes, const ArrayView& ref, const ArrayView& run);
+
 // "n=0 c=5 h=31 w=0" from a flat C-order index, the shape and canonical axis letters.
 std::string format_coords(std::int64_t index, const Shape& shape, const std::string& axes);
 

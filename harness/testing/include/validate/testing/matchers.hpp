@@ -5,9 +5,17 @@
 //   EXPECT_THAT(my_output, validate::testing::UlpNear(reference, 4));
 //   EXPECT_THAT(my_grad, validate::testing::AllClose(reference, 1e-5, 1e-4).WithAxes("OIHW"));
 //
-// A failure says which element is worst (in canonical coordinates when axes are given), both
-// values, how many elements are beyond tolerance, the smallest tolerance that would have passed,
-// and, when a usual layout mistake (axis swap, C/F order, spatial flip) explains it, which one.
+// A failure carries compare's gate sentences (how many elements are beyond tolerance, the worst
+// one with its coordinates and both values, the smallest tolerance that would have passed) and
+// its diagnosis line when a usual layout mistake (axis swap, C/F order, spatial flip) explains the
+// failure. A run whose shape differs from the reference's fails, even with the same element count
+// (a [3,2] result is not a [2,3] reference); when it is a permutation, the diagnosis names it.
+//
+// Axes: WithAxes names them, so coordinates read "n=0 c=5 h=31 w=0" and the diagnosis speaks of
+// H, W, O, I. Without it, coordinates are positional ("[0]=0 [1]=5 ...") and the diagnosis still
+// runs for 4-d tensors (assumed NCHW: axes 2 and 3 spatial, which holds for OIHW weights too) and
+// 2-d ones (assumed MK: a transpose); the message says what it assumed. Other ranks have no usual
+// mistakes to try without names.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,12 +31,14 @@ class TensorMatcher {
  public:
   using is_gtest_matcher = void;
 
-  // Elements within max_ulp ULPs of the logical dtype (near-zero elements are judged by atol).
+  // Every element within max_ulp ULPs in the logical dtype, except those below the near-zero floor
+  // (1% of max|ref|), exempt as in compare: near a cancellation ULPs measure only the cancellation.
   static TensorMatcher ulp(const Tensor& reference, std::uint64_t max_ulp);
   // |run - ref| <= atol OR |run - ref| <= rtol * max(|ref|, floor), as compare's policy defines it.
   static TensorMatcher close(const Tensor& reference, double atol, double rtol);
 
-  // Canonical axis letters for coordinates and diagnosis ("NCHW", "OIHW", "MK", ...).
+  // Canonical axis letters for coordinates and diagnosis ("NCHW", "OIHW", "MK", ...); one per
+  // axis of the reference, else the match fails saying so.
   TensorMatcher& WithAxes(std::string axes);
   // The dtype ULPs are measured in (default: the reference's element type; bfloat16 for a
   // bfloat16 case stored as float32).
@@ -54,3 +64,8 @@ inline TensorMatcher AllClose(const Tensor& reference, double atol, double rtol)
 }
 
 }  // namespace validate::testing
+
+namespace validate {
+// How GoogleTest prints a Tensor in a failure ("float32 [2, 3]") instead of its object bytes.
+void PrintTo(const Tensor& t, std::ostream* os);
+}  // namespace validate

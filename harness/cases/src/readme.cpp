@@ -1,0 +1,52 @@
+#include "validate/cases/readme.hpp"
+
+#include <fmt/format.h>
+
+#include "validate/cases/refset.hpp"
+#include "validate/core/version.hpp"
+
+namespace validate::cases {
+
+std::string set_readme(const std::vector<Case>& list, const std::string& origin, std::uint64_t seed,
+                       const std::string& fill) {
+  std::string s;
+  s += "# validate reference set\n\n";
+  s += fmt::format("Format `{}`, written by validate {} (commit {}).\n\n", kReferenceFormat,
+                   harness_version(), harness_git_commit());
+  s += fmt::format("{} case(s) from {}, seed {}, fill `{}`.\n\n", list.size(), origin, seed, fill);
+  s += "## What is inside\n\n"
+       "- `<dtype>/<case>_conv2d_{input,weight,bias,target}.npy`: inputs (canonical PyTorch "
+       "layout, C order: NCHW, OIHW)\n"
+       "- `<dtype>/<case>_conv2d_{output,loss,grad_input,grad_weight,grad_bias}.npy`: LibTorch's "
+       "results\n"
+       "- `<dtype>/<case>_matmul_{A,B,target,output,loss,grad_A,grad_B}.npy`: the conv's im2col "
+       "GEMM, row-major A[M,K], B[K,N]\n"
+       "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of "
+       "every tensor\n"
+       "- `config.json` (the expanded case file), `system_info.json` (versions, device, TF32 "
+       "flags), `manifest.json` (every file's size and SHA-256; written last)\n\n"
+       "float32 and bfloat16 tensors are stored as `<f4` (bfloat16 values are exact in float32), "
+       "float16 as `<f2`; the loss is a 0-d float32 array.\n"
+       "A tensor's `sha256` in metadata is the SHA-256 of its values as little-endian float32 in C "
+       "order.\n\n";
+  s += "## Load and verify with numpy\n\n```python\nimport hashlib, json, numpy as np\n"
+       "meta = json.load(open('float32/CASE_metadata.json'))\n"
+       "for name, t in meta['ops']['conv2d']['tensors'].items():\n"
+       "    a = np.load('float32/' + t['file'])\n"
+       "    assert list(a.shape) == t['shape']\n"
+       "    assert hashlib.sha256(a.astype('<f4').tobytes()).hexdigest() == t['sha256'], "
+       "name\n```\n\n"
+       "Or: `validate verify <this directory>` (exit 0: every file and hash matches).\n\n## "
+       "Cases\n\n"
+       "| dtype | case | K | conv input | conv weight | matmul A | matmul B "
+       "|\n|---|---|---|---|---|---|---|\n";
+  for (const auto& c : list) {
+    auto ct = c.tensors(Op::conv2d);
+    s += fmt::format("| {} | {} | {} | {} | {} | [{}, {}] | [{}, {}] |\n", dtype_name(c.dtype),
+                     c.name, c.conv.k(), shape_to_string(ct[0].shape), shape_to_string(ct[1].shape),
+                     c.matmul.m, c.matmul.k, c.matmul.k, c.matmul.n);
+  }
+  return s;
+}
+
+}  // namespace validate::cases

@@ -1,0 +1,72 @@
+# cmake -P script behind the install.find_package test (see CMakeLists.txt next to it).
+# Every step that fails stops the test with the command's own output.
+cmake_minimum_required(VERSION 3.25)
+foreach(v BUILD_DIR CONSUMER_DIR WORK_DIR REFERENCE_NPY CXX GENERATOR)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "consume.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install test: ${what} failed (exit ${rc}):\n${out}")
+  endif()
+  message(STATUS "install test: ${what}: ok")
+endfunction()
+
+# A prefix whose path the build never saw: the package must not point back into the build tree.
+set(prefix "${WORK_DIR}/prefix with space")
+file(REMOVE_RECURSE ${WORK_DIR})
+step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix "${prefix}" --config ${BUILD_TYPE})
+file(GLOB_RECURSE _cfg "${prefix}/*/validateConfig.cmake")
+if(NOT _cfg)
+  message(FATAL_ERROR "install test: no validateConfig.cmake under ${prefix}")
+endif()
+file(GLOB_RECURSE _targets "${prefix}/*/validateTargets*.cmake")
+foreach(f ${_targets})
+  file(READ ${f} text)
+  string(FIND "${text}" "${BUILD_DIR}" at)
+  if(NOT at EQUAL -1)
+    message(FATAL_ERROR "install test: ${f} refers to the build tree ${BUILD_DIR}")
+  endif()
+endforeach()
+
+# Libraries built with -fsanitize (VALIDATE_SANITIZE) need the sanitizer runtimes in the consumer.
+set(flags)
+if(SANITIZE)
+  set(flags "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+endif()
+step("configure the consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer -G ${GENERATOR} ${flags}
+     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+     -DREFERENCE_NPY=${REFERENCE_NPY})
+step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer --config ${BUILD_TYPE})
+file(GLOB_RECURSE exe LIST_DIRECTORIES false "${WORK_DIR}/consumer/consumer_tests" "${WORK_DIR}/consumer/consumer_tests.exe")
+if(NOT exe)
+  message(FATAL_ERROR "install test: the consumer built no consumer_tests executable")
+endif()
+list(GET exe 0 exe)
+
+step("the passing test" ${exe} --gtest_filter=Consumer.IdenticalResultPasses)
+
+# The failing test must fail, and say why in compare's words.
+execute_process(COMMAND ${exe} --gtest_filter=Consumer.SwappedHeightAndWidthFails
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "install test: Consumer.SwappedHeightAndWidthFails passed; it must fail:\n${out}")
+endif()
+foreach(want
+    "Expected: is within 4 ULP of the reference [1, 8, 32, 32]"
+    "Actual: float32 [1, 8, 32, 32]"
+    "elements beyond tolerance (max_ulp 4); worst at n=0 c="
+    "diagnosis: the run equals reference with H and W swapped (its bytes are NCWH)"
+    "[  FAILED  ] Consumer.SwappedHeightAndWidthFails")
+  string(FIND "${out}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "install test: the failure text lacks \"${want}\":\n${out}")
+  endif()
+endforeach()
+message(STATUS "install test: the failing test failed with compare's worst element and diagnosis")
