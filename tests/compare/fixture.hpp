@@ -85,7 +85,7 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
         if (hook) hook(key_of(c, op, t.name), x);
         const std::string file = c.file_name(op, t.name);
         (void)npy::write(ddir + "/" + file, x);
-        records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype()};
+        records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype(), std::nullopt};
         done.emplace(t.name, std::move(x));
       }
     }
