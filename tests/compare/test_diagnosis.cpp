@@ -1,6 +1,7 @@
 // Each usual layout mistake, made on purpose, must be named; random differences must not be.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "fixture.hpp"
@@ -214,4 +215,16 @@ TEST(Diagnosis, ClosestWhenAFlipFixesMostOfTheError) {
   ASSERT_TRUE(dx.closest);
   EXPECT_EQ(dx.closest->spec, "NCHW+flip=HW");
   EXPECT_NE(dx.summary.find("closest"), std::string::npos) << dx.summary;
+}
+
+// With a NaN in the run, every hypothesis keeps an infinite error: none may be offered as the
+// "closest" (it printed "cuts the max error from inf to inf").
+TEST(Diagnosis, NoClosestHypothesisAgainstAnInfiniteError) {
+  Tensor ref = random_tensor({2, 3, 4, 5}, 11);
+  Tensor run = random_tensor({2, 3, 4, 5}, 12);
+  run.set(7, std::nan(""));
+  auto dx = diagnose(input_for(ref, run, "NCHW", "output", "conv2d", "output"));
+  EXPECT_TRUE(dx.matches.empty());
+  EXPECT_FALSE(dx.closest.has_value()) << dx.summary;
+  EXPECT_EQ(dx.summary.find("to inf"), std::string::npos) << dx.summary;
 }

@@ -400,7 +400,9 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     dx.baseline_max_abs = base.max_abs;
   }
   auto consider_closest = [&](const Hypothesis& h) {
-    if (h.passes || !(h.max_abs * 100 <= dx.baseline_max_abs)) return;
+    // A hypothesis is "closest" only if it cuts a finite error a hundredfold: against an infinite
+    // baseline (a NaN/Inf mismatch) every error would qualify, inf included.
+    if (h.passes || !std::isfinite(h.max_abs) || !(h.max_abs * 100 <= dx.baseline_max_abs)) return;
     if (!dx.closest || h.max_abs < dx.closest->max_abs) dx.closest = h;
   };
 
