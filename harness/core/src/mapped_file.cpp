@@ -60,6 +60,12 @@ void MappedFile::advise_sequential() const {
   if (!data_) return;
   ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
   ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
+#ifdef MADV_POPULATE_READ
+  // The whole file will be read: map every page now, in one call, instead of taking a page
+  // fault per 64 KiB while streaming (measured: the faults held `compare` to ~1 GB/s on a warm
+  // page cache). Kernels before 5.14 refuse it (EINVAL) and fall back to faulting.
+  ::madvise(const_cast<std::byte*>(data_), size_, MADV_POPULATE_READ);
+#endif
 }
 
 }  // namespace validate
