@@ -7,6 +7,9 @@
 # libclang-rt-14-dev). Environment: VALIDATE_FUZZ_BUILD (build dir, default build-fuzz),
 # VALIDATE_FUZZ_JOBS (build jobs, default 2). New inputs go to $build/tests/fuzz/scratch/<target>;
 # crashing inputs to $build/tests/fuzz/scratch/<target>-crash-* (add them to tests/fuzz/corpus/).
+# Two runs on one build directory take turns (flock on $build.lock): a second one would rebuild the
+# fuzzers under the first and write over its logs. The ctest `fuzz.script` uses a directory inside
+# its own build tree for that reason.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
@@ -29,6 +32,13 @@ echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long)
 if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" > "$probe/log" 2>&1; then
   echo "fuzz.sh: SKIP: $cxx cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): $(head -3 "$probe/log")"
   exit 77
+fi
+
+mkdir -p "$(dirname "$build")"
+exec 9> "$build.lock"
+if ! flock -n 9; then
+  echo "fuzz.sh: another fuzz.sh is using $build; waiting for it"
+  flock 9
 fi
 
 flags='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1'
@@ -67,12 +77,13 @@ for t in $targets; do
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  # -a: inputs echoed into the log (a crash's bytes) make grep call it binary and print nothing.
+  cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  ft=$(grep -ao 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   if [ $rc -eq 0 ]; then result=ok; else result="FAILED (exit $rc)"; failed=1; fi
   printf '%-10s %8s %12s %10s %8s %8s  %s\n' "$t" "$seconds" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$result"
   if [ $rc -ne 0 ]; then
-    grep -E 'ERROR: |runtime error|invariant broken|SUMMARY|Test unit written' "$log" | head -20
+    grep -aE 'ERROR: |runtime error|invariant broken|SUMMARY|Test unit written' "$log" | head -20
     echo "  full log: $log"
   fi
 done

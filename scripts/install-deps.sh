@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
   python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
+  clang libclang-rt-dev   # the libFuzzer targets (scripts/fuzz.sh, ctest fuzz.script): without
+                          # them that test is skipped, so a clean CI machine would never fuzz
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -41,7 +41,9 @@ void register_run(CLI::App& app, int& exit_code) {
   cg->add_option("--conv-mode", cudnn.conv_mode, "xcorr | conv (CUDNN_CONVOLUTION: weights must be flipped by the layout)")
       ->capture_default_str();
   cg->add_option("--math", cudnn.math, "fma (IEEE float32, no TF32) | tf32 | default")->capture_default_str();
-  cg->add_option("--algo", cudnn.algo_fwd, "auto | all | NAME for every direction")->capture_default_str();
+  static std::string algo_every = "auto";
+  cg->add_option("--algo", algo_every, "auto | all | NAME for every direction not named by --algo-*")
+      ->capture_default_str();
   cg->add_option("--algo-fwd", cudnn.algo_fwd, "Forward algorithm");
   cg->add_option("--algo-bwd-data", cudnn.algo_bwd_data, "Backward-data algorithm");
   cg->add_option("--algo-bwd-filter", cudnn.algo_bwd_filter, "Backward-filter algorithm");
@@ -64,6 +66,7 @@ void register_run(CLI::App& app, int& exit_code) {
       runner = runners::make_oracle_runner(*layouts);
     } else if (backend == "exec") {
       if (exec.cmd.empty()) return fail("--backend exec needs --cmd 'PROGRAM {dir}'");
+      exec.guard_dirs = {opt.ref};  // a program that writes into the reference set fails its case
       runner = runners::make_exec_runner(exec, *layouts);
     } else if (backend == "torch") {
 #ifdef VALIDATE_HAVE_TORCH
@@ -76,8 +79,11 @@ void register_run(CLI::App& app, int& exit_code) {
     } else {
 #ifdef VALIDATE_HAVE_CUDNN_RUNNER
       if (sub->get_option("--device")->count()) cudnn.device = device;
-      if (cudnn.algo_bwd_data == "auto") cudnn.algo_bwd_data = cudnn.algo_fwd;
-      if (cudnn.algo_bwd_filter == "auto") cudnn.algo_bwd_filter = cudnn.algo_fwd;
+      // --algo fills only the directions whose own option was not given: --algo-fwd FFT must not
+      // force FFT (or a forward-only name) onto the backward passes.
+      if (!sub->get_option("--algo-fwd")->count()) cudnn.algo_fwd = algo_every;
+      if (!sub->get_option("--algo-bwd-data")->count()) cudnn.algo_bwd_data = algo_every;
+      if (!sub->get_option("--algo-bwd-filter")->count()) cudnn.algo_bwd_filter = algo_every;
       auto r = runners::make_cudnn_runner(cudnn, *layouts);
       if (!r) return fail(r.message());
       runner = std::move(*r);
@@ -88,6 +94,10 @@ void register_run(CLI::App& app, int& exit_code) {
     auto sum = runners::run_cases(*runner, opt, std::cout);
     if (!sum) return fail(sum.message());
     for (auto& f : sum->failures) std::cout << "FAILED " << f << "\n";
+    for (auto& f : sum->nondeterministic) std::cout << "NONDETERMINISTIC " << f << "\n";
+    if (!sum->nondeterministic.empty())
+      std::cout << fmt::format("validate run: {} op(s) gave different bits on --repeat (listed in run_info.json)\n",
+                               sum->nondeterministic.size());
     std::cout << fmt::format("validate run: backend {} wrote {} ({} ok, {} error, {} skipped, {} unsupported) in {:.1f}s\n",
                              runner->name(), opt.out, sum->ok, sum->error, sum->skipped, sum->unsupported, sum->seconds);
     exit_code = sum->error ? 1 : 0;

@@ -88,6 +88,35 @@ TEST(Policy, GateSyntax) {
   EXPECT_NE(st.message().find("twice"), std::string::npos);
 }
 
+// Found by tests/fuzz/fuzz_policy.cpp (corpus/policy/regress_gate_invalid_utf8): a tensor selector
+// of arbitrary bytes was accepted and the policy could then not be written as JSON (to_json threw
+// type_error 316). A selector that is no dtype, op or role must be a tensor name, and the message
+// shows the bytes escaped.
+TEST(Policy, GateRejectsNonNameBytes) {
+  Policy p = Policy::builtin();
+  Status st = p.add_gate("\xff.rtol=1");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find(
+                "--gate \\xff.rtol=1: '\\xff' is neither a dtype, op or role nor a tensor name"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(st.message().find('\xff'), std::string::npos);  // the raw byte never reaches stderr
+  EXPECT_FALSE(p.add_gate("float32.out put.rtol=1"));
+  EXPECT_FALSE(p.add_gate("grad/weight.rtol=1"));
+  st = p.add_gate("float32.rtol=\x80");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("'\\x80' is not a non-negative number"), std::string::npos)
+      << st.message();
+  // Nothing of the rejected gates was kept: the policy still writes and resolves as the builtin.
+  EXPECT_NO_THROW((void)p.to_json().dump());
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "output", "output")).rtol, 5e-4);
+  // Real tensor names still select.
+  ASSERT_TRUE(p.add_gate("grad_A.rtol=0.25"));
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_A")).rtol, 0.25);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_B")).rtol, 5e-4);
+  EXPECT_NO_THROW((void)p.to_json().dump());
+}
+
 TEST(Policy, FileErrorsNameTheProblem) {
   Policy p = Policy::builtin();
   Status st =

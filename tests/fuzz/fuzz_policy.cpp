@@ -46,11 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     (void)p.to_json().dump();
   } catch (const nlohmann::json::exception& e) {
-    // KNOWN ISSUE (docs/reliability.md, reported to harness/compare): add_gate accepts any bytes as
-    // a tensor selector, so `--gate $'\xff.rtol=1'` is accepted and its rule cannot be written as
-    // JSON (type_error 316, invalid UTF-8). Tolerated here until add_gate checks the name; any other
-    // exception is a failure.
-    if (e.id == 316 && !(data[0] & 1)) return 0;
+    // Every accepted policy must be writable: the reports embed it. (A --gate tensor selector of
+    // arbitrary bytes was accepted and made this throw, type_error 316; add_gate now takes letters,
+    // digits and '_' only: corpus/policy/regress_gate_invalid_utf8,
+    // Policy.GateRejectsNonNameBytes.)
     std::fprintf(stderr, "%s\n", e.what());
     fail("to_json() of an accepted policy cannot be written");
   }

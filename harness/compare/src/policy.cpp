@@ -1,6 +1,7 @@
 #include "validate/compare/policy.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <tuple>
@@ -61,6 +62,34 @@ Result<std::vector<std::string>> string_list(const nlohmann::json& v, const std:
     VALIDATE_TRY(add(v));
   }
   return out;
+}
+
+// A --gate argument comes from a shell and may hold any bytes; messages show it with every byte
+// outside printable ASCII as \xNN, so an error about it is itself printable (and valid UTF-8).
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch >= 0x20 && ch < 0x7f) {
+      out += static_cast<char>(ch);
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+// Tensor names are the format's (output, grad_weight, A, ...): letters, digits and '_'. Checking
+// the characters keeps every accepted rule writable as JSON: a selector of arbitrary bytes
+// (`--gate $'\xff.rtol=1'`) used to be accepted and then made to_json() throw (invalid UTF-8),
+// found by tests/fuzz/fuzz_policy.cpp (corpus/policy/regress_gate_invalid_utf8).
+bool is_tensor_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (unsigned char ch : s)
+    if (!(std::isalnum(ch) || ch == '_')) return false;
+  return true;
 }
 
 bool any_of_or_empty(const std::vector<std::string>& sel, const std::string& v) {
@@ -162,7 +191,7 @@ Status Policy::add_file(const std::string& path) {
 }
 
 Status Policy::add_gate(const std::string& a) {
-  const std::string where = "--gate " + a;
+  const std::string where = "--gate " + printable(a);
   const auto eq = a.find('=');
   if (eq == std::string::npos)
     return Error{where + ": expected [DTYPE.][OP.][ROLE|TENSOR.]KEY=VALUE"};
@@ -180,7 +209,7 @@ Status Policy::add_gate(const std::string& a) {
   if (!in(keys(), key)) {
     std::string all;
     for (auto& x : keys()) all += (all.empty() ? "" : ", ") + x;
-    return Error{where + ": unknown gate key '" + key + "' (one of " + all + ")"};
+    return Error{where + ": unknown gate key '" + printable(key) + "' (one of " + all + ")"};
   }
   Rule rule;
   rule.layer = 2;
@@ -193,6 +222,10 @@ Status Policy::add_gate(const std::string& a) {
                                      : in(kOps, p)   ? &rule.op
                                      : in(kRoles, p) ? &rule.role
                                                      : &rule.tensor;
+    if (slot == &rule.tensor && !is_tensor_name(p))
+      return Error{where + ": '" + printable(p) +
+                   "' is neither a dtype, op or role nor a tensor name (letters, digits and '_', "
+                   "e.g. output, grad_weight, A)"};
     if (!slot->empty())
       return Error{where + ": '" + p + "' and '" + slot->front() + "' select the same thing twice"};
     slot->push_back(p);
@@ -204,7 +237,7 @@ Status Policy::add_gate(const std::string& a) {
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || errno != 0 || !(v >= 0))
-      return Error{where + ": '" + value + "' is not a non-negative number (or none)"};
+      return Error{where + ": '" + printable(value) + "' is not a non-negative number (or none)"};
     rule.values[key] = v;
   }
   rules_.push_back(std::move(rule));

@@ -1,5 +1,6 @@
 #include "exec_process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 namespace validate::runners::exec {
 
@@ -148,6 +150,63 @@ std::string file_tail(const std::string& path, std::size_t max_bytes) {
          (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t'))
     s.pop_back();
   return s;
+}
+
+TreeSnapshot snapshot_tree(const std::string& root, const std::vector<std::string>& skip) {
+  TreeSnapshot snap;
+  std::vector<std::string> pending{root};
+  while (!pending.empty()) {
+    const std::string path = std::move(pending.back());
+    pending.pop_back();
+    DIR* d = ::opendir(path.c_str());
+    if (!d) continue;
+    const int fd = ::dirfd(d);
+    while (const dirent* e = ::readdir(d)) {
+      const char* name = e->d_name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      std::string full = path + "/" + name;
+      bool skipped = false;
+      for (const auto& s : skip) skipped = skipped || full == s;
+      if (skipped) continue;
+      struct stat st {};
+      if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+      TreeEntry t;
+      t.dir = S_ISDIR(st.st_mode);
+      t.ino = static_cast<std::uint64_t>(st.st_ino);
+      t.size = static_cast<std::int64_t>(st.st_size);
+      t.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+      t.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+      if (t.dir) pending.push_back(full);
+      snap.emplace(std::move(full), t);
+    }
+    ::closedir(d);
+  }
+  return snap;
+}
+
+std::vector<std::string> tree_changes(const TreeSnapshot& before, const TreeSnapshot& after) {
+  std::vector<std::string> out;
+  auto b = before.begin();
+  auto a = after.begin();
+  while (b != before.end() || a != after.end()) {
+    if (a == after.end() || (b != before.end() && b->first < a->first)) {
+      out.push_back(b->first + " (deleted)");
+      ++b;
+    } else if (b == before.end() || a->first < b->first) {
+      out.push_back(a->first + " (created)");
+      ++a;
+    } else {
+      const TreeEntry &x = b->second, &y = a->second;
+      if (x.dir != y.dir)
+        out.push_back(a->first + " (replaced)");
+      else if (!x.dir && (x.ino != y.ino || x.size != y.size || x.mtime_ns != y.mtime_ns ||
+                          x.ctime_ns != y.ctime_ns))
+        out.push_back(a->first + " (modified)");
+      ++a;
+      ++b;
+    }
+  }
+  return out;
 }
 
 }  // namespace validate::runners::exec

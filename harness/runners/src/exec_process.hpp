@@ -2,6 +2,8 @@
 // Running one shell command for the exec runner (private to exec_*.cpp): its own process group,
 // output to files, a hard timeout.
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,5 +32,29 @@ std::string file_tail(const std::string& path, std::size_t max_bytes);
 
 // "SIGSEGV (Segmentation fault)"
 std::string signal_description(int sig);
+
+// A picture of a directory tree cheap enough to take before and after every task, to catch a
+// program that writes outside its work directory (into the reference set, another case's results,
+// the run's own files): one readdir per directory and one lstat per entry, no reads, no hashing.
+// A file counts as changed when its inode, size, mtime or ctime changed (a rewrite through a
+// rename changes the inode; `touch -d` to hide a write still moves ctime). What it cannot see: an
+// in-place rewrite to the same size within the filesystem's timestamp tick of the snapshot (a few
+// ms); `compare` still catches a changed reference input by its hash.
+struct TreeEntry {
+  bool dir = false;
+  std::uint64_t ino = 0;
+  std::int64_t size = 0, mtime_ns = 0, ctime_ns = 0;
+};
+using TreeSnapshot = std::map<std::string, TreeEntry>;  // path (root + "/" + relative) -> entry
+
+// Every entry under `root` (symlinks not followed), leaving out the subtrees whose path equals one
+// of `skip` (paths spelled as root + "/" + relative, i.e. normalised absolute paths when root is
+// one). A missing or unreadable root or subdirectory contributes nothing.
+TreeSnapshot snapshot_tree(const std::string& root, const std::vector<std::string>& skip);
+
+// What differs, in path order: "PATH (created)", "PATH (deleted)", "PATH (modified)",
+// "PATH (replaced)" (a file became a directory or back). A directory's own timestamps are ignored:
+// they move whenever an entry is added, which the entry itself already shows.
+std::vector<std::string> tree_changes(const TreeSnapshot& before, const TreeSnapshot& after);
 
 }  // namespace validate::runners::exec

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -26,7 +27,8 @@ namespace {
 namespace stdfs = std::filesystem;
 
 constexpr const char* kProtocol = "validate-exec/1";
-constexpr std::size_t kTailBytes = 4096;  // of stderr kept for the message
+constexpr std::size_t kTailBytes = 4096;      // of stderr kept for the message
+constexpr std::size_t kMaxOutsideListed = 8;  // files written outside the work dir named in full
 
 // Every variable of the protocol. They are dropped from the inherited environment before the
 // task's own are added, so a conv2d task never sees a VALIDATE_M left over from an enclosing run.
@@ -38,6 +40,19 @@ const std::vector<std::string>& protocol_vars() {
       "VALIDATE_PW",   "VALIDATE_DH",   "VALIDATE_DW",    "VALIDATE_GROUPS", "VALIDATE_HOUT",
       "VALIDATE_WOUT", "VALIDATE_BIAS", "VALIDATE_M",     "VALIDATE_K",      "VALIDATE_NCOLS"};
   return v;
+}
+
+// Absolute, lexically normal, no trailing '/': the spelling snapshot_tree's paths and skips use.
+std::string normal_dir(const std::string& p) {
+  std::error_code ec;
+  std::string s = stdfs::absolute(p, ec).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+bool within(const std::string& p, const std::string& root) {
+  return p == root ||
+         (p.size() > root.size() && p.compare(0, root.size(), root) == 0 && p[root.size()] == '/');
 }
 
 std::string shell_quote(const std::string& s) {
@@ -132,7 +147,10 @@ Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_f
 class ExecRunner final : public Runner {
  public:
   ExecRunner(ExecOptions opt, layout::LayoutSet layouts)
-      : opt_(std::move(opt)), layouts_(std::move(layouts)), declared_(declared_in_file(layouts_)) {}
+      : opt_(std::move(opt)), layouts_(std::move(layouts)), declared_(declared_in_file(layouts_)) {
+    for (const auto& g : opt_.guard_dirs)
+      if (!g.empty()) guard_.push_back(normal_dir(g));
+  }
 
   std::string name() const override { return "exec"; }
 
@@ -140,7 +158,8 @@ class ExecRunner final : public Runner {
     return {{"backend", "exec"},           {"device", "external program"},
             {"protocol", kProtocol},       {"cmd", opt_.cmd},
             {"timeout_s", opt_.timeout_s}, {"keep_work", opt_.keep_work},
-            {"shell", "/bin/sh -c"},       {"layout", layout::to_json(layouts_)}};
+            {"shell", "/bin/sh -c"},       {"layout", layout::to_json(layouts_)},
+            {"guard_dirs", guard_}};
   }
 
   Status prepare() override {
@@ -168,7 +187,27 @@ class ExecRunner final : public Runner {
 
   void run_one(const OpTask& task, OpResult& r) const;
 
+  // The trees a task's program must leave alone: the run directory (when `dir` is the driver's
+  // RUN/work/<dtype>/<case>/<op>) and the guard dirs; a tree inside another is covered by it, one
+  // inside the work dir belongs to the program.
+  std::vector<std::string> guarded_roots(const std::string& dir) const {
+    std::vector<std::string> c = guard_;
+    const stdfs::path work = stdfs::path(dir).parent_path().parent_path().parent_path();
+    if (work.filename() == "work" && work.has_parent_path())
+      c.push_back(work.parent_path().string());
+    std::sort(c.begin(), c.end());
+    std::vector<std::string> roots;
+    for (const auto& x : c) {
+      if (within(x, dir)) continue;
+      bool covered = false;
+      for (const auto& r : roots) covered = covered || within(x, r);
+      if (!covered) roots.push_back(x);
+    }
+    return roots;
+  }
+
   ExecOptions opt_;
+  std::vector<std::string> guard_;  // opt_.guard_dirs, normalised
   layout::LayoutSet layouts_;
   std::optional<Declared> declared_;
 };
@@ -187,7 +226,8 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
   if (task.work_dir.empty()) return fail("exec: no work directory for this task");
   std::error_code ec;
-  const std::string dir = stdfs::absolute(task.work_dir, ec).lexically_normal().string();
+  const std::string dir = normal_dir(task.work_dir);
+  const std::string tmp = dir + "/tmp";
   if (Status st = fs::make_dirs(dir); !st) return fail(st.message());
 
   const bool npy_format = layouts_.format == "npy";
@@ -199,6 +239,8 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   for (const auto& t : c.tensors(task.op))
     for (const char* x : {".bin", ".npy"}) stdfs::remove(dir + "/" + t.name + x, ec);
   for (const char* f : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(dir + "/" + f, ec);
+  stdfs::remove_all(tmp, ec);
+  if (Status st = fs::make_dirs(tmp); !st) return fail(st.message());
 
   std::vector<Expected> inputs, results;
   for (const auto& t : c.tensors(task.op)) {
@@ -276,7 +318,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   for (char** e = environ; e && *e; ++e) {
     const std::string kv(*e);
     const std::string key = kv.substr(0, kv.find('='));
-    bool ours = false;
+    bool ours = key == "TMPDIR" || key == "TMP" || key == "TEMP";
     for (const auto& v : protocol_vars()) ours = ours || key == v;
     if (!ours) env.push_back(kv);
   }
@@ -286,6 +328,8 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   set("VALIDATE_DTYPE", dtype_name(c.dtype));
   set("VALIDATE_DIR", dir);
   set("VALIDATE_FORMAT", layouts_.format);
+  // Its temporary files belong in its work directory, not in a /tmp shared with everything else.
+  for (const char* k : {"TMPDIR", "TMP", "TEMP"}) set(k, tmp);
   std::vector<std::pair<const char*, std::int64_t>> sizes;
   if (task.op == cases::Op::conv2d) {
     const auto& p = c.conv;
@@ -314,14 +358,33 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
 
   const std::string cmd =
       expand_command(opt_.cmd, dir, c.name, op, std::string(dtype_name(c.dtype)));
+  // Snapshots of the guarded trees around the program: anything it changed there is named.
+  const std::vector<std::string> roots = guarded_roots(dir);
+  std::vector<exec::TreeSnapshot> before;
+  for (const auto& root : roots) before.push_back(exec::snapshot_tree(root, {dir}));
   const auto pr =
       exec::run_shell(cmd, env, dir + "/stdout.log", dir + "/stderr.log", opt_.timeout_s);
+  std::vector<std::string> changed;
+  for (std::size_t i = 0; i < roots.size(); ++i)
+    for (auto& change : exec::tree_changes(before[i], exec::snapshot_tree(roots[i], {dir})))
+      changed.push_back(std::move(change));
+  std::string outside;
+  if (!changed.empty()) {
+    outside = "the program wrote outside its work directory: ";
+    for (std::size_t i = 0; i < changed.size() && i < kMaxOutsideListed; ++i)
+      outside += (i ? ", " : "") + changed[i];
+    if (changed.size() > kMaxOutsideListed)
+      outside += fmt::format(" and {} more", changed.size() - kMaxOutsideListed);
+  }
   const std::string tail = exec::file_tail(dir + "/stderr.log", kTailBytes);
   r.info = {{"command", cmd},          {"work_dir", dir},         {"format", layouts_.format},
             {"layouts", layouts_used}, {"program_s", pr.seconds}, {"exit_status", pr.exit_code}};
+  if (!changed.empty()) r.info["written_outside"] = changed;
   if (!tail.empty()) r.info["stderr_tail"] = tail;
   auto with_stderr = [&](const std::string& what) {
-    std::string m = what + " (work dir " + dir + ")";
+    // A write outside the work directory comes first: it is the one that may have damaged
+    // something else (the reference set, another case's results).
+    std::string m = (outside.empty() ? what : outside + "; " + what) + " (work dir " + dir + ")";
     if (!tail.empty()) return m + "; stderr: " + tail;
     const std::string out_tail = exec::file_tail(dir + "/stdout.log", kTailBytes);
     return m + (out_tail.empty() ? "; nothing on stderr or stdout"
@@ -358,13 +421,14 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
     }
     r.outputs.emplace(e.info.name, std::move(*t));
   }
-  if (!problems.empty()) {
+  if (!problems.empty() || !outside.empty()) {
     r.outputs.clear();
-    return fail(with_stderr(problems));
+    return fail(with_stderr(problems.empty() ? "its results are not used" : problems));
   }
   if (!opt_.keep_work) {
     for (const auto* group : {&inputs, &results})
       for (const auto& e : *group) stdfs::remove(dir + "/" + e.file, ec);
+    stdfs::remove_all(tmp, ec);
   }
 }
 

@@ -20,8 +20,16 @@
 // the op (a gradient it does not name is not asked for; grad_bias only with a bias). A non-zero
 // exit, a signal, a timeout, a missing file, a wrong size / dtype / shape fail the task with a
 // message that names the file and ends with the program's stderr; the next task runs regardless.
+//
+// Writes outside the work directory fail the task too, naming each file: the guarded trees (the
+// run directory, i.e. RUN when the work directory is RUN/work/<dtype>/<case>/<op>, plus
+// ExecOptions::guard_dirs, which `validate run` sets to the reference set) are snapshotted before
+// and after the program (names, inodes, sizes, mtimes, ctimes; exec_process.hpp) minus this task's
+// work directory. The program gets TMPDIR (and TMP, TEMP) = <work dir>/tmp, emptied before each
+// run, so a well-behaved program's temporary files stay inside too.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "validate/layout/preset.hpp"
 #include "validate/runners/runner.hpp"
@@ -33,6 +41,8 @@ struct ExecOptions {
   double timeout_s = 600;  // per task; the process group is SIGKILLed after this
   bool keep_work =
       false;  // false: delete the tensor files after a successful read (keep case.json, logs)
+  // Trees the program must not write into besides the run directory (`validate run`: --ref).
+  std::vector<std::string> guard_dirs;
 };
 
 std::unique_ptr<Runner> make_exec_runner(const ExecOptions& opt, const layout::LayoutSet& layouts);
