@@ -1,4 +1,19 @@
 # CUDA toolkit + cuDNN + cuBLAS, found where the toolkit installs them. No GPU is needed to build.
+
+# Enables CUDA in the calling directory (a macro: the settings must land in the caller's scope, and
+# CMake wants enable_language in every directory that compiles CUDA): sm_80 (A100) and sm_90
+# (H100/H200) unless the user chose (-DCMAKE_CUDA_ARCHITECTURES=...), and the shared runtime, the
+# one LibTorch and cuDNN load too, so a process has one CUDA runtime.
+macro(validate_enable_cuda)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80;90")
+  endif()
+  if(NOT CMAKE_CUDA_RUNTIME_LIBRARY)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  endif()
+  enable_language(CUDA)
+endmacro()
+
 set(VALIDATE_HAVE_CUDA OFF)
 if(NOT VALIDATE_CUDA STREQUAL "OFF")
   if(VALIDATE_CUDA STREQUAL "ON")
