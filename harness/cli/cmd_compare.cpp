@@ -19,7 +19,7 @@ struct CompareArgs {
   std::string ref, run, policy, oracle, only, variant, json, md, junit, html, color = "auto";
   std::vector<std::string> gates;
   int threads = 0;
-  bool no_diagnose = false, verbose = false, quiet = false;
+  bool no_diagnose = false, verbose = false, quiet = false, require_all = false;
 };
 
 int run_compare(const CompareArgs& a) {
@@ -30,6 +30,7 @@ int run_compare(const CompareArgs& a) {
   opt.only = a.only;
   opt.variant = a.variant;
   opt.diagnose = !a.no_diagnose;
+  opt.require_all = a.require_all;
   opt.threads = a.threads;
   opt.policy = compare::Policy::builtin();
   std::string prefix =
@@ -111,6 +112,9 @@ void register_compare(CLI::App& app, int& exit_code) {
   sub->add_option("--color", a->color,
                   "Colour the terminal table: auto (TTY and no NO_COLOR), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  sub->add_flag("--require-all", a->require_all,
+                "Fail (exit 1) when anything of the reference was not checked: not run, skipped, "
+                "unsupported, a case or tensor the run omitted");
   sub->add_flag("--no-diagnose", a->no_diagnose, "Do not try layout mistakes on failing tensors");
   sub->add_flag("-v,--verbose", a->verbose, "Details for not-run and skipped entries too");
   sub->add_flag("-q,--quiet", a->quiet, "Only the summary line on the terminal");

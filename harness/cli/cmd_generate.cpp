@@ -23,7 +23,8 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
   sub->add_option("--shard", shard, "i/n: generate every n-th case starting at i (0-based)")->capture_default_str();
   sub->add_flag("--allow-tf32", opt.allow_tf32, "Allow TF32 for conv and matmul on CUDA (off by default)");
-  sub->add_flag("--resume", opt.resume, "Keep cases an interrupted run finished; regenerate the rest");
+  sub->add_flag("--resume", opt.resume, "Keep cases an interrupted run with the same options finished; regenerate the rest");
+  sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty --out whole (everything in it is removed first)");
   sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
   sub->callback([&exit_code, seed_opt] {
     opt.dtypes.clear();
@@ -44,6 +45,11 @@ void register_generate(CLI::App& app, int& exit_code) {
       return;
     }
     opt.shard = *sh;
+    if (opt.resume && opt.overwrite) {
+      std::cerr << "validate generate: --resume keeps a directory's finished cases, --overwrite removes them: pick one\n";
+      exit_code = 2;
+      return;
+    }
     opt.fill = fill == "exact" ? generate::Fill::exact : generate::Fill::random;
     if (seed_opt->count()) opt.seed = seed;
     auto sum = generate::generate(opt, std::cout);

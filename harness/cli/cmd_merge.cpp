@@ -18,6 +18,7 @@ void register_merge(CLI::App& app, int& exit_code) {
   opt = {};
   sub->add_option("out", out, "Merged set to write (a new or empty directory)")->required();
   sub->add_option("shards", shards, "Shard directories")->required();
+  sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty OUT whole (everything in it is removed first)");
   sub->add_flag(
       "--allow-partial", opt.allow_partial,
       "Merge even when some shards of the --shard i/n split are missing (recorded as partial)");

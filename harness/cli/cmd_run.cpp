@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "validate/layout/preset.hpp"
 #include "validate/runners/exec_runner.hpp"
+#include "validate/runners/interrupt.hpp"
 #include "validate/runners/oracle_runner.hpp"
 #include "validate/runners/run_driver.hpp"
 #include "validate/runners/torch_runner.hpp"
@@ -31,6 +32,7 @@ void register_run(CLI::App& app, int& exit_code) {
   sub->add_option("--device", device, "torch/cudnn: cpu, cuda or cuda:N")->capture_default_str();
   sub->add_flag("--allow-tf32", allow_tf32, "torch: allow TF32 (off by default)");
   sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
+  sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty --out whole (everything in it is removed first)");
   auto* g = sub->add_option_group("exec", "Options of --backend exec");
   g->add_option("--cmd", exec.cmd, "Command run per case and op; {dir} {case} {op} {dtype} are expanded");
   g->add_option("--timeout", exec.timeout_s, "Seconds before the program is killed")->capture_default_str();
@@ -91,8 +93,16 @@ void register_run(CLI::App& app, int& exit_code) {
       return fail("--backend cudnn is not part of this build (configure with the CUDA toolkit and cuDNN, VALIDATE_CUDA=ON)");
 #endif
     }
+    runners::install_interrupt_handlers();
     auto sum = runners::run_cases(*runner, opt, std::cout);
     if (!sum) return fail(sum.message());
+    if (sum->interrupted) {
+      for (auto& f : sum->failures) std::cout << "FAILED " << f << "\n";
+      std::cerr << fmt::format("validate run: interrupted by signal {}: {} is incomplete (no manifest.json); "
+                               "run it again with --overwrite\n", sum->interrupted, opt.out);
+      exit_code = 128 + sum->interrupted;
+      return;
+    }
     for (auto& f : sum->failures) std::cout << "FAILED " << f << "\n";
     for (auto& f : sum->nondeterministic) std::cout << "NONDETERMINISTIC " << f << "\n";
     if (!sum->nondeterministic.empty())

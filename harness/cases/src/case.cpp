@@ -1,5 +1,7 @@
 #include "validate/cases/case.hpp"
 
+#include <algorithm>
+
 #include <limits>
 #include <regex>
 
@@ -105,6 +107,19 @@ std::vector<TensorInfo> Case::tensors(Op op) const {
     t.push_back({"grad_B", Role::grad, "KN", {p.k, p.n}});
   }
   return t;
+}
+
+const std::vector<std::string>& all_tensor_names() {
+  static const std::vector<std::string> names = [] {
+    Case c;
+    c.conv.bias = true;  // the full table, grad_bias included
+    std::vector<std::string> out;
+    for (Op op : {Op::conv2d, Op::matmul})
+      for (const auto& t : c.tensors(op))
+        if (std::find(out.begin(), out.end(), t.name) == out.end()) out.push_back(t.name);
+    return out;
+  }();
+  return names;
 }
 
 std::vector<TensorInfo> Case::inputs(Op op) const {

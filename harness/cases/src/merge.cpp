@@ -14,6 +14,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/mapped_file.hpp"
+#include "validate/core/output_dir.hpp"
 #include "validate/core/sha256.hpp"
 
 namespace validate::cases {
@@ -193,24 +194,12 @@ Result<Json> unsharded_cases(const std::vector<ShardInfo>& infos, bool complete)
   return out;
 }
 
-Status require_empty_output(const std::string& out) {
-  std::error_code ec;
-  const stdfs::file_status st = stdfs::status(out, ec);
-  if (!stdfs::exists(st)) return Status::ok();
-  if (!stdfs::is_directory(st)) return Error{out + " exists and is not a directory"};
-  if (!stdfs::is_empty(out, ec) || ec)
-    return Error{out +
-                 " is not empty: merge writes into an empty or new directory only, so no file of "
-                 "an earlier set is mistaken for part of the merged one"};
-  return Status::ok();
-}
-
 }  // namespace
 
 Result<MergeSummary> merge_sets(const std::string& out, const std::vector<std::string>& shards,
                                 const MergeOptions& opt) {
   if (shards.empty()) return Error{"no shard directories given"};
-  VALIDATE_TRY(require_empty_output(out));
+
   MergeSummary sum;
   std::map<std::string, std::string> owner;  // case key -> shard that has it
   std::map<std::string, std::pair<std::string, ManifestEntry>> files;  // rel -> (source, entry)
@@ -323,7 +312,11 @@ Result<MergeSummary> merge_sets(const std::string& out, const std::vector<std::s
     runinfo["merged_from"] = shard_list;
   }
 
-  VALIDATE_TRY(fs::make_dirs(out));
+  // A new or empty OUT (or --overwrite), never one of the shards or inside one, one writer: no
+  // file of an earlier set is mistaken for part of the merged one. Claimed only now, after every
+  // check, so a refused merge leaves nothing behind.
+  auto out_dir = fs::claim_output_dir(out, {"OUT", shards, opt.overwrite, false});
+  if (!out_dir) return out_dir.status();
   FileMap written;
   for (const auto& [rel, src] : files) {
     auto map = MappedFile::open(src.first);

@@ -138,26 +138,103 @@ std::string metadata_hash(const Json& meta, Op op, const std::string& tensor) {
   return p->is_string() ? p->get<std::string>() : "";
 }
 
+namespace {
+
+// "float32/k0072_ic008_metadata.json" -> ("float32", "k0072_ic008"); false for anything else.
+bool metadata_entry(const std::string& rel, std::string& dtype, std::string& name) {
+  static const std::string suffix = "_metadata.json";
+  const auto slash = rel.find('/');
+  if (slash == std::string::npos || rel.find('/', slash + 1) != std::string::npos) return false;
+  if (rel.size() <= slash + 1 + suffix.size() || rel.compare(rel.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  dtype = rel.substr(0, slash);
+  name = rel.substr(slash + 1, rel.size() - slash - 1 - suffix.size());
+  return dtype == "float32" || dtype == "bfloat16" || dtype == "float16";
+}
+
+// The files a case's metadata refers to: each must be the canonical `<case>_<op>_<tensor>.npy` (a
+// `tensors.<t>.file` of "../x" or "/etc/x" with matching hashes used to verify and be opened) and
+// listed in the manifest (a set is exactly what its manifest lists).
+Status check_case_files(const RefCase& rc, const Json& files, const std::string& where) {
+  for (Op op : {Op::conv2d, Op::matmul}) {
+    if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+    const Json* tensors = nullptr;
+    if (auto o = rc.metadata.find("ops"); o != rc.metadata.end() && o->is_object())
+      if (auto x = o->find(op_name(op)); x != o->end() && x->is_object())
+        if (auto t = x->find("tensors"); t != x->end() && t->is_object()) tensors = &*t;
+    for (const auto& t : rc.c.tensors(op)) {
+      const std::string want = rc.c.file_name(op, t.name);
+      if (tensors) {
+        auto tj = tensors->find(t.name);
+        if (tj != tensors->end() && tj->is_object() && tj->contains("file") &&
+            (!(*tj)["file"].is_string() || (*tj)["file"].get<std::string>() != want))
+          return Error{where + ": ops." + op_name(op) + ".tensors." + t.name + ".file is " + (*tj)["file"].dump() +
+                       ", but a set names it \"" + want + "\" (every file of a set is a plain name inside it)"};
+      }
+      const std::string rel = std::string(dtype_name(rc.c.dtype)) + "/" + want;
+      if (!files.contains(rel))
+        return Error{where + ": tensor '" + t.name + "' of " + op_name(op) + " is " + rel +
+                     ", which the set's manifest does not list (a set is exactly what its manifest lists)"};
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::vector<RefCase>> load_cases(const std::string& set_dir) {
+  auto manifest = read_manifest(set_dir);
+  if (!manifest) return manifest.status();
+  return load_cases(set_dir, *manifest, nullptr);
+}
+
+Result<std::vector<RefCase>> load_cases(const std::string& set_dir, const Json& manifest,
+                                        std::vector<std::string>* problems) {
   std::error_code ec;
   if (!stdfs::is_directory(set_dir, ec)) return Error{set_dir + ": not a directory"};
+  const Json& files = manifest.at("files");
   std::vector<RefCase> out;
   for (const char* d : {"float32", "bfloat16", "float16"}) {
-    stdfs::path dir = stdfs::path(set_dir) / d;
-    if (!stdfs::is_directory(dir, ec)) continue;
-    std::vector<std::string> files;
-    for (auto& e : stdfs::directory_iterator(dir, ec)) {
-      std::string n = e.path().filename().string();
-      if (n.size() > 14 && n.compare(n.size() - 14, 14, "_metadata.json") == 0) files.push_back(e.path().string());
+    // Only metadata the manifest lists: a stale <case>_metadata.json left in the directory by an
+    // earlier generate is never read (it used to be listed, run and compared).
+    std::vector<std::string> names;
+    for (const auto& [rel, entry] : files.items()) {
+      std::string dtype, name;
+      if (metadata_entry(rel, dtype, name) && dtype == d) names.push_back(rel);
     }
-    std::sort(files.begin(), files.end());
-    for (auto& f : files) {
+    std::sort(names.begin(), names.end());
+    const std::string dir = (stdfs::path(set_dir) / d).string();
+    for (const auto& rel : names) {
+      const std::string f = (stdfs::path(set_dir) / rel).string();
+      auto fail = [&](const std::string& m) -> Status {
+        if (!problems) return Error{m};
+        problems->push_back(m);
+        return Status::ok();
+      };
       auto j = read_json(f);
-      if (!j) return j.status();
+      if (!j) {
+        VALIDATE_TRY(fail(j.message()));
+        continue;
+      }
       auto c = case_from_metadata(*j, f);
-      if (!c) return c.status();
-      if (std::string(dtype_name(c->dtype)) != d) return Error{f + ": dtype '" + std::string(dtype_name(c->dtype)) + "' does not match its folder " + d};
-      out.push_back({std::move(*c), std::move(*j), dir.string()});
+      if (!c) {
+        VALIDATE_TRY(fail(c.message()));
+        continue;
+      }
+      if (std::string(dtype_name(c->dtype)) != d) {
+        VALIDATE_TRY(fail(f + ": dtype '" + std::string(dtype_name(c->dtype)) + "' does not match its folder " + d));
+        continue;
+      }
+      if (rel != std::string(d) + "/" + c->name + "_metadata.json") {
+        VALIDATE_TRY(fail(f + ": \"case\" is \"" + c->name + "\" but the file is named for another case"));
+        continue;
+      }
+      RefCase rc{std::move(*c), std::move(*j), dir};
+      if (Status st = check_case_files(rc, files, f); !st) {
+        VALIDATE_TRY(fail(st.message()));
+        continue;
+      }
+      out.push_back(std::move(rc));
     }
   }
   return out;
@@ -187,6 +264,9 @@ Result<Json> read_manifest(const std::string& set_dir) {
 Status check_manifest(const Json& m, const std::string& where) {
   if (!m.is_object() || !m.contains("files") || !m["files"].is_object())
     return Error{where + ": no \"files\" object"};
+  // A set or run always lists its own description files; an empty list "verified" as
+  // "0 files checked" and proved nothing.
+  if (m["files"].empty()) return Error{where + ": \"files\" lists nothing: there is nothing to check"};
   if (m.contains("format") && !m["format"].is_string()) return Error{where + ": \"format\" is not a string"};
   // Every reader (verify, list, merge, compare, run) walks these entries; check them once here so
   // none of them meets a non-object entry or a name that leaves the set ("../x", "/etc/x", NUL).

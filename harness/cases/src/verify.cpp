@@ -1,6 +1,7 @@
 #include "validate/cases/verify.hpp"
 
-#include <filesystem>
+#include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,77 +10,139 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tree.hpp"
 
 namespace validate::cases {
 
-Result<VerifyReport> verify_set(const std::string& set_dir) {
-  auto manifest = read_manifest(set_dir);
-  if (!manifest) return manifest.status();
-  VerifyReport rep;
-  std::set<std::string> listed;
-  for (auto& [rel, entry] : (*manifest)["files"].items()) {
-    auto path = fs::join_inside(set_dir, rel);
-    if (!path) return Error{set_dir + "/manifest.json: file '" + rel + "': " + path.message()};
-    listed.insert(rel);
-    ++rep.files_checked;
-    if (!entry.is_object() || !entry.contains("sha256") || !entry["sha256"].is_string())
-      return Error{set_dir + "/manifest.json: entry '" + rel + "' has no sha256"};
-    if (!fs::exists(*path)) {
-      rep.mismatches.push_back(fmt::format("{}: missing (listed in the manifest)", *path));
-      continue;
-    }
-    auto h = sha256_file(*path);
-    if (!h) {
-      rep.mismatches.push_back(fmt::format("{}: unreadable: {}", *path, h.message()));
-      continue;
-    }
-    std::string want = entry["sha256"].get<std::string>();
-    if (*h != want) rep.mismatches.push_back(fmt::format("{}: sha256 {} but the manifest says {}", *path, *h, want));
-    if (entry.contains("size") && entry["size"].is_number_unsigned() &&
-        entry["size"].get<std::uint64_t>() != std::filesystem::file_size(*path))
-      rep.mismatches.push_back(fmt::format("{}: {} bytes but the manifest says {}", *path,
-                                           std::filesystem::file_size(*path), entry["size"].get<std::uint64_t>()));
-  }
-  if (manifest->contains("failed_cases"))
-    for (auto& f : (*manifest)["failed_cases"])
-      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", f.dump()));
+namespace {
 
-  auto cases = load_cases(set_dir);
-  if (!cases) return cases.status();
-  for (const auto& rc : *cases) {
-    for (Op op : {Op::conv2d, Op::matmul}) {
-      if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
-      for (const auto& t : rc.c.inputs(op)) {
-        std::string want = metadata_hash(rc.metadata, op, t.name);
-        std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
+// Every listed file: present as a regular file (never through a symlink), of the listed size, with
+// the listed sha256.
+void check_listed(const std::string& set_dir, const Json& files, const std::map<std::string, fs::TreeEntry>& on_disk,
+                  VerifyReport& rep) {
+  for (auto& [rel, entry] : files.items()) {
+    const std::string path = set_dir + "/" + rel;
+    ++rep.files_checked;
+    auto it = on_disk.find(rel);
+    if (it == on_disk.end()) {
+      rep.mismatches.push_back(fmt::format("{}: missing (listed in the manifest)", path));
+      continue;
+    }
+    if (it->second.type != fs::EntryType::regular) {
+      rep.mismatches.push_back(
+          fmt::format("{}: is a {}, not a regular file (listed in the manifest)", path, fs::entry_type_name(it->second.type)));
+      continue;
+    }
+    auto h = sha256_file(path);
+    if (!h) {
+      rep.mismatches.push_back(fmt::format("{}: unreadable: {}", path, h.message()));
+      continue;
+    }
+    const std::string want = entry["sha256"].get<std::string>();
+    if (*h != want) rep.mismatches.push_back(fmt::format("{}: sha256 {} but the manifest says {}", path, *h, want));
+    if (entry.contains("size") && entry["size"].get<std::uint64_t>() != it->second.size)
+      rep.mismatches.push_back(
+          fmt::format("{}: {} bytes but the manifest says {}", path, it->second.size, entry["size"].get<std::uint64_t>()));
+  }
+}
+
+// Anything in the directory the manifest does not list is an error: `list`, `run` and `compare`
+// never read it, so a set that holds it is not the set its manifest describes (a stale case of an
+// earlier generate used to pass verify with a warning and then be run and compared).
+void check_unlisted(const std::string& set_dir, const Json& files, bool run_dir, const fs::TreeWalk& walk,
+                    VerifyReport& rep) {
+  for (const auto& e : walk.entries) {
+    if (e.rel == "manifest.json" && e.type == fs::EntryType::regular) continue;
+    // A run's work/ is the exec runner's scratch (case.json, logs, --keep-work inputs): never part
+    // of the result, never read by compare (docs/formats.md).
+    if (run_dir && (e.rel == "work" || e.rel.rfind("work/", 0) == 0)) continue;
+    if (e.type == fs::EntryType::directory) continue;
+    if (files.contains(e.rel)) continue;
+    rep.mismatches.push_back(fmt::format("{}/{}: {} not listed in the manifest (a set is exactly what its manifest lists)",
+                                         set_dir, e.rel, fs::entry_type_name(e.type)));
+  }
+  for (const auto& err : walk.errors) rep.mismatches.push_back(err);
+}
+
+// Inputs against their metadata hashes; results against the max_abs the metadata records (compare
+// takes its near-zero floor from it) and for NaN (a NaN reference is a broken reference).
+void check_case_tensors(const RefCase& rc, VerifyReport& rep) {
+  for (Op op : {Op::conv2d, Op::matmul}) {
+    if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+    for (const auto& t : rc.c.tensors(op)) {
+      const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
+      const Json* tj = nullptr;
+      if (rc.metadata.contains("ops") && rc.metadata["ops"].contains(op_name(op)) &&
+          rc.metadata["ops"][op_name(op)].contains("tensors") &&
+          rc.metadata["ops"][op_name(op)]["tensors"].contains(t.name))
+        tj = &rc.metadata["ops"][op_name(op)]["tensors"][t.name];
+      const bool input = t.role == Role::input;
+      const bool has_max = tj && tj->is_object() && tj->contains("max_abs");
+      std::string want;
+      if (input) {
+        want = metadata_hash(rc.metadata, op, t.name);
         if (want.empty()) {
           rep.mismatches.push_back(fmt::format("{}: metadata has no sha256 for input '{}'", path, t.name));
           continue;
         }
         ++rep.inputs_checked;
-        auto tensor = npy::read(path);
-        if (!tensor) {
-          rep.mismatches.push_back(fmt::format("{}: {}", path, tensor.message()));
-          continue;
-        }
-        if (tensor->shape() != t.shape) {
-          rep.mismatches.push_back(fmt::format("{}: shape {} but metadata says {}", path, shape_to_string(tensor->shape()),
-                                               shape_to_string(t.shape)));
-          continue;
-        }
+      }
+      auto tensor = npy::read(path);
+      if (!tensor) {
+        rep.mismatches.push_back(fmt::format("{}: {}", path, tensor.message()));
+        continue;
+      }
+      if (tensor->shape() != t.shape) {
+        rep.mismatches.push_back(fmt::format("{}: shape {} but metadata says {}", path, shape_to_string(tensor->shape()),
+                                             shape_to_string(t.shape)));
+        continue;
+      }
+      if (input) {
         std::string got = tensor_sha256(*tensor);
         if (got != want)
           rep.mismatches.push_back(fmt::format("{}: input '{}' values hash to {} but metadata says {}", path, t.name, got, want));
+        continue;
+      }
+      std::int64_t nans = 0;
+      for (std::int64_t i = 0; i < tensor->numel(); ++i) nans += std::isnan(tensor->get(i));
+      if (nans)
+        rep.mismatches.push_back(fmt::format("{}: the reference '{}' holds {} NaN value(s): a broken reference", path,
+                                             t.name, nans));
+      const auto actual = finite_max_abs(*tensor);
+      if (has_max) {
+        const Json& m = (*tj)["max_abs"];
+        if (!m.is_number() || !actual || m.get<double>() != *actual)
+          rep.mismatches.push_back(fmt::format("{}: metadata max_abs {} but the data's is {} (compare takes its near-zero "
+                                               "floor from it)",
+                                               path, m.dump(), actual ? fmt::format("{}", *actual) : "not finite"));
       }
     }
   }
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(set_dir, ec);
-       it != std::filesystem::recursive_directory_iterator(); ++it) {
-    if (!it->is_regular_file()) continue;
-    std::string rel = std::filesystem::relative(it->path(), set_dir).generic_string();
-    if (rel != "manifest.json" && !listed.count(rel)) rep.warnings.push_back(rel + ": present but not in the manifest");
-  }
+}
+
+}  // namespace
+
+Result<VerifyReport> verify_set(const std::string& set_dir) {
+  auto manifest = read_manifest(set_dir);
+  if (!manifest) return manifest.status();
+  auto walk = fs::walk_tree(set_dir);
+  if (!walk) return walk.status();
+  std::map<std::string, fs::TreeEntry> on_disk;
+  for (const auto& e : walk->entries) on_disk.emplace(e.rel, e);
+
+  VerifyReport rep;
+  const Json& files = (*manifest)["files"];
+  check_listed(set_dir, files, on_disk, rep);
+  check_unlisted(set_dir, files, manifest->value("format", "") == std::string(kRunFormat), *walk, rep);
+  if (manifest->contains("failed_cases"))
+    for (auto& f : (*manifest)["failed_cases"])
+      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", f.dump()));
+
+  std::vector<std::string> problems;
+  auto cases = load_cases(set_dir, *manifest, &problems);
+  if (!cases) return cases.status();
+  for (auto& p : problems) rep.mismatches.push_back(std::move(p));
+  for (const auto& rc : *cases) check_case_tensors(rc, rep);
   return rep;
 }
 

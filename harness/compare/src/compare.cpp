@@ -113,6 +113,7 @@ class Comparer {
       if (!o) return Error{"oracle: " + o.message()};
       oracle_ = std::move(*o);
     }
+    report_.require_all = opt_.require_all;
     report_.ref_dir = opt_.ref_dir;
     report_.run_dir = opt_.run_dir;
     report_.oracle_dir = opt_.oracle_dir;
@@ -142,6 +143,8 @@ class Comparer {
         report_.entries.push_back(std::move(e));
       }
     }
+    for (const auto& r : opt_.policy.unmatched_rules())
+      report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
     report_.elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return Status::ok();
@@ -199,6 +202,8 @@ class Comparer {
         }
       }
     }
+    if (!e.tensor.empty() && it.kind != PairItem::Kind::tensor)
+      (void)opt_.policy.resolve(TensorKey{it.dtype, it.op, e.role, it.tensor});
     switch (it.kind) {
       case PairItem::Kind::not_run:
         e.verdict = Verdict::not_run;
@@ -215,7 +220,7 @@ class Comparer {
         e.verdict = Verdict::failed;
         break;
       case PairItem::Kind::tensor:
-        compare_tensor(it, e);
+        compare_tensor(run, it, e);
         break;
     }
     if (is_failure(e.verdict) || e.verdict == Verdict::invalid) e.repro = repro(e, run.label);
@@ -228,7 +233,7 @@ class Comparer {
     report_.input_errors.push_back(msg);
   }
 
-  void compare_tensor(const PairItem& it, Entry& e) {
+  void compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
     auto ref = open_npy(it.ref_file);
     if (!ref) return invalid(e, "reference: " + ref.message());
     if (!e.shape.empty() || e.role == "loss") {
@@ -246,6 +251,13 @@ class Comparer {
     }
     auto run_arr = open_npy(it.run_file);
     if (!run_arr) return invalid(e, "run: " + run_arr.message());
+    // The run's own manifest vouches for every file: an edited or swapped run tensor is caught
+    // here even when its numbers happen to pass (issue 10).
+    if (Status st = check_listed_bytes(run, it.run_rel, run_arr->file.data(), run_arr->file.size()); !st) {
+      e.verdict = Verdict::failed;
+      e.message = st.message();
+      return;
+    }
     const DType logical = it.ref->c.dtype;
     e.gates = opt_.policy.resolve(TensorKey{it.dtype, it.op, e.role, it.tensor});
     const Gates& gt = *e.gates;
@@ -288,6 +300,16 @@ class Comparer {
     if (!st) return invalid(e, it.run_file + ": " + st.message());
     e.stats = std::move(*st);
     const TensorStats& s = *e.stats;
+    // The floor came from the metadata's max_abs: it must be the data's, or the verdict means
+    // nothing (max_abs 1e30 passed a run off by 0.3 everywhere). Checked on the pass just made.
+    if (mo.ref_max_abs && *mo.ref_max_abs != s.ref_max_abs_seen)
+      return invalid(e, fmt::format("reference: {} has max |value| {} but its metadata records max_abs {}: the "
+                                    "metadata does not describe the data (run validate verify)",
+                                    it.ref_file, s.ref_max_abs_seen, *mo.ref_max_abs));
+    if (s.nonfinite.nan_ref > 0)
+      return invalid(e, fmt::format("reference: {} holds {} NaN value(s): a NaN reference is a broken reference, "
+                                    "and nothing can be checked against it",
+                                    it.ref_file, s.nonfinite.nan_ref));
     e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
     GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
@@ -320,6 +342,9 @@ class Comparer {
     l.run = scalar_value(run.view());
     l.abs_diff = std::fabs(l.run - l.ref);
     l.rel_diff = l.ref != 0 ? l.abs_diff / std::fabs(l.ref) : (l.abs_diff == 0 ? 0 : INFINITY);
+    if (std::isnan(l.ref))
+      return invalid(e, "reference: " + it.ref_file +
+                            " is NaN: a NaN reference loss is a broken reference, and nothing can be checked against it");
     const bool finite = std::isfinite(l.ref) && std::isfinite(l.run);
     if (finite)
       l.ulp = ulp_distance(static_cast<float>(l.ref), static_cast<float>(l.run), DType::float32);

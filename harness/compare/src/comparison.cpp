@@ -77,6 +77,7 @@ int Report::exit_code() const {
   if (c.invalid > 0 || !input_errors.empty()) return 2;
   if (c.failed + c.error > 0) return 1;
   if (c.passed + c.mistrusted == 0) return 1;  // nothing was compared: never a silent pass
+  if (require_all && c.not_run + c.skipped + c.unsupported > 0) return 1;
   return 0;
 }
 
@@ -91,6 +92,8 @@ std::string Report::summary_line() const {
   if (c.unsupported) s += fmt::format(", {} unsupported", c.unsupported);
   if (c.invalid) s += fmt::format(", {} invalid input{}", c.invalid, c.invalid == 1 ? "" : "s");
   if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
+  if (require_all && c.not_run + c.skipped + c.unsupported > 0)
+    s += fmt::format("; --require-all: {} not checked, so this fails", c.not_run + c.skipped + c.unsupported);
   return s;
 }
 

@@ -20,6 +20,7 @@ void Partial::merge(const Partial& o) {
   sum_abs += o.sum_abs;
   sum_rel += o.sum_rel;
   max_abs = std::max(max_abs, o.max_abs);
+  ref_max = std::max(ref_max, o.ref_max);
   max_rel = std::max(max_rel, o.max_rel);
   for (int c = 0; c < 2; ++c) {
     large_max[c] = std::max(large_max[c], o.large_max[c]);
@@ -287,6 +288,7 @@ Result<TensorStats> compute_metrics(const ArrayView& ref, const ArrayView& run,
   st.compared = all.compared;
   st.ref_zeros = all.zeros;
   st.max_abs = all.max_abs;
+  st.ref_max_abs_seen = all.ref_max;
   st.max_rel = all.max_rel;
   st.mean_abs = all.compared ? all.sum_abs / static_cast<double>(all.compared) : 0;
   st.mean_rel = all.compared ? all.sum_rel / static_cast<double>(all.compared) : 0;

@@ -47,6 +47,7 @@ struct Partial {
   std::int64_t zeros = 0;  // finite elements whose reference is +-0
   double sum_abs = 0, sum_rel = 0;
   float max_abs = 0, max_rel = 0;
+  float ref_max = 0;  // max |ref| over finite reference values (checks the metadata's max_abs)
   // ULP distances above UlpHistogram::kExact, per class ([0] regular, [1] near-zero): counts,
   // maxima and sums up to kExact are read from the exact bins of the histogram instead.
   std::uint32_t large_max[2] = {0, 0};

@@ -1,11 +1,13 @@
 #include "validate/compare/pairing.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <set>
 
 #include "validate/core/fs.hpp"
+#include "validate/core/sha256.hpp"
 
 namespace validate::compare {
 
@@ -75,7 +77,31 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Reads a small JSON file of the run only after checking its bytes against the run's manifest.
+Result<Json> read_listed_json(const RunDirectory& rd, const std::string& rel) {
+  const std::string path = (stdfs::path(rd.root) / rel).string();
+  auto text = fs::read_text(path);
+  if (!text) return text.status();
+  VALIDATE_TRY(check_listed_bytes(rd, rel, text->data(), text->size()));
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{path + ": invalid JSON"};
+  return j;
+}
+
 }  // namespace
+
+Status check_listed_bytes(const RunDirectory& rd, const std::string& rel, const void* data, std::size_t size) {
+  const std::string path = (stdfs::path(rd.root) / rel).string();
+  auto it = rd.files.find(rel);
+  if (it == rd.files.end() || !it->is_object() || !it->contains("sha256"))
+    return Error{path + ": not listed in the run's manifest.json, so it is not part of the run"};
+  const std::string want = (*it)["sha256"].get<std::string>();
+  const std::string got = sha256_hex(data, size);
+  if (got != want)
+    return Error{path + ": tampered: sha256 " + got.substr(0, 16) + "… but the run's manifest says " +
+                 want.substr(0, 16) + "… (edited or replaced after the run)"};
+  return Status::ok();
+}
 
 Result<RunDirectory> load_run_directory(const std::string& dir, const std::string& label) {
   std::error_code ec;
@@ -85,9 +111,10 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
   RunDirectory rd;
   rd.root = dir;
   rd.label = label;
+  rd.files = (*manifest)["files"];
   const std::string info_path = (stdfs::path(dir) / "run_info.json").string();
-  if (fs::exists(info_path)) {
-    auto info = read_json(info_path);
+  if (rd.files.contains("run_info.json")) {
+    auto info = read_listed_json(rd, "run_info.json");
     if (!info) return info.status();
     if (!info->is_object()) return Error{info_path + ": not a JSON object"};
     if (info->contains("format") && (*info)["format"] != cases::kRunFormat)
@@ -96,14 +123,17 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
     rd.run_info = *info;
   }
   for (const char* d : kDtypeDirs) {
-    const stdfs::path ddir = stdfs::path(dir) / d;
-    if (!stdfs::is_directory(ddir, ec)) continue;
+    // Only the case files the manifest lists (a run directory is exactly what its manifest lists:
+    // an older run's cases left beside it were paired and passed), each checked against its hash.
     std::vector<std::string> files;
-    for (const auto& e : stdfs::directory_iterator(ddir, ec))
-      if (ends_with(e.path().filename().string(), "_run.json")) files.push_back(e.path().string());
+    for (const auto& [rel, e] : rd.files.items())
+      if (rel.rfind(std::string(d) + "/", 0) == 0 && rel.find('/', std::strlen(d) + 1) == std::string::npos &&
+          ends_with(rel, "_run.json"))
+        files.push_back(rel);
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      auto j = read_json(f);
+    for (const auto& rel : files) {
+      const std::string f = (stdfs::path(dir) / rel).string();
+      auto j = read_listed_json(rd, rel);
       if (!j) return j.status();
       auto rc = parse_run_case(*j, f);
       if (!rc) return rc.status();
@@ -127,12 +157,18 @@ Result<std::vector<RunDirectory>> load_run(const std::string& dir) {
   if (!top) return top.status();
   std::vector<RunDirectory> out;
   std::vector<RunDirectory> variants;
-  std::error_code ec;
-  const stdfs::path vdir = stdfs::path(dir) / "variants";
-  if (stdfs::is_directory(vdir, ec)) {
+  {
+    // Variants the top-level manifest lists (variants/<v>/manifest.json), in name order.
     std::vector<std::string> dirs;
-    for (const auto& e : stdfs::directory_iterator(vdir, ec))
-      if (e.is_directory()) dirs.push_back(e.path().string());
+    for (const auto& [rel, e] : top->files.items())
+      if (rel.rfind("variants/", 0) == 0 && ends_with(rel, "/manifest.json") &&
+          std::count(rel.begin(), rel.end(), '/') == 2) {
+        const std::string vdir = rel.substr(0, rel.size() - std::string("/manifest.json").size());
+        auto vm = fs::read_text((stdfs::path(dir) / rel).string());
+        if (!vm) return vm.status();
+        VALIDATE_TRY(check_listed_bytes(*top, rel, vm->data(), vm->size()));
+        dirs.push_back((stdfs::path(dir) / vdir).string());
+      }
     std::sort(dirs.begin(), dirs.end());
     for (const auto& d : dirs) {
       auto v = load_run_directory(d, stdfs::path(d).filename().string());
@@ -223,12 +259,12 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
           continue;
         }
         PairItem it = base(PairItem::Kind::tensor, t.name, "");
-        std::string file = rc.c.file_name(op, t.name);
-        const Json* tj =
-            find_path(rc.metadata, {"ops", opn.c_str(), "tensors", t.name.c_str(), "file"});
-        if (tj && tj->is_string()) file = tj->get<std::string>();
+        // Always the canonical name: a metadata "file" is checked to be exactly this when the
+        // set is loaded, and is never used to open anything (it pointed outside the set).
+        const std::string file = rc.c.file_name(op, t.name);
         it.ref_file = (stdfs::path(rc.dtype_dir) / file).string();
-        it.run_file = (stdfs::path(run.root) / dt / rc.c.file_name(op, t.name)).string();
+        it.run_rel = dt + "/" + file;
+        it.run_file = (stdfs::path(run.root) / it.run_rel).string();
         items.push_back(std::move(it));
       }
       for (const auto& p : opr->produced)

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "validate/cases/case.hpp"
 #include "validate/core/json_io.hpp"
 
 namespace validate::compare {
@@ -135,10 +136,11 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
   for (auto it = r.begin(); it != r.end(); ++it) {
     const std::string& k = it.key();
     if (k == "dtype" || k == "op" || k == "role" || k == "tensor") {
+      // Tensor names too: a misspelt "grad_wieght" selected nothing and gated nothing.
       const std::vector<std::string>* vocab = k == "dtype"  ? &kDtypes
                                               : k == "op"   ? &kOps
                                               : k == "role" ? &kRoles
-                                                            : nullptr;
+                                                            : &cases::all_tensor_names();
       auto list = string_list(it.value(), where, k.c_str(), vocab);
       if (!list) return list.status();
       (k == "dtype"  ? rule.dtype
@@ -222,10 +224,12 @@ Status Policy::add_gate(const std::string& a) {
                                      : in(kOps, p)   ? &rule.op
                                      : in(kRoles, p) ? &rule.role
                                                      : &rule.tensor;
-    if (slot == &rule.tensor && !is_tensor_name(p))
-      return Error{where + ": '" + printable(p) +
-                   "' is neither a dtype, op or role nor a tensor name (letters, digits and '_', "
-                   "e.g. output, grad_weight, A)"};
+    if (slot == &rule.tensor && (!is_tensor_name(p) || !in(cases::all_tensor_names(), p))) {
+      // A misspelt tensor (grad_wieght) used to be accepted and gate nothing (exit 0).
+      std::string names;
+      for (const auto& n : cases::all_tensor_names()) names += (names.empty() ? "" : ", ") + n;
+      return Error{where + ": '" + printable(p) + "' is neither a dtype, op or role nor a tensor name (" + names + ")"};
+    }
     if (!slot->empty())
       return Error{where + ": '" + p + "' and '" + slot->front() + "' select the same thing twice"};
     slot->push_back(p);
@@ -244,11 +248,26 @@ Status Policy::add_gate(const std::string& a) {
   return Status::ok();
 }
 
+std::vector<std::string> Policy::unmatched_rules() const {
+  std::vector<std::string> out;
+  for (const auto& r : rules_) {
+    if (r.layer == 0 || r.matched) continue;
+    nlohmann::json j;
+    for (const auto& [name, sel] : {std::pair<const char*, const std::vector<std::string>*>{"dtype", &r.dtype},
+                                    {"op", &r.op}, {"role", &r.role}, {"tensor", &r.tensor}})
+      if (!sel->empty()) j[name] = *sel;
+    for (const auto& kv : r.values) j[kv.first] = kv.second ? nlohmann::json(*kv.second) : nlohmann::json(nullptr);
+    out.push_back(r.origin + " " + j.dump());
+  }
+  return out;
+}
+
 Gates Policy::resolve(const TensorKey& k) const {
   // Per key: the best (layer, specificity, order) matching rule that sets it.
   std::map<std::string, const Rule*> best;
   for (const auto& r : rules_) {
     if (!r.matches(k)) continue;
+    ++r.matched;
     for (const auto& kv : r.values) {
       const Rule*& b = best[kv.first];
       if (!b || std::make_tuple(r.layer, r.specificity(), r.order) >

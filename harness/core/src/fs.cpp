@@ -58,12 +58,32 @@ Status write_atomic(const std::string& path, std::string_view bytes) {
 }
 
 Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot open " + path + ": " + errno_text()};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error{"reading " + path + " failed"};
-  return ss.str();
+  // O_NONBLOCK + fstat: a FIFO (or a device) is refused instead of blocking or reading forever.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Error{"cannot open " + path + ": " + errno_text()};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{path + ": not a regular file"};
+  }
+  std::string out;
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  for (;;) {
+    if (got == out.size()) out.resize(out.size() + 4096);
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string msg = "reading " + path + ": " + errno_text();
+      ::close(fd);
+      return Error{msg};
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 Status make_dirs(const std::string& path) {

@@ -15,6 +15,8 @@ Result<Json> read_json(const std::string& path, std::size_t max_bytes) {
   if (static_cast<std::size_t>(st.st_size) > max_bytes)
     return Error{path + ": " + std::to_string(st.st_size) + " bytes is larger than the " +
                  std::to_string(max_bytes) + "-byte limit for a JSON file"};
+  // Between the stat and the read the file may have become a FIFO: read_text opens without
+  // blocking and re-checks on the descriptor.
   auto text = fs::read_text(path);
   if (!text) return text.status();
   Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);

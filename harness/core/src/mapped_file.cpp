@@ -11,8 +11,14 @@
 namespace validate {
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{"cannot open " + path + ": " + std::strerror(errno)};
+  // O_NONBLOCK: opening a FIFO put where a tensor belongs must not wait forever for a writer
+  // (it blocked verify, compare and run; issue 10). O_NOFOLLOW: a symlink in a set or a work
+  // directory could point anywhere (outside the set, /dev/zero); sets hold regular files only.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ELOOP) return Error{path + " is a symbolic link: only regular files are read here"};
+    return Error{"cannot open " + path + ": " + std::strerror(errno)};
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

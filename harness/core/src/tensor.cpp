@@ -1,6 +1,7 @@
 #include "validate/core/tensor.hpp"
 
 #include <cassert>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -75,6 +76,20 @@ Tensor Tensor::to(DType target) const {
 void Tensor::reshape(Shape shape) {
   assert(shape_numel(shape) == numel_);
   shape_ = std::move(shape);
+}
+
+std::optional<double> finite_max_abs(const Tensor& t) {
+  double m = 0;
+  if (t.dtype() == DType::float32) {
+    const float* p = t.data<float>();
+    float mf = 0;
+    for (std::int64_t i = 0; i < t.numel(); ++i) mf = std::fmax(mf, std::fabs(p[i]));
+    m = mf;
+  } else {
+    for (std::int64_t i = 0; i < t.numel(); ++i) m = std::fmax(m, std::fabs(t.get(i)));
+  }
+  if (!std::isfinite(m)) return std::nullopt;
+  return m;
 }
 
 }  // namespace validate

@@ -14,6 +14,8 @@
 #include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/core/output_dir.hpp"
+#include "validate/core/tree.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
 #include "validate/generate/set_writer.hpp"
@@ -91,13 +93,45 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
   return true;
 }
 
-// Temporary files of a killed run are never part of a set.
+// Temporary files of a killed run are never part of a set. (A walk that never follows a link: a
+// symlink loop in the directory used to abort --resume with exit 134.)
 void remove_stale_temporaries(const std::string& root) {
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-       it != std::filesystem::recursive_directory_iterator(); ++it)
-    if (it->is_regular_file() && it->path().filename().string().find(".tmp.") != std::string::npos)
-      std::filesystem::remove(it->path(), ec);
+  auto walk = fs::walk_tree(root);
+  if (!walk) return;
+  for (const auto& e : walk->entries)
+    if (e.type == fs::EntryType::regular && e.rel.find(".tmp.") != std::string::npos)
+      (void)fs::remove_tree(root + "/" + e.rel);
+}
+
+// --resume continues only a directory made with the same options: it kept the old seed's cases
+// while config.json claimed the new seed (issue 10). config.json is written first, so an
+// interrupted run has it; the first key that differs is named.
+Status check_resumable(const std::string& out, const Json& config, bool was_empty) {
+  if (was_empty) return Status::ok();
+  const std::string path = out + "/config.json";
+  if (!fs::exists(path))
+    return Error{"--resume: " + out + " has no config.json, so the options that made it are unknown; "
+                 "regenerate it with --overwrite"};
+  auto old = read_json(path);
+  if (!old) return Error{"--resume: " + old.message()};
+  if (!old->is_object()) return Error{"--resume: " + path + " is not a JSON object"};
+  // The options a user sets first, so the message names --seed rather than the case list.
+  std::vector<std::string> keys{"seed", "fill", "dtypes", "selection"};
+  for (const auto& [key, value] : config.items())
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  for (const auto& key : keys) {
+    const Json& value = config[key];
+    auto it = old->find(key);
+    if (it == old->end() || *it != value)
+      return Error{fmt::format("--resume: {} was made with {} {}, this run asks for {}; resume with the same "
+                               "options, or regenerate with --overwrite",
+                               out, key, it == old->end() ? "(none)" : it->dump(), value.dump())};
+  }
+  for (const auto& [key, value] : old->items())
+    if (!config.contains(key))
+      return Error{fmt::format("--resume: {} has {} {}, which this run does not set; regenerate with --overwrite",
+                               path, key, value.dump())};
+  return Status::ok();
 }
 
 }  // namespace
@@ -117,11 +151,6 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   if (!dev->fallback_reason.empty())
     std::cerr << "validate: WARNING: --device " << opt.device << " requested but " << dev->fallback_reason
               << "; generating on CPU. This is recorded in system_info.json as device_fallback.\n";
-
-  VALIDATE_TRY(fs::make_dirs(opt.out));
-  // A stale manifest would make a half-rewritten set look complete: remove it first.
-  std::filesystem::remove(std::filesystem::path(opt.out) / "manifest.json");
-  if (opt.resume) remove_stale_temporaries(opt.out);
 
   Json config = file->source;
   config["seed"] = seed;
@@ -144,6 +173,18 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   }
   config["expanded_cases"] = expanded;
 
+  // The set holds exactly this generate: an existing non-empty --out is refused (it kept an older
+  // seed's cases, which verify, list, run and compare then used) unless --overwrite empties it or
+  // --resume continues a run with the same options; one writer at a time.
+  auto out_dir = fs::claim_output_dir(opt.out, {"--out", {}, opt.overwrite, opt.resume});
+  if (!out_dir) return out_dir.status();
+  if (opt.resume) {
+    VALIDATE_TRY(check_resumable(opt.out, config, out_dir->was_empty()));
+    // A stale manifest would make a half-rewritten set look complete: remove it first.
+    std::filesystem::remove(std::filesystem::path(opt.out) / "manifest.json");
+    remove_stale_temporaries(opt.out);
+  }
+
   GenerateSummary sum;
   sum.device_used = dev->used;
   const bool tty = ::isatty(STDERR_FILENO);
@@ -152,6 +193,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   std::vector<std::string> failed;
   {
     SetWriter writer(opt.out);
+    VALIDATE_TRY(writer.write_text_now("config.json", config.dump(2) + "\n"));
     std::size_t i = 0;
     for (const auto& c : *list) {
       ++i;
@@ -210,7 +252,6 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       else if (plain) log << line << "\n";
     }
     if (live) std::cerr << "\n";
-    writer.write_text("config.json", config.dump(2) + "\n");
     Json sys = system_info(*dev);
     writer.write_text("system_info.json", sys.dump(2) + "\n");
     writer.write_text("README.md", cases::set_readme(*list, "`" + opt.cases_path + "`", seed,

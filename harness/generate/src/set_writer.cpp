@@ -101,25 +101,6 @@ void SetWriter::loop() {
   }
 }
 
-namespace {
-
-// max |x| over the non-NaN values; none when a value is infinite (JSON has no infinity).
-std::optional<double> finite_max_abs(const Tensor& t) {
-  double m = 0;
-  if (t.dtype() == DType::float32) {
-    const float* p = t.data<float>();
-    float mf = 0;
-    for (std::int64_t i = 0; i < t.numel(); ++i) mf = std::fmax(mf, std::fabs(p[i]));
-    m = mf;
-  } else {
-    for (std::int64_t i = 0; i < t.numel(); ++i) m = std::fmax(m, std::fabs(t.get(i)));
-  }
-  if (!std::isfinite(m)) return std::nullopt;
-  return m;
-}
-
-}  // namespace
-
 void SetWriter::process(Item& item) {
   Status st;
   if (item.job) {

@@ -1,5 +1,7 @@
 #include "exec_process.hpp"
 
+#include "validate/runners/interrupt.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -98,11 +100,22 @@ ProcessResult run_shell(const std::string& cmd, const std::vector<std::string>& 
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(bounded ? timeout_s : 0));
   auto nap = std::chrono::microseconds(500);
+  Clock::time_point forwarded_at{};
   for (;;) {
     siginfo_t si{};
     int rc = waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT);
     if (rc == 0 && si.si_pid == pid) break;
     if (rc != 0 && errno != EINTR) break;  // ECHILD: someone else reaped it; waitpid below says so
+    if (const int sig = interrupt_signal(); sig && !res.interrupted) {
+      // A CI cancel: pass it on so the program can clean up, as it would have got it from a
+      // terminal; SIGKILL follows after the grace period.
+      res.interrupted = sig;
+      forwarded_at = Clock::now();
+      ::kill(-pid, sig);
+    }
+    if (res.interrupted &&
+        Clock::now() - forwarded_at >= std::chrono::duration<double>(kInterruptGraceSeconds))
+      break;
     if (bounded && Clock::now() >= deadline) {
       res.timed_out = true;
       break;

@@ -14,6 +14,7 @@ struct ProcessResult {
   bool timed_out = false;   // killed by us after the timeout
   int exit_code = -1;       // >= 0 when it exited normally
   int signal = 0;           // > 0 when a signal ended it (not our timeout kill)
+  int interrupted = 0;      // validate got this SIGINT/SIGTERM: forwarded, then killed after grace
   double seconds = 0;
 };
 
@@ -21,7 +22,9 @@ struct ProcessResult {
 // stdout and stderr into the given files (truncated), in a new process group. After `timeout_s`
 // the whole group is sent SIGKILL; when the shell exits on its own, processes it left behind in
 // its group are killed as well (before it is reaped, so its pid — the group id — cannot have been
-// reused). Thread-safe: posix_spawn, no fork of a multi-threaded image.
+// reused). Thread-safe: posix_spawn, no fork of a multi-threaded image. When validate itself is
+// asked to stop (interrupt.hpp), the signal is forwarded to the group, which gets
+// kInterruptGraceSeconds to exit before SIGKILL.
 ProcessResult run_shell(const std::string& cmd, const std::vector<std::string>& env,
                         const std::string& stdout_path, const std::string& stderr_path,
                         double timeout_s);

@@ -2,9 +2,11 @@
 // layout file, runs the user's command, reads the results back and converts them to canonical.
 #include "validate/runners/exec_runner.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -15,8 +17,11 @@
 #include "exec_process.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/core/tree.hpp"
 #include "validate/layout/convert.hpp"
+#include "validate/runners/interrupt.hpp"
 
 extern char** environ;
 
@@ -101,11 +106,14 @@ Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_f
   const std::string path = dir + "/" + e.file;
   const Shape lshape = layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape);
   const bool scalar = e.info.role == cases::Role::loss;
-  std::error_code ec;
-  if (!stdfs::is_regular_file(path, ec))
-    return Error{e.file + ": missing (the program did not write it)"};
-  const auto size = stdfs::file_size(path, ec);
-  if (ec) return Error{e.file + ": " + ec.message()};
+  // lstat, not stat: a result that is a symlink (to /dev/zero, to a file outside the work dir)
+  // or a FIFO is refused by name instead of being followed or blocking the read.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return Error{e.file + ": missing (the program did not write it)"};
+  if (!S_ISREG(st.st_mode))
+    return Error{e.file + ": " + (S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device") +
+                 ", not a regular file (results are read only from regular files in the work directory)"};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
 
   Tensor laid;
   if (!npy_format) {
@@ -114,11 +122,11 @@ Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_f
     if (size != want)
       return Error{fmt::format("{}: {} bytes, expected {} bytes ({}{})", e.file, size, want,
                                describe(e), scalar ? ": exactly one value" : "")};
+    auto map = MappedFile::open(path);  // O_NOFOLLOW | O_NONBLOCK: no race to a FIFO or link
+    if (!map) return Error{map.message()};
+    if (map->size() != want) return Error{e.file + ": changed size while being read"};
     laid = Tensor(e.dtype, lshape);
-    std::ifstream in(path, std::ios::binary);
-    in.read(reinterpret_cast<char*>(laid.bytes()), static_cast<std::streamsize>(want));
-    if (!in || static_cast<std::uint64_t>(in.gcount()) != want)
-      return Error{e.file + ": read failed"};
+    if (want) std::memcpy(laid.bytes(), map->data(), want);
     if (scalar) return laid;
     return layout::from_layout(laid, e.info.canonical_axes, e.info.shape, e.spec);
   }
@@ -164,9 +172,11 @@ class ExecRunner final : public Runner {
 
   Status prepare() override {
     if (opt_.cmd.empty()) return Error{"--backend exec needs --cmd 'PROGRAM {dir}'"};
-    if (!(opt_.timeout_s > 0))
-      return Error{
-          fmt::format("--timeout {} must be a positive number of seconds", opt_.timeout_s)};
+    // Past a week the deadline arithmetic overflowed (1e10 s killed every program at once).
+    if (!(opt_.timeout_s > 0) || !(opt_.timeout_s <= kMaxTimeoutSeconds))
+      return Error{fmt::format("--timeout {} must be a number of seconds > 0 and <= {:g} (one week)",
+                               opt_.timeout_s, kMaxTimeoutSeconds)};
+    VALIDATE_TRY(check_placeholders_unquoted(opt_.cmd));
     if (::access("/bin/sh", X_OK) != 0)
       return Error{"--backend exec runs --cmd with /bin/sh, which is not executable here"};
     return Status::ok();
@@ -229,6 +239,9 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   const std::string dir = normal_dir(task.work_dir);
   const std::string tmp = dir + "/tmp";
   if (Status st = fs::make_dirs(dir); !st) return fail(st.message());
+  struct stat dir_before {};
+  if (::lstat(dir.c_str(), &dir_before) != 0 || !S_ISDIR(dir_before.st_mode))
+    return fail("exec: work directory " + dir + " is not a directory");
 
   const bool npy_format = layouts_.format == "npy";
   const std::string ext = npy_format ? ".npy" : ".bin";
@@ -239,7 +252,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   for (const auto& t : c.tensors(task.op))
     for (const char* x : {".bin", ".npy"}) stdfs::remove(dir + "/" + t.name + x, ec);
   for (const char* f : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(dir + "/" + f, ec);
-  stdfs::remove_all(tmp, ec);
+  if (Status st = fs::remove_tree(tmp); !st) return fail(st.message());
   if (Status st = fs::make_dirs(tmp); !st) return fail(st.message());
 
   std::vector<Expected> inputs, results;
@@ -392,6 +405,20 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   };
 
   if (!pr.spawn_error.empty()) return fail(pr.spawn_error);
+  if (pr.interrupted)
+    return fail(with_stderr(fmt::format(
+        "interrupted: validate received {} and forwarded it to the program's process group{}",
+        exec::signal_description(pr.interrupted),
+        pr.exit_code >= 0 || pr.signal ? "" : fmt::format(", which was killed after {:g} s", kInterruptGraceSeconds))));
+  {
+    // A program that replaced its work directory (by a symlink to elsewhere, say) would have the
+    // harness read and delete through it.
+    struct stat now {};
+    if (::lstat(dir.c_str(), &now) != 0 || !S_ISDIR(now.st_mode) || now.st_ino != dir_before.st_ino ||
+        now.st_dev != dir_before.st_dev)
+      return fail(with_stderr("the program removed or replaced its work directory " + dir));
+    ::chmod(dir.c_str(), 0755);  // one it made unreadable (mode 000) is ours to read back
+  }
   if (pr.timed_out)
     return fail(with_stderr(
         fmt::format("timed out after {:g} s: the program's process group was killed (--timeout)",
@@ -428,11 +455,46 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   if (!opt_.keep_work) {
     for (const auto* group : {&inputs, &results})
       for (const auto& e : *group) stdfs::remove(dir + "/" + e.file, ec);
-    stdfs::remove_all(tmp, ec);
+    (void)fs::remove_tree(tmp);  // a leftover scratch file is not a failure of the case
   }
 }
 
 }  // namespace
+
+Status check_placeholders_unquoted(const std::string& cmd) {
+  // Shell quoting state while walking the command: a placeholder inside '...' or "..." would be
+  // quoted twice, and '{dir}' with $(...) in the path ran that command (issue 10).
+  enum { none, single, dbl } q = none;
+  for (std::size_t i = 0; i < cmd.size(); ++i) {
+    const char ch = cmd[i];
+    if (q != none && ch == '{')
+      for (const char* key : {"{dir}", "{case}", "{op}", "{dtype}"})
+        if (cmd.compare(i, std::char_traits<char>::length(key), key) == 0)
+          return Error{std::string("--cmd: ") + key + " is inside quotes; validate quotes every placeholder itself, so write " +
+                       key + " without quotes around it (not \"" + key + "\" or '" + key + "')"};
+    if (q == single) {
+      if (ch == '\'') q = none;
+      continue;
+    }
+    if (ch == '\\') {
+      ++i;
+      continue;
+    }
+    if (q == dbl && ch == '"') {
+      q = none;
+      continue;
+    }
+    if (q == none && ch == '\'') {
+      q = single;
+      continue;
+    }
+    if (q == none && ch == '"') {
+      q = dbl;
+      continue;
+    }
+  }
+  return Status::ok();
+}
 
 std::string expand_command(const std::string& cmd, const std::string& dir,
                            const std::string& case_name, const std::string& op,

@@ -13,9 +13,11 @@
 
 #include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
+#include "validate/core/output_dir.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
+#include "validate/runners/interrupt.hpp"
 
 namespace validate::runners {
 
@@ -35,7 +37,29 @@ struct VariantState {
   std::string root;                       // directory of this variant's run
   std::map<std::string, Json> case_docs;  // "<dtype>/<case>" -> <case>_run.json document
   std::map<std::string, int> outcomes;
+  // What this run wrote, relative to root: the manifest lists exactly these. Hashing the tree
+  // instead hashed whatever else was there (a 3 GB unrelated file, a 10 GB file a program left
+  // in its work dir: 31 s and 10.8 GB resident; issue 10).
+  cases::FileMap files;
 };
+
+// Writes a text file of the run and records it for the manifest.
+Status write_recorded(const std::string& root, const std::string& rel, const std::string& text, cases::FileMap& files) {
+  VALIDATE_TRY(fs::write_atomic((stdfs::path(root) / rel).string(), text));
+  files[rel] = {text.size(), sha256_hex(text.data(), text.size())};
+  return Status::ok();
+}
+
+// Writes a result tensor and records its size and file hash (read back from the page cache).
+Status write_tensor_recorded(const std::string& root, const std::string& rel, const Tensor& t, cases::FileMap& files) {
+  const std::string path = (stdfs::path(root) / rel).string();
+  VALIDATE_TRY(npy::write(path, t));
+  auto h = sha256_file(path);
+  if (!h) return h.status();
+  std::error_code ec;
+  files[rel] = {static_cast<std::uint64_t>(stdfs::file_size(path, ec)), *h};
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -64,9 +88,11 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   }
   if (list.empty()) return Error{"no case of " + opt.ref + " matches --only/--shard"};
 
-  VALIDATE_TRY(runner.prepare());
-  VALIDATE_TRY(fs::make_dirs(opt.out));
-  stdfs::remove(stdfs::path(opt.out) / "manifest.json");  // the run is incomplete until we finish
+  // The run directory holds exactly this run: not the reference set, not an older run's cases
+  // (`run --out OLD --only x` kept 64 stale results that compare passed), one writer at a time.
+  VALIDATE_TRY(runner.prepare());  // first: a bad option leaves no directory behind
+  auto out_dir = fs::claim_output_dir(opt.out, {"--out", {opt.ref}, opt.overwrite, false});
+  if (!out_dir) return out_dir.status();
 
   RunSummary sum;
   std::map<std::string, VariantState> variants;
@@ -85,11 +111,13 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
 
   std::size_t idx = 0;
   for (const auto* rc : list) {
+    if (interrupt_signal()) break;
     ++idx;
     const auto& c = rc->c;
     const std::string dt(dtype_name(c.dtype));
     const std::string key = dt + "/" + c.name;
     for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+      if (interrupt_signal()) break;  // the rest of the case is not run either
       if ((op == cases::Op::conv2d && !c.has_conv) || (op == cases::Op::matmul && !c.has_matmul)) continue;
       const char* opn = cases::op_name(op);
       auto tc = Clock::now();
@@ -159,7 +187,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
           Status st = fs::make_dirs(dir);
           for (auto& [name, t] : r.outputs) {
             if (!st) break;
-            st = npy::write(dir + "/" + c.file_name(op, name), t);
+            st = write_tensor_recorded(vs.root, dt + "/" + c.file_name(op, name), t, vs.files);
             produced.push_back(name);
           }
           if (!st) {
@@ -206,7 +234,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
       if (it == vs.case_docs.end()) continue;
       std::string dir = (stdfs::path(vs.root) / dt).string();
       Status st = fs::make_dirs(dir);
-      if (st) st = write_json(dir + "/" + c.name + "_run.json", it->second);
+      if (st) st = write_recorded(vs.root, dt + "/" + c.name + "_run.json", it->second.dump(2) + "\n", vs.files);
       if (!st && write_error) write_error = st;
     }
     std::string line = fmt::format("[{}/{}] {} ({} ok, {} error so far)", idx, list.size(), key, sum.ok, sum.error);
@@ -215,6 +243,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   }
   if (live) std::cerr << "\n";
   if (!write_error) return Error{"writing the run directory " + opt.out + ": " + write_error.message()};
+  sum.interrupted = interrupt_signal();
 
   // run_info.json and the manifest of each variant, then of the top level (last).
   auto ref_manifest_hash = sha256_file((stdfs::path(opt.ref) / "manifest.json").string());
@@ -236,27 +265,34 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   Json names = Json::array();
   for (auto& [v, vs] : variants)
     if (!v.empty()) names.push_back(v);
+  if (sum.interrupted) base["interrupted"] = {{"signal", sum.interrupted}, {"cases_done", idx}, {"cases", list.size()}};
+  VariantState& top_state = state_for("");
   for (auto& [v, vs] : variants) {
     if (v.empty()) continue;
     Json info = base;
     info["variant"] = v;
     info["summary"] = vs.outcomes;
-    VALIDATE_TRY(write_json(vs.root + "/run_info.json", info));
-    auto files = cases::hash_tree(vs.root);
-    if (!files) return files.status();
-    VALIDATE_TRY(cases::write_manifest(vs.root, cases::kRunFormat, *files));
+    VALIDATE_TRY(write_recorded(vs.root, "run_info.json", info.dump(2) + "\n", vs.files));
+    if (sum.interrupted) continue;  // no manifest: the run did not finish
+    VALIDATE_TRY(cases::write_manifest(vs.root, cases::kRunFormat, vs.files));
+    // The top-level manifest lists the variants' files too, their manifests included.
+    const std::string prefix = "variants/" + variant_dir(v) + "/";
+    for (const auto& [rel, e] : vs.files) top_state.files[prefix + rel] = e;
+    const std::string vm = vs.root + "/manifest.json";
+    auto h = sha256_file(vm);
+    if (!h) return h.status();
+    std::error_code ec;
+    top_state.files[prefix + "manifest.json"] = {static_cast<std::uint64_t>(stdfs::file_size(vm, ec)), *h};
   }
   Json top = base;
   top["variants"] = names;
   top["summary"] = {{"ok", sum.ok}, {"error", sum.error}, {"skipped", sum.skipped}, {"unsupported", sum.unsupported}};
-  VALIDATE_TRY(write_json(opt.out + "/run_info.json", top));
-  auto files = cases::hash_tree(opt.out);
-  if (!files) return files.status();
-  // The work directories (exec scratch) are not part of the result set.
-  for (auto it = files->begin(); it != files->end();)
-    it = it->first.rfind("work/", 0) == 0 ? files->erase(it) : std::next(it);
-  VALIDATE_TRY(cases::write_manifest(opt.out, cases::kRunFormat, *files));
+  VALIDATE_TRY(write_recorded(opt.out, "run_info.json", top.dump(2) + "\n", top_state.files));
   sum.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Interrupted: no manifest, so no reader (compare, merge, verify) takes the run as complete.
+  if (sum.interrupted) return sum;
+  // The manifest lists what this run wrote, never the exec work directories (scratch).
+  VALIDATE_TRY(cases::write_manifest(opt.out, cases::kRunFormat, top_state.files));
   return sum;
 }
 

@@ -33,6 +33,8 @@ const char* op_name(Op op);
 
 enum class Role { input, output, loss, grad };
 const char* role_name(Role r);
+// Every tensor name any op has (input, weight, ..., A, B, grad_B): what a policy may select.
+const std::vector<std::string>& all_tensor_names();
 
 struct TensorInfo {
   std::string name;            // "input", "weight", "grad_A", ...

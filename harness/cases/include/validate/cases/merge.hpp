@@ -19,6 +19,7 @@ namespace validate::cases {
 
 struct MergeOptions {
   bool allow_partial = false;  // merge a subset of the shards (recorded as "partial" in the set)
+  bool overwrite = false;      // replace a non-empty OUT whole
 };
 
 struct MergeSummary {

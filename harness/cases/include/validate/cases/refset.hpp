@@ -36,8 +36,15 @@ struct RefCase {
   std::string dtype_dir;  // absolute or relative path of <set>/<dtype>
 };
 
-// Every case of a set, ordered by dtype then name. Fails (naming the file) on unreadable metadata.
+// Every case of a set, ordered by dtype then name: only the `<dtype>/<case>_metadata.json` files the
+// manifest lists (a set is exactly what its manifest lists), each checked to name its tensors by
+// their canonical file names, all listed in the manifest. Fails (naming the file) on unreadable
+// metadata, or reads the manifest first and fails when it is missing.
 Result<std::vector<RefCase>> load_cases(const std::string& set_dir);
+// The same with the manifest already read. With `problems`, a bad case is reported there and
+// skipped instead of failing the whole load (verify: one bad case never hides the others).
+Result<std::vector<RefCase>> load_cases(const std::string& set_dir, const Json& manifest,
+                                        std::vector<std::string>* problems);
 
 // Expected input hash from metadata (ops.<op>.tensors.<name>.sha256); "" when absent.
 std::string metadata_hash(const Json& meta, Op op, const std::string& tensor);

@@ -17,6 +17,7 @@ struct CompareOptions {
   std::string only;     // ECMAScript regex searched in "dtype/case/op/tensor"
   std::string variant;  // regex over variant labels ("" = all)
   bool diagnose = true;
+  bool require_all = false;  // not run / skipped / unsupported fail the comparison (Report)
   int threads = 0;  // metric threads; 0 = all cores
   // The start of each repro command: "validate compare REF RUN [--policy F] [--gate ...]".
   std::string repro_prefix;

@@ -85,10 +85,13 @@ struct Report {
   std::vector<std::string> warnings;  // e.g. the run was made from a different reference manifest
   std::string created_at, harness_version, git_commit, kernel_isa;
   double elapsed_s = 0;
+  // --require-all: anything the reference has that the run did not check (not run, skipped,
+  // unsupported, an op the program was never asked for) fails the comparison (exit 1).
+  bool require_all = false;
 
   Counts counts() const;
-  // 2: an input was unreadable/corrupt; 1: a gate failed or nothing at all was compared; 0
-  // otherwise.
+  // 2: an input was unreadable/corrupt; 1: a gate failed, nothing at all was compared, or (with
+  // require_all) something was not run; 0 otherwise.
   int exit_code() const;
   std::string summary_line() const;  // "validate: 46 passed, 2 failed, 0 not run"
 };

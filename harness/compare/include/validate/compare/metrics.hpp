@@ -76,7 +76,11 @@ struct NonFinite {
 struct TensorStats {
   std::int64_t numel = 0;
   std::int64_t compared = 0;  // finite on both sides
-  double ref_max_abs = 0, near_zero_floor = 0;
+  double ref_max_abs = 0, near_zero_floor = 0;  // ref_max_abs: as given (metadata) or scanned
+  // max |ref| over the finite reference values, measured by the pass itself. compare checks it
+  // against the metadata's max_abs that set the floor: an inflated max_abs (1e30) made every
+  // element "near zero" and passed a run off by 0.3 everywhere (issue 10).
+  double ref_max_abs_seen = 0;
   std::int64_t ref_zeros = 0;  // elements whose reference is exactly +-0
   double max_abs = 0, mean_abs = 0;
   double max_rel = 0, mean_rel = 0;

@@ -30,12 +30,15 @@ struct RunCaseRecord {
 struct RunDirectory {
   std::string root;
   std::string label;  // the variant's name; "" for the run itself
+  Json files = Json::object();  // manifest.json "files": what the run consists of, with hashes
   Json run_info = Json::object();
   std::map<std::string, RunCaseRecord> cases;  // "dtype/case" -> record
 };
 
-// The run itself (when it holds cases) and every variants/<v>/ run. Errors (exit 2): no
-// manifest.json (an incomplete run), unreadable or malformed run_info.json / <case>_run.json.
+// The run itself (when it holds cases) and every variants/<v>/ run its manifest lists. Only files
+// the manifest lists are read, each JSON file after its hash matched. Errors (exit 2): no
+// manifest.json (an incomplete run), unreadable, tampered or malformed run_info.json /
+// <case>_run.json.
 Result<std::vector<RunDirectory>> load_run(const std::string& dir);
 Result<RunDirectory> load_run_directory(const std::string& dir, const std::string& label);
 
@@ -51,9 +54,15 @@ struct PairItem {
   std::string dtype, case_name, op, tensor;  // tensor "" for op-level items
   const cases::RefCase* ref = nullptr;       // null for unknown cases
   const RunCaseRecord* run = nullptr;
-  std::string ref_file, run_file;  // absolute paths of the two .npy files (kind tensor)
+  std::string ref_file, run_file;  // paths of the two .npy files (kind tensor)
+  std::string run_rel;             // run_file relative to the run directory (its manifest key)
   std::string message;
 };
+
+// Error unless `rel` is listed in the run's manifest with the sha256 of these bytes: a run file
+// edited or swapped after the run fails as tampering, named (issue 10).
+Status check_listed_bytes(const RunDirectory& run, const std::string& rel, const void* data,
+                          std::size_t size);
 
 // Pure: reads no tensor data. Items in reference order (dtype, case, op, tensor).
 std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const RunDirectory& run);

@@ -50,7 +50,11 @@ class Policy {
   // bfloat16.conv2d.grad_weight.rtol=0.1, rtol=none. Parts are told apart by vocabulary.
   Status add_gate(const std::string& assignment);
 
+  // Counts, per rule, the keys it matched (see unmatched_rules).
   Gates resolve(const TensorKey& k) const;
+  // Rules from a file or --gate that matched no key resolved so far: "--gate {"tensor":...}".
+  // compare warns about each, since a rule that selects nothing gates nothing.
+  std::vector<std::string> unmatched_rules() const;
   nlohmann::json to_json() const;  // the effective rules, for reports
 
  private:
@@ -59,6 +63,7 @@ class Policy {
     std::map<std::string, std::optional<double>> values;
     int layer = 0, order = 0;
     std::string origin;  // "built-in", a file name, "--gate"
+    mutable std::int64_t matched = 0;  // keys resolve() matched it against
     int specificity() const;
     bool matches(const TensorKey& k) const;
   };

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,9 @@ class Tensor {
   std::int64_t numel_ = 0;
   std::unique_ptr<std::byte[], AlignedFree> data_;
 };
+
+// max |x| over the non-NaN values; none when a value is infinite (JSON has no infinity). generate
+// records it per result as `max_abs`; verify and compare check it against the data.
+std::optional<double> finite_max_abs(const Tensor& t);
 
 }  // namespace validate

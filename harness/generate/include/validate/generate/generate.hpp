@@ -22,7 +22,8 @@ struct GenerateOptions {
   bool allow_tf32 = false;
   // Keep the cases an interrupted run already finished (metadata present and every tensor's value
   // hash matching it); regenerate the rest. The result is byte-identical to an uninterrupted run.
-  bool resume = false;
+  bool resume = false;     // keep the cases an interrupted run with the same options finished
+  bool overwrite = false;  // replace a non-empty --out whole
   int progress = -1;  // -1: a live line on a terminal, plain lines otherwise; 0: quiet; 1: plain
 };
 

@@ -45,7 +45,14 @@ struct ExecOptions {
   std::vector<std::string> guard_dirs;
 };
 
+// Longest --timeout accepted (one week): the deadline is kept in steady_clock nanoseconds.
+inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600.0;
+
 std::unique_ptr<Runner> make_exec_runner(const ExecOptions& opt, const layout::LayoutSet& layouts);
+
+// Error when a placeholder stands inside single or double quotes in `cmd` ('{dir}', "x/{dir}"):
+// validate quotes each value itself, and quoting it again lets a path with $(...) run.
+Status check_placeholders_unquoted(const std::string& cmd);
 
 // The command line for one task: every {dir} {case} {op} {dtype} replaced by the value in single
 // quotes ("it's" -> 'it'\''s'); other braces are left alone.

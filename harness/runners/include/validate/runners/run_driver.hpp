@@ -18,6 +18,7 @@ struct RunOptions {
   std::string layout_name = "torch";
   Json layout_json = Json::object();  // the resolved layout set, for run_info.json
   int progress = -1;                  // -1 auto, 0 quiet, 1 plain lines
+  bool overwrite = false;             // --overwrite: empty a non-empty --out first
 };
 
 struct RunSummary {
@@ -27,9 +28,12 @@ struct RunSummary {
   // output, grad_weight". Reported, not failed: a nondeterministic algorithm can still be accurate.
   std::vector<std::string> nondeterministic;
   double seconds = 0;
+  int interrupted = 0;  // the signal (SIGINT/SIGTERM) that stopped the run early; no manifest then
 };
 
-// Error: the reference set is unreadable/incomplete or the runner could not be prepared (exit 2).
+// Error: the reference set is unreadable/incomplete, --out cannot be claimed (it is, holds or lies
+// in the reference set; it is not empty without overwrite; another writer holds it) or the runner
+// could not be prepared (exit 2).
 Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream& log);
 
 }  // namespace validate::runners
