@@ -219,6 +219,7 @@ TEST_F(CompareCli, VariantsAreComparedAndLabelled) {
   };
   write_run(ref, run + "/variants/algo_1", flipped);
   write_run(ref, run + "/variants/algo_0");
+  relist_run(run);  // the run's manifest lists its variants
   auto r = compare();
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "float32 [variant algo_0]")) << r.out;

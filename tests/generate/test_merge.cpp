@@ -209,7 +209,7 @@ TEST_F(MergeSets, OutputDirectoryMustBeNewOrEmpty) {
   ASSERT_TRUE(fs::write_atomic(out("stale/float32/old_case_metadata.json"), "{}"));
   auto r = cases::merge_sets(out("stale"), {shard(0), shard(1), shard(2)});
   ASSERT_FALSE(r);
-  EXPECT_TRUE(contains(r.message(), out("stale") + " is not empty")) << r.message();
+  EXPECT_TRUE(contains(r.message(), out("stale") + " exists and is not empty")) << r.message();
   EXPECT_FALSE(stdfs::exists(out("stale/manifest.json")));
   EXPECT_TRUE(stdfs::exists(out("stale/float32/old_case_metadata.json")));  // left as it was
 

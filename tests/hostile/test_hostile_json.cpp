@@ -233,7 +233,11 @@ TEST(HostileJson, ManifestThatIsNotAnObjectOrHasWrongTypes) {
       {R"({"files": {"a.npy": {"sha256": "00", "size": 4.5}}})", "\"size\" is not a non-negative integer"},
   };
   for (const auto& [text, problem] : bad) EXPECT_TRUE(refused(cases::check_manifest(parse(text), f), f, problem)) << text;
-  EXPECT_TRUE(cases::check_manifest(parse(R"({"format": "validate-reference/1", "files": {}})"), f));
+  // An empty list proves nothing (issue 10: it verified as "0 files checked").
+  EXPECT_TRUE(refused(cases::check_manifest(parse(R"({"format": "validate-reference/1", "files": {}})"), f), f,
+                      "lists nothing"));
+  EXPECT_TRUE(cases::check_manifest(
+      parse(R"({"format": "validate-reference/1", "files": {"config.json": {"sha256": "00", "size": 2}}})"), f));
 }
 
 TEST(HostileJson, ManifestNamesCannotLeaveTheSet) {

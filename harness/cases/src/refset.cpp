@@ -206,32 +206,20 @@ Result<std::vector<RefCase>> load_cases(const std::string& set_dir, const Json& 
     const std::string dir = (stdfs::path(set_dir) / d).string();
     for (const auto& rel : names) {
       const std::string f = (stdfs::path(set_dir) / rel).string();
-      auto fail = [&](const std::string& m) -> Status {
-        if (!problems) return Error{m};
-        problems->push_back(m);
-        return Status::ok();
-      };
+      // Malformed metadata cannot be checked at all (exit 2 everywhere).
       auto j = read_json(f);
-      if (!j) {
-        VALIDATE_TRY(fail(j.message()));
-        continue;
-      }
+      if (!j) return j.status();
       auto c = case_from_metadata(*j, f);
-      if (!c) {
-        VALIDATE_TRY(fail(c.message()));
-        continue;
-      }
-      if (std::string(dtype_name(c->dtype)) != d) {
-        VALIDATE_TRY(fail(f + ": dtype '" + std::string(dtype_name(c->dtype)) + "' does not match its folder " + d));
-        continue;
-      }
-      if (rel != std::string(d) + "/" + c->name + "_metadata.json") {
-        VALIDATE_TRY(fail(f + ": \"case\" is \"" + c->name + "\" but the file is named for another case"));
-        continue;
-      }
+      if (!c) return c.status();
+      if (std::string(dtype_name(c->dtype)) != d)
+        return Error{f + ": dtype '" + std::string(dtype_name(c->dtype)) + "' does not match its folder " + d};
+      if (rel != std::string(d) + "/" + c->name + "_metadata.json")
+        return Error{f + ": \"case\" is \"" + c->name + "\" but the file is named for another case"};
       RefCase rc{std::move(*c), std::move(*j), dir};
+      // Well-formed metadata that points at unlisted or oddly named files: a mismatch of the set.
       if (Status st = check_case_files(rc, files, f); !st) {
-        VALIDATE_TRY(fail(st.message()));
+        if (!problems) return st;
+        problems->push_back(st.message());
         continue;
       }
       out.push_back(std::move(rc));
@@ -264,10 +252,10 @@ Result<Json> read_manifest(const std::string& set_dir) {
 Status check_manifest(const Json& m, const std::string& where) {
   if (!m.is_object() || !m.contains("files") || !m["files"].is_object())
     return Error{where + ": no \"files\" object"};
+  if (m.contains("format") && !m["format"].is_string()) return Error{where + ": \"format\" is not a string"};
   // A set or run always lists its own description files; an empty list "verified" as
   // "0 files checked" and proved nothing.
   if (m["files"].empty()) return Error{where + ": \"files\" lists nothing: there is nothing to check"};
-  if (m.contains("format") && !m["format"].is_string()) return Error{where + ": \"format\" is not a string"};
   // Every reader (verify, list, merge, compare, run) walks these entries; check them once here so
   // none of them meets a non-object entry or a name that leaves the set ("../x", "/etc/x", NUL).
   for (const auto& [rel, e] : m["files"].items()) {

@@ -41,8 +41,9 @@ struct RefCase {
 // their canonical file names, all listed in the manifest. Fails (naming the file) on unreadable
 // metadata, or reads the manifest first and fails when it is missing.
 Result<std::vector<RefCase>> load_cases(const std::string& set_dir);
-// The same with the manifest already read. With `problems`, a bad case is reported there and
-// skipped instead of failing the whole load (verify: one bad case never hides the others).
+// The same with the manifest already read. With `problems`, a case whose (well-formed) metadata
+// names unlisted or non-canonical files is reported there and skipped instead of failing the whole
+// load (verify: one such case never hides the others); malformed metadata is always an error.
 Result<std::vector<RefCase>> load_cases(const std::string& set_dir, const Json& manifest,
                                         std::vector<std::string>* problems);
 
