@@ -369,8 +369,9 @@ step() {
   local shown="$*"
   shown=${shown//$ROOT\//}
   shown=${shown//$WORK/\$WORK}
+  shown=${shown//$OUT\//}
   shown=${shown//|/\\|}
-  (( ${#shown} > 200 )) && shown="${shown:0:197}..."
+  (( ${#shown} > 320 )) && shown="${shown:0:317}..."
   printf '| %s | `%s` | %s | %d | %s | %s |\n' "$name" "$shown" "$expect" "$rc" "$verdict" "$secs" >>"$SUMMARY"
   printf '[%s] %-48s exit %d, %ss\n' "$verdict" "$name" "$rc" "$secs"
   return 0
@@ -449,15 +450,16 @@ on_gpu() {  # the set was generated on the GPU, not silently on the CPU
 compare_to() {  # compare_to NAME EXPECT REF RUN [compare args...]
   local name=$1 expect=$2 ref=$3 run=$4
   shift 4
-  step "$name" "$expect" "$VALIDATE" compare "$ref" "$run" --json "$OUT/compare/$name.json" --md "$OUT/compare/$name.md" \
-    --html "$OUT/compare/$name.html" --color never "$@"
+  step "$name" "$expect" "$VALIDATE" compare "$ref" "$run" "$@" --json "$OUT/compare/$name.json" --md "$OUT/compare/$name.md" \
+    --html "$OUT/compare/$name.html" --color never
 }
 checked_something() {  # a gate passes only if it compared something: compare exits 0 on an empty selection
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print(s["line"]); sys.exit(0 if s["passed"] > 0 else 1)' "$1"
 }
 gate() {  # gate NAME REF RUN [compare args...]: must pass, and must have checked something
   local name=$1
-  compare_to "$@"
+  shift
+  compare_to "$name" pass "$@"
   step "$name-nonempty" pass checked_something "$OUT/compare/$name.json"
 }
 drop() { rm -rf "$@"; }
