@@ -33,7 +33,7 @@
 #             run is deleted right after its compare; references at the end unless --keep.
 #   --build   build folder (default build-gpu)
 #   --keep    keep the references in --work at the end (a later step on the same machine reuses them)
-#   --pack F  after the steps, tar the built binaries (validate, gpu_tests, bench_gpu_permute) into F
+#   --pack F  right after the build step, tar the built binaries (validate, gpu_tests, bench_gpu_permute) into F
 #             so a later device call on a fresh machine can skip the build (PLAN.md)
 #   --dry-run print the plan — each step's commands, estimated seconds, peak disk and the disk it
 #             keeps — and exit: 0 when every step fits (<= 480 s), 2 when one does not
@@ -392,7 +392,8 @@ build_gtest() {
   [[ -f $CARRY/prefix/lib/cmake/GTest/GTestConfig.cmake ]] && return 0
   [[ -d $CARRY/googletest ]] || { echo "no $CARRY/googletest: run scripts/prepare-gpu-carry.sh here and carry third_party_carry" >&2; return 1; }
   cmake -S "$CARRY/googletest" -B "$CARRY/build-gtest" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$CARRY/prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON $(command -v ninja >/dev/null && echo -G Ninja) &&
+    -DCMAKE_INSTALL_PREFIX="$CARRY/prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $(command -v ninja >/dev/null && echo -G Ninja) &&
     cmake --build "$CARRY/build-gtest" -j "$JOBS" && cmake --install "$CARRY/build-gtest"
 }
 
@@ -589,6 +590,11 @@ for s in ${STEPS//,/ }; do
       step env record env_report
       step build-gtest pass build_gtest
       step build pass configure_and_build
+      # Packed right away, so a call cut off later in its steps still brings the binaries back.
+      if [[ -n $PACK && -x $VALIDATE ]]; then
+        (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
+          echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
+      fi
       step ctest-gpu pass ctest --test-dir "$ROOT/$BUILD" -L gpu --output-on-failure ;;
     ctest-all)
       cmake --build "$ROOT/$BUILD" -j "$JOBS" >/dev/null 2>&1 || true
@@ -613,10 +619,6 @@ for s in ${STEPS//,/ }; do
 done
 ((KEEP)) || drop "$WORK/ref" "$WORK/run"
 
-if [[ -n $PACK ]]; then
-  (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
-    echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
-fi
 
 T_END=$(date +%s)
 {
