@@ -391,9 +391,11 @@ env_report() {
 build_gtest() {
   [[ -f $CARRY/prefix/lib/cmake/GTest/GTestConfig.cmake ]] && return 0
   [[ -d $CARRY/googletest ]] || { echo "no $CARRY/googletest: run scripts/prepare-gpu-carry.sh here and carry third_party_carry" >&2; return 1; }
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S "$CARRY/googletest" -B "$CARRY/build-gtest" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$CARRY/prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $(command -v ninja >/dev/null && echo -G Ninja) &&
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${gen[@]}" &&
     cmake --build "$CARRY/build-gtest" -j "$JOBS" && cmake --install "$CARRY/build-gtest"
 }
 

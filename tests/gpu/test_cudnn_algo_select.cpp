@@ -86,13 +86,14 @@ TEST(CudnnAlgoSelect, ListedButNotSupportedIsSkippedNotAnError) {
   auto s = run(table({7, 1, 0}, {1}, {1, 0, 3}), automatic(), fake);
   ASSERT_EQ(s.outcome, Attempt::ok) << s.message;
   ASSERT_EQ(s.results.size(), 1u);
-  EXPECT_EQ(s.results[0].combo.label(), "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_0");
+  EXPECT_EQ(s.results[0].combo.label(),
+            "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_0");
   EXPECT_EQ(s.results[0].attempt.kind, Attempt::ok);
   // Each refused candidate was executed exactly once: 3 executions in all.
-  EXPECT_EQ(fake.executed,
-            (std::vector<std::string>{"fwd=WINOGRAD_NONFUSED,bwd_data=ALGO_1,bwd_filter=ALGO_1",
-                                      "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_1",
-                                      "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_0"}));
+  EXPECT_EQ(fake.executed, (std::vector<std::string>{
+                               "fwd=WINOGRAD_NONFUSED,bwd_data=ALGO_1,bwd_filter=ALGO_1",
+                               "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_1",
+                               "fwd=IMPLICIT_PRECOMP_GEMM,bwd_data=ALGO_1,bwd_filter=ALGO_0"}));
   EXPECT_EQ(s.results[0].attempt_index, 2);
   EXPECT_EQ(s.dropped[0], "WINOGRAD_NONFUSED: CUDNN_STATUS_NOT_SUPPORTED");
   EXPECT_EQ(s.dropped[1], "");
@@ -106,8 +107,9 @@ TEST(CudnnAlgoSelect, EveryCandidateRefusedIsUnsupportedNamingThem) {
   EXPECT_EQ(s.outcome, Attempt::unsupported);
   EXPECT_TRUE(s.results.empty());
   EXPECT_NE(s.message.find("no bwd_data algorithm"), std::string::npos) << s.message;
-  EXPECT_NE(s.message.find("ALGO_1: CUDNN_STATUS_NOT_SUPPORTED; ALGO_0: CUDNN_STATUS_NOT_SUPPORTED"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message.find("ALGO_1: CUDNN_STATUS_NOT_SUPPORTED; ALGO_0: CUDNN_STATUS_NOT_SUPPORTED"),
+      std::string::npos)
       << s.message;
   EXPECT_EQ(fake.executed.size(), 2u);
 }
@@ -147,13 +149,16 @@ TEST(CudnnAlgoSelect, NamedNotListedAndEmptyDirectionAreUnsupportedWithoutRunnin
   q.r[2] = {AlgoRequest::named, 3};
   auto s = run(table({1}, {0}, {0, 1}), q, fake);
   EXPECT_EQ(s.outcome, Attempt::unsupported);
-  EXPECT_EQ(s.message, "bwd_filter algorithm ALGO_3 is not supported for this case (cuDNN offers ALGO_0, ALGO_1)");
+  EXPECT_EQ(
+      s.message,
+      "bwd_filter algorithm ALGO_3 is not supported for this case (cuDNN offers ALGO_0, ALGO_1)");
   AlgoTable t = table({1}, {}, {0});
   t.rejected[1] = "ALGO_1: needs 9000 MiB of workspace (limit 4096 MiB)";
   auto e = run(t, automatic(), fake);
   EXPECT_EQ(e.outcome, Attempt::unsupported);
-  EXPECT_EQ(e.message, "cuDNN offers no bwd_data algorithm for this case (ALGO_1: needs 9000 MiB of "
-                       "workspace (limit 4096 MiB))");
+  EXPECT_EQ(e.message,
+            "cuDNN offers no bwd_data algorithm for this case (ALGO_1: needs 9000 MiB of "
+            "workspace (limit 4096 MiB))");
   EXPECT_TRUE(fake.executed.empty());
 }
 
@@ -262,9 +267,10 @@ TEST(CudnnLayoutFallback, FailedBuildTakesTheFallback) {
   f.result[false] = Error{"cudnnSetTensor4dDescriptorEx(…) failed: CUDNN_STATUS_BAD_PARAM"};
   auto r = f.choose();
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(*r, "cuDNN refused the layouts as given (cudnnSetTensor4dDescriptorEx(…) failed: "
-                "CUDNN_STATUS_BAD_PARAM); every tensor not already NCHW/OIHW is converted to it on "
-                "the device");
+  EXPECT_EQ(*r,
+            "cuDNN refused the layouts as given (cudnnSetTensor4dDescriptorEx(…) failed: "
+            "CUDNN_STATUS_BAD_PARAM); every tensor not already NCHW/OIHW is converted to it on "
+            "the device");
   EXPECT_EQ(f.calls, (std::vector<bool>{false, true}));
 }
 
@@ -273,7 +279,8 @@ TEST(CudnnLayoutFallback, InfeasibleTakesTheFallback) {
   f.feasible_after[false] = false;
   auto r = f.choose();
   ASSERT_TRUE(r) << r.message();
-  EXPECT_EQ(r->rfind("cuDNN offered no algorithm for the layouts as given (no fwd algorithm)", 0), 0u)
+  EXPECT_EQ(r->rfind("cuDNN offered no algorithm for the layouts as given (no fwd algorithm)", 0),
+            0u)
       << *r;
   EXPECT_EQ(f.calls, (std::vector<bool>{false, true}));
 }

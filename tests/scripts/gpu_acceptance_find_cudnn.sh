@@ -25,6 +25,7 @@ printf '#!/bin/sh\nexit 1\n' >"$work/nopython" && chmod +x "$work/nopython"
 mkdir -p "$work/site/nvidia"
 printf '#!/bin/sh\necho %s\n' "$work/site/nvidia" >"$work/wheelpython" && chmod +x "$work/wheelpython"
 
+# shellcheck source=../../scripts/gpu-acceptance.sh
 VALIDATE_ACCEPTANCE_LIB=1 source "$repo/scripts/gpu-acceptance.sh"
 
 # 1. The toolkit root has cudnn 9 in lib64; another cuDNN (8) sits in a system folder listed

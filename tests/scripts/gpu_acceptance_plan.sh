@@ -53,11 +53,12 @@ echo "$out" | grep -q "unknown step 'nonsense'" || fail "unknown step message: $
 
 # 5. The size model against the generator: identical tensor element counts.
 if [[ -n $validate && -x $validate ]]; then
+  # shellcheck source=../../scripts/gpu-acceptance.sh
   VALIDATE_ACCEPTANCE_LIB=1 source "$script"
   for spec in "smoke.json|" "default.json|k(0072|0144|0288|0576)_" "smoke.json|^float32/odd"; do
     file=${spec%%|*} only=${spec#*|}
     dir=$work/ref-${file%.json}-$RANDOM
-    args=(--cases "$repo/cases/$file" --dtype float32,bfloat16 --out "$dir" --progress 0)
+    args=(--cases "$repo/cases/$file" --dtype "float32,bfloat16" --out "$dir" --progress 0)
     [[ -n $only ]] && args+=(--only "$only")
     "$validate" generate "${args[@]}" >/dev/null 2>&1 || { fail "generate $file '$only'"; continue; }
     real=$("$validate" list "$dir" | sed -n 's/^total: \([0-9]*\) cases.*, \([0-9]*\) tensor elements.*/\1 \2/p')

@@ -80,8 +80,7 @@ Selection select_algorithms(const AlgoTable& table, const AlgoRequest (&req)[3],
       if (it == cands.end()) {
         s.outcome = Attempt::unsupported;
         s.message = fmt::format("{} algorithm {} is not supported for this case (cuDNN offers {})",
-                                direction_name(d), algo_name(d, req[i].algo),
-                                names_of(d, cands));
+                                direction_name(d), algo_name(d, req[i].algo), names_of(d, cands));
         return s;
       }
       lists[i] = {*it};
@@ -174,8 +173,7 @@ Result<std::string> choose_layouts(const std::function<Status(bool convert)>& bu
       given ? "cuDNN offered no algorithm for the layouts as given (" + why + ")"
             : "cuDNN refused the layouts as given (" + given.message() + ")";
   const Status converted = build(true);
-  if (!converted)
-    return Error{reason + "; the NCHW fallback failed too: " + converted.message()};
+  if (!converted) return Error{reason + "; the NCHW fallback failed too: " + converted.message()};
   return reason + "; every tensor not already NCHW/OIHW is converted to it on the device";
 }
 

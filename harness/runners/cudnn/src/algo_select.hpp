@@ -31,7 +31,12 @@ struct AlgoRequest {
 Result<AlgoRequest> parse_algo(Direction d, const std::string& text);
 
 // cudnnMathType_t's values (conv.cpp static_asserts them against cudnn.h).
-enum class MathType : int { default_math = 0, tensor_op = 1, tensor_op_allow_conversion = 2, fma = 3 };
+enum class MathType : int {
+  default_math = 0,
+  tensor_op = 1,
+  tensor_op_allow_conversion = 2,
+  fma = 3
+};
 const char* math_type_name(MathType m);  // "CUDNN_FMA_MATH", ...
 
 // The math type a candidate is executed with. The conv descriptor's math type is what cuDNN runs,
@@ -84,9 +89,9 @@ struct Attempt {
 // One result to report.
 struct Planned {
   Combo combo;
-  std::string variant;   // the label under --algo all, else ""
-  Attempt attempt;       // unsupported: report the case/variant as `unsupported`, not `error`
-  int attempt_index;     // which call of the try callback produced it; -1 = not executed again
+  std::string variant;  // the label under --algo all, else ""
+  Attempt attempt;      // unsupported: report the case/variant as `unsupported`, not `error`
+  int attempt_index;    // which call of the try callback produced it; -1 = not executed again
 };
 
 struct Selection {

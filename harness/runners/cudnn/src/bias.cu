@@ -74,7 +74,8 @@ __global__ void grad_kernel(const T* __restrict__ dy, T* __restrict__ db, Activa
 template <class T>
 Status launch_add(void* y, const void* b, const ActivationGeometry& g, cudaStream_t stream) {
   const std::int64_t total = g.size[0] * g.size[1] * g.size[2] * g.size[3];
-  const int blocks = static_cast<int>(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535));
+  const int blocks =
+      static_cast<int>(std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65535));
   add_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(b), g);
   VALIDATE_GPU_TRY(cudaGetLastError());
   return Status::ok();
@@ -94,7 +95,8 @@ bool empty(const ActivationGeometry& g) {
 
 }  // namespace
 
-Status bias_add(void* y, const void* b, DType dt, const ActivationGeometry& g, cudaStream_t stream) {
+Status bias_add(void* y, const void* b, DType dt, const ActivationGeometry& g,
+                cudaStream_t stream) {
   if (empty(g)) return Status::ok();
   switch (dt) {
     case DType::float32:
@@ -108,7 +110,8 @@ Status bias_add(void* y, const void* b, DType dt, const ActivationGeometry& g, c
   }
 }
 
-Status bias_grad(const void* dy, void* db, DType dt, const ActivationGeometry& g, cudaStream_t stream) {
+Status bias_grad(const void* dy, void* db, DType dt, const ActivationGeometry& g,
+                 cudaStream_t stream) {
   if (empty(g)) return Status::ok();
   switch (dt) {
     case DType::float32:

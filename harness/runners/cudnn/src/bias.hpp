@@ -23,6 +23,7 @@ struct ActivationGeometry {
 Status bias_add(void* y, const void* b, DType dt, const ActivationGeometry& g, cudaStream_t stream);
 // db[c] = round(sum over n,h,w of float(dy[n,c,h,w])) in dtype dt: one block per channel, a fixed
 // tree reduction (deterministic, no atomics).
-Status bias_grad(const void* dy, void* db, DType dt, const ActivationGeometry& g, cudaStream_t stream);
+Status bias_grad(const void* dy, void* db, DType dt, const ActivationGeometry& g,
+                 cudaStream_t stream);
 
 }  // namespace validate::runners::cudnn_detail

@@ -293,8 +293,7 @@ Status ConvCase::query(Direction d) {
   std::vector<std::string> why;
   for (const auto& pf : perf) {
     if (pf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (std::any_of(cands.begin(), cands.end(),
-                    [&](const Choice& c) { return c.algo == pf.algo; }))
+    if (std::any_of(cands.begin(), cands.end(), [&](const Choice& c) { return c.algo == pf.algo; }))
       continue;
     // The workspace is asked of cuDNN for the exact descriptors, never guessed from `memory`.
     std::size_t ws = 0;
@@ -484,9 +483,10 @@ Result<bool> ConvCase::fall_back(const std::string& why, nlohmann::json& info) {
   if (fell_back_ || nothing_to_convert()) return false;
   VALIDATE_TRY(build(true, info));
   fell_back_ = true;
-  info["fallback"] = "cuDNN's heuristics listed algorithms for the layouts as given but none "
-                     "executed (" + why +
-                     "); every tensor not already NCHW/OIHW is converted to it on the device";
+  info["fallback"] =
+      "cuDNN's heuristics listed algorithms for the layouts as given but none "
+      "executed (" +
+      why + "); every tensor not already NCHW/OIHW is converted to it on the device";
   VALIDATE_TRY(allocate_and_upload());
   VALIDATE_TRY(probe_bias(info));
   return true;
@@ -563,13 +563,13 @@ Result<std::map<std::string, Tensor>> ConvCase::execute(const Combo& combo,
   VALIDATE_TRY(timed("bwd_filter_ms", [&]() -> Status {
     VALIDATE_TRY(math(Direction::bwd_filter));
     // dW is written through the filter descriptor: its memory order and the buffer's flip.
-    VALIDATE_TRY(direction_call(
-        Direction::bwd_filter,
-        cudnnConvolutionBackwardFilter(
-            ctx_.cudnn, &one, xd_, x_.buf.data(), yd_, dy_.buf.data(), conv_,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[2].algo), ws->data(), ws_bytes,
-            &zero, wd_, dw_.buf.data()),
-        "cudnnConvolutionBackwardFilter(…)"));
+    VALIDATE_TRY(
+        direction_call(Direction::bwd_filter,
+                       cudnnConvolutionBackwardFilter(
+                           ctx_.cudnn, &one, xd_, x_.buf.data(), yd_, dy_.buf.data(), conv_,
+                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[2].algo),
+                           ws->data(), ws_bytes, &zero, wd_, dw_.buf.data()),
+                       "cudnnConvolutionBackwardFilter(…)"));
     if (p_.bias) {
       if (own_bias_grad_)
         VALIDATE_TRY(bias_grad(dy_.buf.data(), db_.buf.data(), dt_, yg, nullptr));
@@ -695,10 +695,10 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
       // Listed by the heuristics, refused when executed: a fact about cuDNN, not a failure.
       r.outcome = RunOutcome::unsupported;
       r.outputs.clear();
-      r.message = fmt::format("{} algorithm {}: {}", direction_name(p.attempt.direction),
-                              algo_name(p.attempt.direction,
-                                        p.combo.c[static_cast<int>(p.attempt.direction)].algo),
-                              p.attempt.message);
+      r.message = fmt::format(
+          "{} algorithm {}: {}", direction_name(p.attempt.direction),
+          algo_name(p.attempt.direction, p.combo.c[static_cast<int>(p.attempt.direction)].algo),
+          p.attempt.message);
     }
     for (Direction d : kDirections) {
       const int i = static_cast<int>(d);
