@@ -447,6 +447,41 @@ print("checked", len(metas), "cases;", bad, "differ")
 sys.exit(1 if bad or not metas else 0)
 PY
 }
+refs_agree() {  # refs_agree CPU-SET CUDA-SET MARKDOWN: the CUDA generator's results vs the CPU's
+  # `compare` takes a run directory, not a second reference set, so the two generators' results
+  # (inputs are identical: same_inputs) are compared here, tensor by tensor: max |cuda - cpu|
+  # relative to max |cpu|. Recorded; exit 1 if a float32 tensor differs by more than 1e-4.
+  python3 - "$1" "$2" "$3" <<'PY'
+import pathlib, sys
+import numpy as np
+a, b, md = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+inputs = ("_input.npy", "_weight.npy", "_bias.npy", "_target.npy", "_A.npy", "_B.npy")
+rows, worst, bad = [], {}, 0
+for f in sorted(a.glob("*/*.npy")):
+    if f.name.endswith(inputs) and "_grad_" not in f.name:
+        continue
+    g = b / f.relative_to(a)
+    if not g.exists():
+        rows.append((str(f.relative_to(a)), "missing in the CUDA set")); bad += 1; continue
+    x, y = np.load(f).astype(np.float64), np.load(g).astype(np.float64)
+    scale = max(float(np.max(np.abs(x))) if x.size else 0.0, 1e-30)
+    rel = float(np.max(np.abs(x - y))) / scale if x.size else 0.0
+    dt = f.parent.name
+    worst[dt] = max(worst.get(dt, 0.0), rel)
+    rows.append((str(f.relative_to(a)), "%.3e" % rel))
+    if dt == "float32" and rel > 1e-4:
+        bad += 1
+with md.open("w") as out:
+    out.write("# generate --device cuda vs --device cpu\n\nmax |cuda - cpu| / max |cpu| per result tensor\n\n")
+    out.write("| tensor | relative difference |\n|---|---:|\n")
+    for r in rows:
+        out.write("| %s | %s |\n" % r)
+for dt, w in sorted(worst.items()):
+    print("%s: worst relative difference %.3e" % (dt, w))
+print(len(rows), "tensors;", bad, "float32 tensors over 1e-4 or missing")
+sys.exit(1 if bad else 0)
+PY
+}
 on_gpu() {  # the set was generated on the GPU, not silently on the CPU
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d.get("device_fallback"); print("device:", d.get("device"), "fallback:", f); sys.exit(1 if f else 0)' "$1/system_info.json"
 }
@@ -480,6 +515,7 @@ refs_and_torch() {  # refs_and_torch TAG CASEFILE ONLY-ARGS...
   done
   step "generate-$tag-cuda-on-gpu" pass on_gpu "$REF-cuda"
   step "generate-$tag-same-inputs" pass same_inputs "$REF-cpu" "$REF-cuda"
+  step "generate-$tag-cuda-vs-cpu" record refs_agree "$REF-cpu" "$REF-cuda" "$OUT/compare/generate-$tag-cuda-vs-cpu.md"
   step "run-$tag-torch-cuda" record "$VALIDATE" run --backend torch --device cuda --ref "$REF-cpu" --out "$WORK/run/$tag-torch-cuda" --progress 0
   compare_to "compare-$tag-torch-cuda" record "$REF-cpu" "$WORK/run/$tag-torch-cuda"
   drop "$WORK/run/$tag-torch-cuda" "$REF-cuda" "$REF-cuda.args"
