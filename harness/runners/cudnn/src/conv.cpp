@@ -678,7 +678,13 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
         sel.message += " (after the NCHW fallback; the layouts as given: " + first + ")";
     }
   }
-  if (sel.outcome == Attempt::unsupported) return single(RunOutcome::unsupported, sel.message);
+  if (sel.outcome == Attempt::unsupported) {
+    for (Direction d : kDirections)
+      if (!sel.dropped[static_cast<int>(d)].empty())
+        info["algorithms_not_supported_when_executed"][direction_name(d)] =
+            sel.dropped[static_cast<int>(d)];
+    return single(RunOutcome::unsupported, sel.message);
+  }
 
   std::vector<OpResult> results;
   for (const Planned& p : sel.results) {
