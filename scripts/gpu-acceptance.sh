@@ -35,7 +35,7 @@
 #   --keep    keep the references in --work at the end (a later step on the same machine reuses them)
 #   --pack F  right after the build step, tar the built binaries (validate, gpu_tests, bench_gpu_permute) into F
 #             so a later device call on a fresh machine can skip the build (PLAN.md)
-#   --dry-run print the plan — each step's commands, estimated seconds, peak disk and the disk it
+#   --dry-run print the plan — each step: what it does, estimated seconds, peak disk and the disk it
 #             keeps — and exit: 0 when every step fits (<= 480 s), 2 when one does not
 #   --force   run steps whose estimate exceeds 480 s anyway
 #
