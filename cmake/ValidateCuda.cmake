@@ -23,13 +23,20 @@ if(NOT VALIDATE_CUDA STREQUAL "OFF")
   endif()
   if(CUDAToolkit_FOUND)
     find_path(VALIDATE_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/local/cuda/include)
-    find_library(VALIDATE_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64)
+    # The library of the header's own root only (<root>/lib64, lib, lib/<multiarch>): searching
+    # the usual folders could pair this cudnn.h with another cuDNN installed elsewhere (issue 13).
+    if(VALIDATE_CUDNN_INCLUDE AND NOT VALIDATE_CUDNN_LIBRARY)
+      get_filename_component(_cudnn_root "${VALIDATE_CUDNN_INCLUDE}" DIRECTORY)
+      find_library(VALIDATE_CUDNN_LIBRARY cudnn NO_DEFAULT_PATH
+                   PATHS ${_cudnn_root}/lib64 ${_cudnn_root}/lib ${_cudnn_root}/lib/${CMAKE_LIBRARY_ARCHITECTURE}
+                         ${_cudnn_root}/lib/x86_64-linux-gnu)
+    endif()
   endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CUDAToolkit_FOUND AND VALIDATE_CUDNN_INCLUDE AND VALIDATE_CUDNN_LIBRARY AND CMAKE_CUDA_COMPILER)
     set(VALIDATE_HAVE_CUDA ON)
-    message(STATUS "validate: CUDA ${CUDAToolkit_VERSION}, cuDNN at ${VALIDATE_CUDNN_LIBRARY}")
+    message(STATUS "validate: CUDA ${CUDAToolkit_VERSION}, cuDNN ${VALIDATE_CUDNN_INCLUDE} + ${VALIDATE_CUDNN_LIBRARY}")
   elseif(VALIDATE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "VALIDATE_CUDA=ON but the CUDA toolkit, nvcc or cuDNN was not found "
                         "(toolkit: ${CUDAToolkit_FOUND}, cudnn.h: ${VALIDATE_CUDNN_INCLUDE}, "

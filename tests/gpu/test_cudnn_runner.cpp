@@ -84,17 +84,38 @@ TEST_P(CudnnConv, MatchesTheFloat64Reference) {
   const auto ls = *layout::load_layout(lc.preset);
   CudnnOptions o;
   o.conv_mode = lc.conv_mode;
-  for (const auto& p : {odd_grouped(), odd_biased(), plain3x3()}) {
-    const auto c = conv_case("c", dt, p);
-    const auto in = testing_gpu::conv_inputs(c);
-    const auto ref = testing_gpu::conv_reference(c, in);
-    auto results = run(o, ls, c, cases::Op::conv2d, in);
-    ASSERT_EQ(results.size(), 1u);
-    EXPECT_EQ(results[0].variant, "");
-    expect_close(results[0], ref, tolerance(dt), std::string(lc.preset) + "/" + lc.conv_mode);
-    EXPECT_TRUE(results[0].info.contains("activation_path"));
-    if (std::string(lc.preset) == "fortran") {
-      EXPECT_NE(results[0].info["activation_path"], "native");
+  // auto: cuDNN's legacy bias calls where they accept the descriptors; own: the runner's own
+  // bias-add and channel-sum kernels (the fallback for strided CHWN:F and bfloat16), always.
+  for (const char* bias : {"auto", "own"}) {
+    o.bias = bias;
+    for (const auto& p : {odd_grouped(), odd_biased(), plain3x3()}) {
+      const auto c = conv_case("c", dt, p);
+      const auto in = testing_gpu::conv_inputs(c);
+      const auto ref = testing_gpu::conv_reference(c, in);
+      auto results = run(o, ls, c, cases::Op::conv2d, in);
+      ASSERT_EQ(results.size(), 1u);
+      EXPECT_EQ(results[0].variant, "");
+      expect_close(results[0], ref, tolerance(dt),
+                   std::string(lc.preset) + "/" + lc.conv_mode + "/bias=" + bias);
+      EXPECT_TRUE(results[0].info.contains("activation_path"));
+      if (std::string(lc.preset) == "fortran") {
+        EXPECT_NE(results[0].info["activation_path"], "native");
+      }
+      if (p.bias) {
+        const std::string add = results[0].info.value("bias_add", "");
+        if (std::string(bias) == "own")
+          EXPECT_EQ(add, "own kernel (requested)");
+        else
+          EXPECT_TRUE(add == "cudnnAddTensor" || add.rfind("own kernel (cudnnAddTensor", 0) == 0)
+              << add;
+      }
+      // What is recorded is what ran: each direction's applied math type, FMA for float32.
+      for (const char* d : {"fwd", "bwd_data", "bwd_filter"}) {
+        ASSERT_TRUE(results[0].info["algorithms"][d].contains("math_type")) << d;
+        if (dt == DType::float32) {
+          EXPECT_EQ(results[0].info["algorithms"][d]["math_type"], "CUDNN_FMA_MATH") << d;
+        }
+      }
     }
   }
 }
@@ -172,14 +193,21 @@ TEST(CudnnConvAlgos, AllVariesOneDirectionAtATime) {
   o.repeat = 2;
   auto results = run(o, *layout::load_layout("torch"), c, cases::Op::conv2d, in);
   ASSERT_GE(results.size(), 3u);
+  ASSERT_EQ(results[0].outcome, RunOutcome::ok) << results[0].message;  // the baseline
   std::set<std::string> labels;
+  int ran = 0;
   for (const auto& r : results) {
     EXPECT_EQ(r.variant.rfind("fwd=", 0), 0u) << r.variant;
     EXPECT_TRUE(labels.insert(r.variant).second) << "duplicate " << r.variant;
+    // Listed by the heuristics but refused when executed: unsupported, never an error.
+    EXPECT_NE(r.outcome, RunOutcome::error) << r.variant << ": " << r.message;
+    if (r.outcome == RunOutcome::unsupported) continue;
+    ++ran;
     // FFT and Winograd round differently; everything is still float32-close.
     expect_close(r, ref, 1e-4, r.variant);
     EXPECT_TRUE(r.info.contains("bitwise_deterministic")) << r.variant;
   }
+  EXPECT_GE(ran, 3);
 }
 
 TEST(CudnnConvAlgos, NamedAlgorithmIsUsedOrUnsupported) {

@@ -71,6 +71,23 @@ TEST(GpuBuffer, AllocationFailureIsAValueNamingTheBuffer) {
   EXPECT_TRUE(empty->empty());
 }
 
+// Issue 13: a failed cudaMalloc also sets CUDA's last error ("out of memory", not sticky); left
+// there, the next kernel's launch check (cudaGetLastError) reported it as its own failure and
+// failed the next case. Needs a device: without a driver the runtime's initialisation error is
+// permanent for the process and no call can clear it.
+TEST(GpuBuffer, FailedAllocationLeavesNoLastError) {
+  VALIDATE_REQUIRE_GPU();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  auto b = DeviceBuffer::allocate(std::size_t{1} << 50, "huge");
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.message().find("out of memory"), std::string::npos) << b.message();
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << cudaGetErrorString(cudaPeekAtLastError());
+  // And the device is usable right after: an allocation and a copy succeed.
+  auto small = DeviceBuffer::allocate(64, "small");
+  ASSERT_TRUE(small) << small.message();
+  EXPECT_TRUE(small->fill_zero());
+}
+
 TEST(GpuBuffer, RoundTripAndMoveOnly) {
   VALIDATE_REQUIRE_GPU();
   static_assert(!std::is_copy_constructible_v<DeviceBuffer>);

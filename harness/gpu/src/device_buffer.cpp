@@ -13,6 +13,10 @@ Result<DeviceBuffer> DeviceBuffer::allocate(std::size_t bytes, const std::string
   if (bytes == 0) return b;
   const cudaError_t e = cudaMalloc(&b.ptr_, bytes);
   if (e != cudaSuccess) {
+    // cudaMalloc's failure is also left as the runtime's last error; it is not sticky, but the
+    // next kernel launch's cudaGetLastError() would report it as that launch's failure and fail
+    // the next case. The failure is returned here, so clear it.
+    (void)cudaGetLastError();
     b.ptr_ = nullptr;
     return Error{fmt::format("cudaMalloc(…) failed{} ({:.1f} MiB): {}",
                              what.empty() ? "" : " for " + what,

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "bias.hpp"
 #include "internal.hpp"
 #include "validate/gpu/permute.hpp"
 #include "validate/layout/convert.hpp"
@@ -62,21 +63,20 @@ Spec cudnn_grad_weight_spec(const FilterPlan& f, const Spec& weight) {
   return Spec{f.format == CUDNN_TENSOR_NHWC ? "OHWI" : "OIHW", false, weight.flip};
 }
 
-struct Choice {
-  int algo = -1;
-  std::size_t workspace = 0;
-  cudnnDeterminism_t determinism = CUDNN_NON_DETERMINISTIC;
-  cudnnMathType_t heuristic_math = CUDNN_DEFAULT_MATH;
-  std::string selected_by;  // heuristic | named | all
-};
+// algo_select.hpp mirrors cudnnMathType_t so that it needs no cuDNN header.
+static_assert(static_cast<int>(MathType::default_math) == CUDNN_DEFAULT_MATH);
+static_assert(static_cast<int>(MathType::tensor_op) == CUDNN_TENSOR_OP_MATH);
+static_assert(static_cast<int>(MathType::tensor_op_allow_conversion) ==
+              CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+static_assert(static_cast<int>(MathType::fma) == CUDNN_FMA_MATH);
+static_assert(CUDNN_STATUS_NOT_SUPPORTED == 3000 && CUDNN_STATUS_BAD_PARAM == 2000);
 
-struct Combo {
-  Choice c[3];
-  std::string label() const {
-    return fmt::format("fwd={},bwd_data={},bwd_filter={}", algo_name(Direction::fwd, c[0].algo),
-                       algo_name(Direction::bwd_data, c[1].algo),
-                       algo_name(Direction::bwd_filter, c[2].algo));
-  }
+// Why an execution failed, for the algorithm selection: which direction's call, and whether cuDNN
+// said "not supported" (try the next candidate) rather than failed.
+struct Failure {
+  bool set = false;
+  Direction direction = Direction::fwd;
+  bool not_supported = false;
 };
 
 bool fits_int(std::int64_t v) { return v >= 0 && v <= INT_MAX; }
@@ -86,19 +86,32 @@ class ConvCase {
   ConvCase(Context& ctx, const OpTask& task) : ctx_(ctx), task_(task), p_(task.c->conv) {}
 
   // Plans, descriptors and algorithm candidates; falls back to converting every non-native layout
-  // when cuDNN offers no algorithm for the layouts as given. Then uploads the inputs.
+  // when cuDNN refuses the layouts as given or offers no algorithm for them (choose_layouts).
+  // Then uploads the inputs, allocates the results and probes the bias calls.
   Status setup(nlohmann::json& info);
-  // Every supported algorithm of a direction, in cuDNN's heuristic order.
-  const std::vector<Choice>& candidates(Direction d) const { return cand_[static_cast<int>(d)]; }
-  const std::string& rejected(Direction d) const { return rejected_[static_cast<int>(d)]; }
+  // The NCHW fallback taken after setup: when no candidate the heuristics listed for the layouts
+  // as given is supported when executed. False (nothing done) when there is nothing to convert
+  // or the fallback was taken already.
+  Result<bool> fall_back(const std::string& why, nlohmann::json& info);
+  // Every usable algorithm per direction, in cuDNN's heuristic order.
+  const AlgoTable& table() const { return table_; }
   // One forward + loss + backward pass with these algorithms; the results in canonical layout.
+  // On failure, last_failure() says which direction's call failed and whether it was "not
+  // supported".
   Result<std::map<std::string, Tensor>> execute(const Combo& combo, nlohmann::json* timing);
+  const Failure& last_failure() const { return failure_; }
 
  private:
   Status build(bool convert, nlohmann::json& info);
   Status query(Direction d);
   Status set_activation(TensorDesc& d, const ActPlan& p, const Shape& s);
+  Status allocate_and_upload();
+  Status probe_bias(nlohmann::json& info);
+  bool nothing_to_convert() const;
   cudnnMathType_t requested_math() const;
+  // Runs one cuDNN call of `combo`'s direction d; records the failure for the selection.
+  Status direction_call(Direction d, cudnnStatus_t st, const char* call);
+  ActivationGeometry geometry(const ActPlan& p) const;
 
   Context& ctx_;
   const OpTask& task_;
@@ -111,12 +124,38 @@ class ConvCase {
   TensorDesc xd_, yd_, dxd_, bd_;
   FilterDesc wd_;
   ConvDesc conv_;
-  std::vector<Choice> cand_[3];
-  std::string
-      rejected_[3];  // why some algorithms were left out (workspace too large, query failed)
+  AlgoTable table_;
+  bool fell_back_ = false;
+  bool own_bias_add_ = false, own_bias_grad_ = false;  // cuDNN's legacy bias calls refused
+  Failure failure_;
   DeviceTensor x_, w_buf_, b_, t_buf_, y_, dy_, dx_, dw_, db_;
   gpu::DeviceBuffer loss_, scratch_;
 };
+
+Status ConvCase::direction_call(Direction d, cudnnStatus_t st, const char* call) {
+  if (st == CUDNN_STATUS_SUCCESS) return Status::ok();
+  failure_ = {true, d, cudnn_status_is_not_supported(static_cast<int>(st))};
+  Status err = gpu::check(st, call);
+  // A refused launch may leave a (non-sticky) CUDA error behind; the next candidate must not
+  // inherit it (PyTorch clears it the same way before trying the next algorithm).
+  (void)cudaGetLastError();
+  return err;
+}
+
+ActivationGeometry ConvCase::geometry(const ActPlan& p) const {
+  const auto pl = layout::placement(p.stack, "NCHW", ys_);
+  ActivationGeometry g{};
+  for (int i = 0; i < 4; ++i) {
+    g.size[i] = ys_[static_cast<std::size_t>(i)];
+    g.stride[i] = pl.stride[static_cast<std::size_t>(i)];
+  }
+  return g;
+}
+
+bool ConvCase::nothing_to_convert() const {
+  return xp_.format == "NCHW" && yp_.format == "NCHW" && dxp_.format == "NCHW" &&
+         wp_.format == CUDNN_TENSOR_NCHW;
+}
 
 cudnnMathType_t ConvCase::requested_math() const {
   // 16-bit inputs: tensor cores, as PyTorch's cuDNN path uses (CUDNN_TENSOR_OP_MATH). Their
@@ -217,8 +256,10 @@ Status ConvCase::build(bool convert, nlohmann::json& info) {
 
 Status ConvCase::query(Direction d) {
   const int i = static_cast<int>(d);
-  cand_[i].clear();
-  rejected_[i].clear();
+  auto& cands = table_.cand[i];
+  auto& rejected = table_.rejected[i];
+  cands.clear();
+  rejected.clear();
   const int count = algo_count(d);
   struct Perf {
     int algo;
@@ -252,8 +293,7 @@ Status ConvCase::query(Direction d) {
   std::vector<std::string> why;
   for (const auto& pf : perf) {
     if (pf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (std::any_of(cand_[i].begin(), cand_[i].end(),
-                    [&](const Choice& c) { return c.algo == pf.algo; }))
+    if (std::any_of(cands.begin(), cands.end(), [&](const Choice& c) { return c.algo == pf.algo; }))
       continue;
     // The workspace is asked of cuDNN for the exact descriptors, never guessed from `memory`.
     std::size_t ws = 0;
@@ -279,9 +319,17 @@ Status ConvCase::query(Direction d) {
                                 ctx_.options.max_workspace_bytes >> 20));
       continue;
     }
-    cand_[i].push_back(Choice{pf.algo, ws, pf.determinism, pf.math, "heuristic"});
+    Choice c;
+    c.algo = pf.algo;
+    c.workspace = ws;
+    c.deterministic = pf.determinism == CUDNN_DETERMINISTIC;
+    c.heuristic_math = static_cast<MathType>(pf.math);
+    c.math = applied_math(static_cast<MathType>(requested_math()), c.heuristic_math,
+                          dt_ == DType::float32);
+    c.selected_by = "heuristic";
+    cands.push_back(std::move(c));
   }
-  for (const auto& w : why) rejected_[i] += (rejected_[i].empty() ? "" : "; ") + w;
+  for (const auto& w : why) rejected += (rejected.empty() ? "" : "; ") + w;
   return Status::ok();
 }
 
@@ -304,10 +352,11 @@ Status ConvCase::setup(nlohmann::json& info) {
   auto feasible = [&](std::string* why) {
     for (Direction d : kDirections) {
       const auto& req = ctx_.parsed.algo[static_cast<int>(d)];
-      const auto& cands = candidates(d);
+      const auto& cands = table_.cand[static_cast<int>(d)];
+      const auto& rejected = table_.rejected[static_cast<int>(d)];
       if (cands.empty()) {
         *why = fmt::format("no {} algorithm{}", direction_name(d),
-                           rejected(d).empty() ? "" : " (" + rejected(d) + ")");
+                           rejected.empty() ? "" : " (" + rejected + ")");
         return false;
       }
       if (req.kind == AlgoRequest::named &&
@@ -320,18 +369,39 @@ Status ConvCase::setup(nlohmann::json& info) {
     }
     return true;
   };
-  VALIDATE_TRY(build(false, info));
-  std::string why;
-  const bool all_nchw = xp_.format == "NCHW" && yp_.format == "NCHW" && dxp_.format == "NCHW" &&
-                        wp_.format == CUDNN_TENSOR_NCHW;
-  if (!feasible(&why) && !all_nchw) {
-    // cuDNN refused the layouts as given (e.g. an arbitrary stride pattern, or a filter format
-    // that does not match the activations'): convert on the device instead, and say so.
-    VALIDATE_TRY(build(true, info));
-    info["fallback"] = "cuDNN offered no algorithm for the layouts as given (" + why +
-                       "); every tensor not already NCHW/OIHW is converted to it on the device";
+  // A descriptor or heuristics query that fails for the layouts as given takes the NCHW fallback
+  // too: cuDNN refusing a stride pattern is an answer about the layout, not a runner error.
+  auto fallback = choose_layouts([&](bool convert) { return build(convert, info); }, feasible,
+                                 [&] { return nothing_to_convert(); });
+  if (!fallback) return fallback.status();
+  if (!fallback->empty()) {
+    fell_back_ = true;
+    info["fallback"] = *fallback;
   }
+  VALIDATE_TRY(allocate_and_upload());
+  VALIDATE_TRY(probe_bias(info));
 
+  info["data_type"] = cudnn_type_name(cudnn_type(dt_));
+  info["compute_type"] = "CUDNN_DATA_FLOAT";
+  info["math_type"] = math_type_name(requested_math());
+  info["conv_mode"] =
+      ctx_.parsed.convolution_mode ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION";
+  // The two classic mismatches, said out loud; compare will show the numbers.
+  const bool flipped = w_spec_.flip == "HW";
+  if (ctx_.parsed.convolution_mode && !flipped)
+    info["warning"] = "conv mode reads the filter rotated by 180 degrees, and weight layout " +
+                      layout::to_string(w_spec_) +
+                      " is not flipped: the result is a true convolution with the canonical "
+                      "kernel, not PyTorch's "
+                      "cross-correlation";
+  if (!ctx_.parsed.convolution_mode && flipped)
+    info["warning"] =
+        "xcorr mode with the flipped weight layout " + layout::to_string(w_spec_) +
+        ": cuDNN cross-correlates with the rotated kernel (use --conv-mode conv for this layout)";
+  return Status::ok();
+}
+
+Status ConvCase::allocate_and_upload() {
   // Inputs, narrowed to the device dtype and laid out for cuDNN. The target is laid out like the
   // output: the loss kernel walks both in the same memory order.
   auto in = [&](const char* name) { return task_.inputs.at(name); };
@@ -369,35 +439,79 @@ Status ConvCase::setup(nlohmann::json& info) {
       "loss partial sums");
   if (!s) return s.status();
   scratch_ = std::move(*s);
-
-  info["data_type"] = cudnn_type_name(cudnn_type(dt_));
-  info["compute_type"] = "CUDNN_DATA_FLOAT";
-  info["math_type"] = math_type_name(requested_math());
-  info["conv_mode"] =
-      ctx_.parsed.convolution_mode ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION";
-  // The two classic mismatches, said out loud; compare will show the numbers.
-  const bool flipped = w_spec_.flip == "HW";
-  if (ctx_.parsed.convolution_mode && !flipped)
-    info["warning"] = "conv mode reads the filter rotated by 180 degrees, and weight layout " +
-                      layout::to_string(w_spec_) +
-                      " is not flipped: the result is a true convolution with the canonical "
-                      "kernel, not PyTorch's "
-                      "cross-correlation";
-  if (!ctx_.parsed.convolution_mode && flipped)
-    info["warning"] =
-        "xcorr mode with the flipped weight layout " + layout::to_string(w_spec_) +
-        ": cuDNN cross-correlates with the rotated kernel (use --conv-mode conv for this layout)";
   return Status::ok();
+}
+
+// cudnnAddTensor and cudnnConvolutionBackwardBias are legacy calls that may refuse a strided
+// output (the fortran preset's CHWN:F) or bfloat16. Each is tried once on the case's own
+// descriptors and buffers (y and db are overwritten by every execution anyway, so the probe's
+// values do not matter); one that refuses is replaced by the runner's own kernel for this case,
+// and info["bias_add"] / info["bias_grad"] say which ran and why.
+Status ConvCase::probe_bias(nlohmann::json& info) {
+  own_bias_add_ = own_bias_grad_ = false;
+  if (!p_.bias) return Status::ok();
+  if (ctx_.options.bias == "own") {
+    own_bias_add_ = own_bias_grad_ = true;
+    info["bias_add"] = info["bias_grad"] = "own kernel (requested)";
+    return Status::ok();
+  }
+  const float one = 1.f, zero = 0.f;
+  VALIDATE_GPU_TRY(cudaMemset(y_.buf.data(), 0, y_.buf.size()));
+  VALIDATE_GPU_TRY(cudaMemset(dy_.buf.data(), 0, dy_.buf.size()));
+  auto probe = [&](cudnnStatus_t st, const char* call, bool& own, const char* key) -> Status {
+    if (st == CUDNN_STATUS_SUCCESS) {
+      info[key] = call;
+      return Status::ok();
+    }
+    const Status err = gpu::check(st, call);
+    (void)cudaGetLastError();
+    if (!cudnn_status_rejects_call(static_cast<int>(st))) return err;
+    own = true;
+    info[key] = "own kernel (" + err.message() + ")";
+    return Status::ok();
+  };
+  VALIDATE_TRY(probe(cudnnAddTensor(ctx_.cudnn, &one, bd_, b_.buf.data(), &one, yd_, y_.buf.data()),
+                     "cudnnAddTensor", own_bias_add_, "bias_add"));
+  VALIDATE_TRY(probe(cudnnConvolutionBackwardBias(ctx_.cudnn, &one, yd_, dy_.buf.data(), &zero, bd_,
+                                                  db_.buf.data()),
+                     "cudnnConvolutionBackwardBias", own_bias_grad_, "bias_grad"));
+  VALIDATE_GPU_TRY(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Result<bool> ConvCase::fall_back(const std::string& why, nlohmann::json& info) {
+  if (fell_back_ || nothing_to_convert()) return false;
+  VALIDATE_TRY(build(true, info));
+  fell_back_ = true;
+  info["fallback"] =
+      "cuDNN's heuristics listed algorithms for the layouts as given but none "
+      "executed (" +
+      why + "); every tensor not already NCHW/OIHW is converted to it on the device";
+  VALIDATE_TRY(allocate_and_upload());
+  VALIDATE_TRY(probe_bias(info));
+  return true;
 }
 
 Result<std::map<std::string, Tensor>> ConvCase::execute(const Combo& combo,
                                                         nlohmann::json* timing) {
+  failure_ = Failure{};
   std::size_t ws_bytes = 0;
-  for (const auto& ch : combo.c) ws_bytes = std::max(ws_bytes, ch.workspace);
+  Direction largest = Direction::fwd;
+  for (Direction d : kDirections)
+    if (combo.c[static_cast<int>(d)].workspace > ws_bytes) {
+      ws_bytes = combo.c[static_cast<int>(d)].workspace;
+      largest = d;
+    }
   auto ws = gpu::DeviceBuffer::allocate(ws_bytes, "cuDNN workspace");
-  if (!ws) return ws.status();
+  if (!ws) {
+    // As PyTorch does, a workspace that cannot be had rules the algorithm out rather than the case
+    // (DeviceBuffer::allocate has cleared CUDA's last error, so the next try starts clean).
+    failure_ = {true, largest, true};
+    return ws.status();
+  }
   const float one = 1.f,
               zero = 0.f;  // float scaling factors: every data type here computes in float
+  const ActivationGeometry yg = geometry(yp_);
   Timer timer;
   auto timed = [&](const char* what, auto&& body) -> Status {
     if (timing) VALIDATE_TRY(timer.start());
@@ -409,34 +523,60 @@ Result<std::map<std::string, Tensor>> ConvCase::execute(const Combo& combo,
     }
     return Status::ok();
   };
+  // Each direction runs with its candidate's own math type (applied_math): the descriptor is
+  // shared, so it is set before every call.
+  auto math = [&](Direction d) -> Status {
+    VALIDATE_GPU_TRY(cudnnSetConvolutionMathType(
+        conv_, static_cast<cudnnMathType_t>(combo.c[static_cast<int>(d)].math)));
+    return Status::ok();
+  };
   VALIDATE_TRY(timed("fwd_ms", [&]() -> Status {
-    VALIDATE_GPU_TRY(
+    VALIDATE_TRY(math(Direction::fwd));
+    VALIDATE_TRY(direction_call(
+        Direction::fwd,
         cudnnConvolutionForward(ctx_.cudnn, &one, xd_, x_.buf.data(), wd_, w_buf_.buf.data(), conv_,
                                 static_cast<cudnnConvolutionFwdAlgo_t>(combo.c[0].algo), ws->data(),
-                                ws_bytes, &zero, yd_, y_.buf.data()));
-    if (p_.bias)
-      VALIDATE_GPU_TRY(
-          cudnnAddTensor(ctx_.cudnn, &one, bd_, b_.buf.data(), &one, yd_, y_.buf.data()));
+                                ws_bytes, &zero, yd_, y_.buf.data()),
+        "cudnnConvolutionForward(…)"));
+    if (p_.bias) {
+      if (own_bias_add_)
+        VALIDATE_TRY(bias_add(y_.buf.data(), b_.buf.data(), dt_, yg, nullptr));
+      else
+        VALIDATE_GPU_TRY(
+            cudnnAddTensor(ctx_.cudnn, &one, bd_, b_.buf.data(), &one, yd_, y_.buf.data()));
+    }
     return Status::ok();
   }));
   VALIDATE_TRY(mse_loss_grad(y_.buf.data(), dt_, t_buf_.buf.as<float>(), y_.numel(), dy_.buf.data(),
                              loss_.as<float>(), scratch_.as<float>(), nullptr));
   VALIDATE_TRY(timed("bwd_data_ms", [&]() -> Status {
-    VALIDATE_GPU_TRY(cudnnConvolutionBackwardData(
-        ctx_.cudnn, &one, wd_, w_buf_.buf.data(), yd_, dy_.buf.data(), conv_,
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[1].algo), ws->data(), ws_bytes, &zero,
-        dxd_, dx_.buf.data()));
+    VALIDATE_TRY(math(Direction::bwd_data));
+    VALIDATE_TRY(direction_call(
+        Direction::bwd_data,
+        cudnnConvolutionBackwardData(ctx_.cudnn, &one, wd_, w_buf_.buf.data(), yd_, dy_.buf.data(),
+                                     conv_,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[1].algo),
+                                     ws->data(), ws_bytes, &zero, dxd_, dx_.buf.data()),
+        "cudnnConvolutionBackwardData(…)"));
     return Status::ok();
   }));
   VALIDATE_TRY(timed("bwd_filter_ms", [&]() -> Status {
+    VALIDATE_TRY(math(Direction::bwd_filter));
     // dW is written through the filter descriptor: its memory order and the buffer's flip.
-    VALIDATE_GPU_TRY(cudnnConvolutionBackwardFilter(
-        ctx_.cudnn, &one, xd_, x_.buf.data(), yd_, dy_.buf.data(), conv_,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[2].algo), ws->data(), ws_bytes, &zero,
-        wd_, dw_.buf.data()));
-    if (p_.bias)
-      VALIDATE_GPU_TRY(cudnnConvolutionBackwardBias(ctx_.cudnn, &one, yd_, dy_.buf.data(), &zero,
-                                                    bd_, db_.buf.data()));
+    VALIDATE_TRY(
+        direction_call(Direction::bwd_filter,
+                       cudnnConvolutionBackwardFilter(
+                           ctx_.cudnn, &one, xd_, x_.buf.data(), yd_, dy_.buf.data(), conv_,
+                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[2].algo),
+                           ws->data(), ws_bytes, &zero, wd_, dw_.buf.data()),
+                       "cudnnConvolutionBackwardFilter(…)"));
+    if (p_.bias) {
+      if (own_bias_grad_)
+        VALIDATE_TRY(bias_grad(dy_.buf.data(), db_.buf.data(), dt_, yg, nullptr));
+      else
+        VALIDATE_GPU_TRY(cudnnConvolutionBackwardBias(ctx_.cudnn, &one, yd_, dy_.buf.data(), &zero,
+                                                      bd_, db_.buf.data()));
+    }
     return Status::ok();
   }));
 
@@ -475,7 +615,8 @@ nlohmann::json choice_json(Direction d, const Choice& c) {
   return {{"algo", algo_name(d, c.algo)},
           {"selected_by", c.selected_by},
           {"workspace_bytes", c.workspace},
-          {"deterministic", c.determinism == CUDNN_DETERMINISTIC},
+          {"deterministic", c.deterministic},
+          {"math_type", math_type_name(c.math)},
           {"heuristic_math_type", math_type_name(c.heuristic_math)}};
 }
 
@@ -500,65 +641,78 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
   ConvCase cc(ctx, task);
   if (Status st = cc.setup(info); !st) return single(RunOutcome::error, st.message());
 
-  // Per direction: the baseline choice (named, else cuDNN's first), and the alternatives for `all`.
-  Combo base;
-  bool any_all = false;
-  for (Direction d : kDirections) {
-    const int i = static_cast<int>(d);
-    const auto& req = ctx.parsed.algo[i];
-    const auto& cands = cc.candidates(d);
-    if (cands.empty())
-      return single(RunOutcome::unsupported,
-                    fmt::format("cuDNN offers no {} algorithm for this case{}", direction_name(d),
-                                cc.rejected(d).empty() ? "" : " (" + cc.rejected(d) + ")"));
-    if (req.kind == AlgoRequest::named) {
-      auto it = std::find_if(cands.begin(), cands.end(),
-                             [&](const Choice& c) { return c.algo == req.algo; });
-      if (it == cands.end()) {
-        std::string offered;
-        for (const auto& c : cands) offered += (offered.empty() ? "" : ", ") + algo_name(d, c.algo);
-        return single(
-            RunOutcome::unsupported,
-            fmt::format("{} algorithm {} is not supported for this case (cuDNN offers {})",
-                        direction_name(d), algo_name(d, req.algo), offered));
-      }
-      base.c[i] = *it;
-      base.c[i].selected_by = "named";
-    } else {
-      base.c[i] = cands.front();
-      base.c[i].selected_by = "heuristic";
-    }
-    any_all = any_all || req.kind == AlgoRequest::all;
-  }
-  // --algo all: the baseline, then each other supported algorithm of an `all` direction with the
-  // other two directions at their baseline — one direction varied at a time, so the count stays
-  // the sum of the algorithms, not their product.
-  std::vector<Combo> combos{base};
-  for (Direction d : kDirections) {
-    const int i = static_cast<int>(d);
-    if (ctx.parsed.algo[i].kind != AlgoRequest::all) continue;
-    for (const auto& c : cc.candidates(d)) {
-      if (c.algo == base.c[i].algo) continue;
-      Combo v = base;
-      v.c[i] = c;
-      v.c[i].selected_by = "all";
-      combos.push_back(v);
-    }
-  }
-
-  std::vector<OpResult> results;
-  for (const auto& combo : combos) {
+  // Every execution is a real run (with --repeat); the selection keeps the ones it reports.
+  std::vector<OpResult> attempts;
+  auto try_combo = [&](const Combo& combo) -> Attempt {
     OpResult r;
     r.info = info;
-    r.variant = any_all ? combo.label() : "";
     for (Direction d : kDirections)
       r.info["algorithms"][direction_name(d)] = choice_json(d, combo.c[static_cast<int>(d)]);
-    for (Direction d : kDirections)
-      if (!cc.rejected(d).empty())
-        r.info["algorithms_left_out"][direction_name(d)] = cc.rejected(d);
     // --repeat: the same algorithms again; any bit that moves is cuDNN nondeterminism (ALGO_0 and
     // ALGO_3 accumulate with atomics).
     run_repeated(ctx, r, [&](nlohmann::json* timing) { return cc.execute(combo, timing); });
+    Attempt a;
+    if (r.outcome != RunOutcome::ok) {
+      const Failure& f = cc.last_failure();
+      a.kind = f.set && f.not_supported ? Attempt::unsupported : Attempt::error;
+      a.direction = f.direction;
+      a.message = r.message;
+    }
+    attempts.push_back(std::move(r));
+    return a;
+  };
+  const AlgoRequest(&req)[3] = ctx.parsed.algo;
+  Selection sel = select_algorithms(cc.table(), req, try_combo);
+  const bool listed_but_refused =
+      !sel.dropped[0].empty() || !sel.dropped[1].empty() || !sel.dropped[2].empty();
+  if (sel.outcome == Attempt::unsupported && listed_but_refused) {
+    // Listed but not executable for the layouts as given (e.g. a strided CHWN:F activation):
+    // convert to NCHW and choose again, as setup does when nothing is listed at all.
+    auto fell = cc.fall_back(sel.message, info);
+    if (!fell) return single(RunOutcome::error, fell.message());
+    if (*fell) {
+      attempts.clear();
+      const std::string first = sel.message;
+      sel = select_algorithms(cc.table(), req, try_combo);
+      if (sel.outcome == Attempt::unsupported)
+        sel.message += " (after the NCHW fallback; the layouts as given: " + first + ")";
+    }
+  }
+  if (sel.outcome == Attempt::unsupported) {
+    for (Direction d : kDirections)
+      if (!sel.dropped[static_cast<int>(d)].empty())
+        info["algorithms_not_supported_when_executed"][direction_name(d)] =
+            sel.dropped[static_cast<int>(d)];
+    return single(RunOutcome::unsupported, sel.message);
+  }
+
+  std::vector<OpResult> results;
+  for (const Planned& p : sel.results) {
+    OpResult r;
+    if (p.attempt_index >= 0) {
+      r = std::move(attempts[static_cast<std::size_t>(p.attempt_index)]);
+    } else {
+      r.info = info;
+      for (Direction d : kDirections)
+        r.info["algorithms"][direction_name(d)] = choice_json(d, p.combo.c[static_cast<int>(d)]);
+    }
+    r.variant = p.variant;
+    if (p.attempt.kind == Attempt::unsupported) {
+      // Listed by the heuristics, refused when executed: a fact about cuDNN, not a failure.
+      r.outcome = RunOutcome::unsupported;
+      r.outputs.clear();
+      r.message = fmt::format(
+          "{} algorithm {}: {}", direction_name(p.attempt.direction),
+          algo_name(p.attempt.direction, p.combo.c[static_cast<int>(p.attempt.direction)].algo),
+          p.attempt.message);
+    }
+    for (Direction d : kDirections) {
+      const int i = static_cast<int>(d);
+      if (!cc.table().rejected[i].empty())
+        r.info["algorithms_left_out"][direction_name(d)] = cc.table().rejected[i];
+      if (!sel.dropped[i].empty())
+        r.info["algorithms_not_supported_when_executed"][direction_name(d)] = sel.dropped[i];
+    }
     results.push_back(std::move(r));
   }
   return results;

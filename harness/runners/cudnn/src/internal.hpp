@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "algo_select.hpp"
 #include "handles.hpp"
 #include "loss.hpp"
 #include "validate/cases/case.hpp"
@@ -19,19 +20,6 @@
 #include "validate/runners/cudnn_runner.hpp"
 
 namespace validate::runners::cudnn_detail {
-
-enum class Direction { fwd, bwd_data, bwd_filter };
-constexpr Direction kDirections[] = {Direction::fwd, Direction::bwd_data, Direction::bwd_filter};
-const char* direction_name(Direction d);  // "fwd", "bwd_data", "bwd_filter"
-int algo_count(Direction d);
-std::string algo_name(Direction d, int algo);  // "IMPLICIT_PRECOMP_GEMM", or the number if unknown
-
-// --algo-* after parsing.
-struct AlgoRequest {
-  enum Kind { automatic, all, named } kind = automatic;
-  int algo = -1;  // named
-};
-Result<AlgoRequest> parse_algo(Direction d, const std::string& text);
 
 enum class Math { fma, tf32, library_default };
 

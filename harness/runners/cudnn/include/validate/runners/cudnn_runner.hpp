@@ -35,6 +35,10 @@ struct CudnnOptions {
   std::string algo_fwd = "auto", algo_bwd_data = "auto", algo_bwd_filter = "auto";
   int repeat = 1;  // run each op this many times and flag bitwise differences between runs in info
   std::size_t max_workspace_bytes = std::size_t{4} << 30;  // algorithms needing more are skipped
+  // conv2d bias (forward add, backward sum): auto = cuDNN's cudnnAddTensor /
+  // cudnnConvolutionBackwardBias, probed once per case, and the runner's own kernels where cuDNN
+  // refuses the descriptors; own = the runner's kernels always (tests). Not a command-line option.
+  std::string bias = "auto";
 };
 
 // Checks the options (no device needed): an unknown --math, --conv-mode, algorithm name, device

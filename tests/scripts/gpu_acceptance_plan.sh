@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU acceptance's step plan, checked on the CPU (issue 13, item 7): every step of the default
+# plan is estimated at <= 8 minutes (one device call runs at most 10), the plan prints the disk
+# each step keeps, a step over the limit is refused (exit 2) before anything runs, --only cannot
+# be empty, and the size model behind the estimates matches what `validate generate` really writes
+# (exact element count from `validate list`).
+#   gpu_acceptance_plan.sh REPO SCRATCH [VALIDATE]   (VALIDATE: a CLI that can generate; optional)
+set -u
+repo=$1 work=$2 validate=${3:-}
+script=$repo/scripts/gpu-acceptance.sh
+rm -rf "$work" && mkdir -p "$work" || exit 2
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# 1. The default plan: exit 0, every step listed with its estimate <= 480 s, peak disk and what it keeps.
+out=$("$script" --dry-run 2>&1); rc=$?
+echo "$out"
+[[ $rc == 0 ]] || fail "default --dry-run exited $rc"
+steps=$(echo "$out" | awk -F'|' 'NR > 2 && /^\| [a-z]/ { gsub(/ /, "", $2); print $2 }' | paste -sd, -)
+[[ $steps == build,smoke,sweep-refs,sweep-torch,sweep-channels_last,sweep-fortran,sweep-exact,sweep-tf32,bench,timing ]] ||
+  fail "default steps: $steps"
+while IFS='|' read -r _ name est peak keeps what _; do
+  name=${name// /}; est=${est// /}
+  [[ $est =~ ^[0-9]+$ ]] || { fail "step $name: estimate '$est' is not a number of seconds"; continue; }
+  ((est > 0 && est <= 480)) || fail "step $name: estimate $est s not in 1..480"
+  [[ $peak =~ [0-9]\ (B|KB|MB|GB|TB) ]] || fail "step $name: peak disk '$peak'"
+  [[ $keeps =~ [0-9]\ (B|KB|MB|GB|TB) ]] || fail "step $name: keeps '$keeps'"
+  [[ -n ${what// /} ]] || fail "step $name: no description"
+done < <(echo "$out" | awk 'NR > 2 && /^\| [a-z]/')
+# Without --keep nothing but reports stays behind.
+echo "$out" | awk -F'|' 'NR > 2 && /^\| [a-z]/ { print $5 }' | grep -qv '^ 0 B $' && fail "a step keeps disk without --keep"
+
+# 2. --keep: the sweep steps keep their CPU reference set (and say how much).
+out=$("$script" --dry-run --keep --steps sweep-refs,sweep-torch 2>&1) || fail "--keep plan exited $?"
+echo "$out" | grep -E '^\| sweep-torch \| [0-9]+ \| [0-9.]+ MB \| [0-9.]+ MB \|' >/dev/null || fail "--keep: sweep-torch keeps nothing: $out"
+
+# 3. The whole default sweep does not fit the exact step: refused with the reason, exit 2, both
+#    for the dry run and for a real invocation (which must not start anything).
+out=$("$script" --dry-run --only . --steps sweep-exact 2>&1); rc=$?
+[[ $rc == 2 ]] || fail "--only . sweep-exact dry run exited $rc"
+echo "$out" | grep -q 'over 480 s' || fail "no 'over 480 s' mark: $out"
+out=$("$script" --only . --steps sweep-exact --work "$work/w" --out "$work/o" 2>&1); rc=$?
+[[ $rc == 2 ]] || fail "real run of an over-long step exited $rc"
+echo "$out" | grep -q 'pick a smaller --only' || fail "no advice: $out"
+[[ ! -e $work/o ]] || fail "a refused run wrote $work/o"
+
+# 4. Bad arguments: an empty --only, an unknown step.
+"$script" --dry-run --only '' >/dev/null 2>&1; rc=$?
+[[ $rc == 2 ]] || fail "empty --only exited $rc"
+out=$("$script" --dry-run --steps smoke,nonsense 2>&1); rc=$?
+[[ $rc == 2 ]] || fail "unknown step exited $rc"
+echo "$out" | grep -q "unknown step 'nonsense'" || fail "unknown step message: $out"
+
+# 5. The size model against the generator: identical tensor element counts.
+if [[ -n $validate && -x $validate ]]; then
+  # shellcheck source=../../scripts/gpu-acceptance.sh
+  VALIDATE_ACCEPTANCE_LIB=1 source "$script"
+  for spec in "smoke.json|" "default.json|k(0072|0144|0288|0576)_" "smoke.json|^float32/odd"; do
+    file=${spec%%|*} only=${spec#*|}
+    dir=$work/ref-${file%.json}-$RANDOM
+    args=(--cases "$repo/cases/$file" --dtype "float32,bfloat16" --out "$dir" --progress 0)
+    [[ -n $only ]] && args+=(--only "$only")
+    "$validate" generate "${args[@]}" >/dev/null 2>&1 || { fail "generate $file '$only'"; continue; }
+    real=$("$validate" list "$dir" | sed -n 's/^total: \([0-9]*\) cases.*, \([0-9]*\) tensor elements.*/\1 \2/p')
+    read -r _ _ _ cases elements < <(estimate "$repo/cases/$file" "$only" float32,bfloat16)
+    [[ "$cases $elements" == "$real" ]] && echo "ok: model $file '$only': $cases cases, $elements elements" ||
+      fail "model $file '$only': estimated '$cases $elements', validate list says '$real'"
+    rm -rf "$dir"
+  done
+else
+  echo "note: no validate CLI with generate given; the size model was not checked against it"
+fi
+
+rm -rf "$work"
+((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
+echo "gpu-acceptance plan: every check passed"
