@@ -155,7 +155,9 @@ for entry in "${runs[@]}"; do
   name=${entry%%|*}
   args=${entry#*|}
   # shellcheck disable=SC2086
-  $bin run $args --ref "$ref" --out "$out/run-$name" --progress 1 > "$out/reports/run-$name.txt" 2>&1
+  # --overwrite: a run directory of an earlier nightly is replaced whole, never mixed with this one
+  # (before, a run that failed to start left the old results in place and compare passed them).
+  $bin run $args --ref "$ref" --out "$out/run-$name" --overwrite --progress 1 > "$out/reports/run-$name.txt" 2>&1
   run_rc=$?
   $bin compare "$ref" "$out/run-$name" "${policy_args[@]}" --junit "$out/reports/$name.junit.xml" \
     --html "$out/reports/$name.html" --md "$out/reports/$name.md" --json "$out/reports/$name.json" \

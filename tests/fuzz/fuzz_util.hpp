@@ -15,19 +15,30 @@
 
 namespace validate::fuzz {
 
-// A file that lives only in memory (memfd), rewritten with every input, so path-based readers
-// (npy::read, MappedArray::open, read_json) run their real code without touching the disk.
+// A regular file on tmpfs (/dev/shm, else $TMPDIR or /tmp), rewritten with every input, so
+// path-based readers (npy::read, MappedArray::open, read_json) run their real code. Not a memfd's
+// /proc/self/fd/N path: that is a symlink, which the readers refuse (O_NOFOLLOW, issue 10).
 class MemFile {
  public:
   MemFile() {
-    fd_ = ::memfd_create("validate-fuzz", 0);
+    const char* tmp = std::getenv("TMPDIR");
+    for (std::string dir : {std::string("/dev/shm"), std::string(tmp ? tmp : "/tmp"), std::string("/tmp")}) {
+      std::string templ = dir + "/validate-fuzz-XXXXXX";
+      fd_ = ::mkstemp(templ.data());
+      if (fd_ >= 0) {
+        path_ = templ;
+        break;
+      }
+    }
     if (fd_ < 0) {
-      std::perror("memfd_create");
+      std::perror("mkstemp");
       std::abort();
     }
-    path_ = "/proc/self/fd/" + std::to_string(fd_);
   }
-  ~MemFile() { ::close(fd_); }
+  ~MemFile() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
   MemFile(const MemFile&) = delete;
   MemFile& operator=(const MemFile&) = delete;
 

@@ -108,6 +108,11 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
   if (!stdfs::is_directory(dir, ec)) return Error{dir + ": not a directory"};
   auto manifest = cases::read_manifest(dir);
   if (!manifest) return Error{"run directory " + manifest.message()};
+  // A reference set given as the run paired nothing and passed as "all not run" (exit 0).
+  if (manifest->value("format", std::string()) != cases::kRunFormat)
+    return Error{(stdfs::path(dir) / "manifest.json").string() + ": format is \"" +
+                 manifest->value("format", std::string()) + "\", not \"" + cases::kRunFormat +
+                 "\": not a run directory (a reference set is compared against a run, not read as one)"};
   RunDirectory rd;
   rd.root = dir;
   rd.label = label;
