@@ -91,6 +91,7 @@ std::string Report::summary_line() const {
   if (c.unsupported) s += fmt::format(", {} unsupported", c.unsupported);
   if (c.invalid) s += fmt::format(", {} invalid input{}", c.invalid, c.invalid == 1 ? "" : "s");
   if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
+  if (!self_check.empty()) s += " - self-check: the references' own stack";
   return s;
 }
 

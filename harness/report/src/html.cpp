@@ -37,6 +37,7 @@ th{background:var(--panel);position:sticky;top:0}td.num{text-align:right;font-fa
 .v-passed{color:var(--ok);font-weight:600}.v-failed,.v-error,.v-invalid{color:var(--bad);font-weight:700}.v-mistrusted,.v-not-run,.v-skipped,.v-unsupported{color:var(--warn)}
 .plots{display:flex;flex-wrap:wrap;gap:14px}.plots svg{background:#fff;border:1px solid var(--line);border-radius:6px}
 svg .ct{font-size:13px;font-weight:600;fill:#1f2328}svg .tick{font-size:10px;fill:#57606a}svg .axis{font-size:11px;fill:#1f2328}
+.selfcheck{background:#ddf4ff;border:1px solid #54aeff;border-radius:6px;padding:8px 12px;margin:10px 0}
 svg .grid{stroke:#eaeef2;stroke-width:1}svg .frame{fill:none;stroke:#d0d7de}footer{color:var(--mute);font-size:12px;margin:30px 0}
 )";
 
@@ -89,6 +90,9 @@ std::string render_html(const compare::Report& r) {
     << escape(r.harness_version) << " (" << escape(r.git_commit) << "), kernel "
     << escape(r.kernel_isa) << ", " << fmt::format("{:.2f}", r.elapsed_s)
     << " s</dd></dl></header>\n<main>\n";
+  if (!r.self_check.empty())
+    o << "<p class=\"selfcheck\" id=\"self-check\"><b>Self-check.</b> " << escape(r.self_check)
+      << "</p>\n";
   for (const auto& w : r.warnings)
     o << "<p class=\"v-mistrusted\">Warning: " << escape(w) << "</p>\n";
 

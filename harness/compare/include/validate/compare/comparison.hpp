@@ -85,6 +85,9 @@ struct Report {
   std::vector<std::string> warnings;  // e.g. the run was made from a different reference manifest
   std::string created_at, harness_version, git_commit, kernel_isa;
   double elapsed_s = 0;
+  // Non-empty: the run is the references' own stack, and this says so (self_check.hpp). Every
+  // reporter labels the comparison a self-check.
+  std::string self_check;
 
   Counts counts() const;
   // 2: an input was unreadable/corrupt; 1: a gate failed or nothing at all was compared; 0
