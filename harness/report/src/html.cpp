@@ -139,14 +139,24 @@ std::string render_html(const compare::Report& r) {
 
   // Error versus K, per (variant, dtype): one series per (op, tensor).
   const auto groups = detail::groups(r);
+  // One style (colour, marker, dash) per series name across every plot of the report, so
+  // "conv2d grad_weight" looks the same in the float32 and the bfloat16 plots.
+  std::map<std::string, int> series_style;
+  for (const auto& [key, entries] : groups)
+    for (const Entry* e : entries)
+      if (e->K > 0 && (e->stats || e->loss)) series_style.emplace(e->op + " " + e->tensor, 0);
+  {
+    int next = 0;
+    for (auto& [name, style] : series_style) style = next++;
+  }
   bool plots = false;
   for (const auto& [key, entries] : groups) {
     std::map<std::string, svg::Series> abs_s, ulp_s;
     for (const Entry* e : entries) {
       if (e->K <= 0 || (!e->stats && !e->loss)) continue;
       const std::string name = e->op + " " + e->tensor;
-      abs_s[name].name = name;
-      ulp_s[name].name = name;
+      abs_s[name].name = ulp_s[name].name = name;
+      abs_s[name].style = ulp_s[name].style = series_style[name];
       abs_s[name].points.emplace_back(static_cast<double>(e->K),
                                       e->stats ? e->stats->max_abs : e->loss->abs_diff);
       ulp_s[name].points.emplace_back(
@@ -157,7 +167,8 @@ std::string render_html(const compare::Report& r) {
     if (!plots)
       o << "<h2>Error versus K</h2>\n<p>K is the reduction length of each case (conv: "
            "C/groups·KH·KW; matmul: K). "
-           "Hollow markers sit on the bottom edge: zero error.</p>\n";
+           "Each series has its own colour, marker shape and line dash (legible in greyscale); "
+           "hollow markers sit on the bottom edge: zero error.</p>\n";
     plots = true;
     svg::Scatter a, u;
     a.title = "max |run − ref| versus K — " + detail::group_title(key);
