@@ -16,7 +16,7 @@
 set -uo pipefail
 
 usage() { echo "usage: $0 run DIR -- COMMAND [ARG...]" >&2; exit 2; }
-[ $# -ge 4 ] && [ "$1" = run ] && [ "$3" = -- ] || [ "${1:-}" = _inside ] || usage
+[ $# -ge 4 ] && [ "$1" = run ] && [ "$3" = -- ] || [ "${1:-}" = _inside ] || [ "${1:-}" = _reap ] || usage
 log() { echo "slurm-cluster: $*" >&2; }
 
 if [ "$1" = run ]; then
@@ -33,6 +33,39 @@ if [ "$1" = run ]; then
   exec unshare --net -- "$0" _inside "$dir" "$@"
 fi
 
+# Every process of this namespace but the caller: the daemons, slurmstepd, the jobs' processes.
+# Found with builtins only (test -ef on the namespace links), so the search starts no process.
+left=()
+find_left() {
+  left=()
+  local p
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" = $$ ] && continue
+    [[ /proc/$p/ns/net -ef /proc/$$/ns/net ]] 2> /dev/null && left+=("$p")
+  done
+}
+end_left() {  # TERM, then KILL, everything find_left finds
+  find_left
+  ((${#left[@]})) || return 0
+  log "ending ${#left[@]} leftover process(es) of the namespace: ${left[*]}"
+  kill -TERM "${left[@]}" 2> /dev/null
+  sleep 1
+  find_left
+  ((${#left[@]})) && kill -KILL "${left[@]}" 2> /dev/null
+  return 0
+}
+
+# ---- the watchdog: if the cluster script is killed outright (SIGKILL from a test driver's
+# timeout, which no trap sees), it ends the daemons and everything else in the namespace.
+if [ "$1" = _reap ]; then
+  owner=$3
+  while kill -0 "$owner" 2> /dev/null; do sleep 1; done
+  log "the cluster script (pid $owner) is gone: stopping what it left"
+  end_left
+  exit 0
+fi
+
 # ---- inside the private network namespace --------------------------------------------------
 dir=$2
 shift 2
@@ -46,21 +79,11 @@ chmod 700 "$dir/munge"
 conf=$dir/slurm.conf
 export SLURM_CONF=$conf
 
-# Every process of this namespace is ours: the daemons, slurmstepd and the jobs' processes. Found
-# with builtins only (test -ef on the namespace links), so the search itself starts no process.
-left=()
-find_left() {
-  left=()
-  local p
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    [ "$p" = $$ ] && continue
-    [[ /proc/$p/ns/net -ef /proc/$$/ns/net ]] 2> /dev/null && left+=("$p")
-  done
-}
 stop_cluster() {
   local rc=$?
-  trap - EXIT INT TERM
+  # A second TERM (a process group signal followed by a parent's) must not cut the cleanup short.
+  trap '' INT TERM
+  trap - EXIT
   timeout 10 scancel --full --quiet --user=root > /dev/null 2>&1
   local f pid i
   for f in "$dir/state/slurmd.pid" "$dir/state/slurmctld.pid" "$dir/munge/munged.pid"; do
@@ -69,20 +92,17 @@ stop_cluster() {
     for i in $(seq 1 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.2; done
     kill -KILL "$pid" 2> /dev/null && log "killed $f's process $pid after 10 s"
   done
-  # Anything left (a job step outliving slurmd): TERM, then KILL, by process id.
-  find_left
-  if ((${#left[@]})); then
-    log "ending ${#left[@]} leftover process(es) of the namespace: ${left[*]}"
-    kill -TERM "${left[@]}" 2> /dev/null
-    sleep 1
-    find_left
-    ((${#left[@]})) && kill -KILL "${left[@]}" 2> /dev/null
-  fi
+  # Anything left (a job step outliving slurmd, the watchdog): TERM, then KILL, by process id.
+  end_left
   log "stopped (munged, slurmctld, slurmd)"
   exit "$rc"
 }
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
+
+# The watchdog, detached (its own session, parent init) so that a driver killing this script's
+# process tree does not take it along.
+(setsid "$0" _reap "$dir" $$ < /dev/null >> "$dir/log/watchdog.log" 2>&1 &)
 
 # munge: a fresh key for this cluster only, a private socket.
 head -c 1024 /dev/urandom > "$dir/munge/munge.key" && chmod 400 "$dir/munge/munge.key"
@@ -149,4 +169,7 @@ fi
 # remove their own pid files when they stop).
 cat "$dir/munge/munged.pid" "$dir/state/slurmctld.pid" "$dir/state/slurmd.pid" > "$dir/daemons.pids" 2> /dev/null
 log "cluster up: node $node ($cpus CPUs) on 127.0.0.1 in a private network namespace; SLURM_CONF=$conf"
-"$@"
+# In the background and waited for, so that a TERM (ctest's timeout, a cancelled CI job) stops the
+# cluster at once instead of after COMMAND (bash defers traps while a foreground child runs).
+"$@" &
+wait $!

@@ -28,8 +28,14 @@ timeout 120 scripts/slurm-generate.sh "$work/broken" --cases "$work/broken.json"
 echo "broken-rc=\$?"
 squeue -h -o '%i %T' > "$work/squeue.txt"
 SH
-scripts/slurm-cluster.sh run "$work/cluster" -- bash "$work/jobs.sh" > "$work/jobs.log" 2>&1
+# In the background, so that a TERM to this test (ctest's timeout) reaches the cluster script,
+# which then stops its daemons.
+scripts/slurm-cluster.sh run "$work/cluster" -- bash "$work/jobs.sh" > "$work/jobs.log" 2>&1 &
+cluster=$!
+trap 'kill -TERM $cluster 2> /dev/null; wait $cluster; exit 143' TERM INT
+wait $cluster
 rc=$?
+trap - TERM INT
 cat "$work/jobs.log"
 [ $rc -eq 77 ] && { echo "SKIP: no Slurm cluster can run here"; exit 77; }
 [ $rc -eq 0 ] || fail "the cluster run exited $rc (logs in $work/cluster/log)"
