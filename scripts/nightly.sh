@@ -44,7 +44,13 @@ stage_xml=()
 stage_failures=0
 stage_errors=0
 junit_written=0
-xml() { local s=${1//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}; printf '%s' "$s"; }
+# XML-escaped, without the control characters XML 1.0 forbids (a tool's output may hold some).
+xml() {
+  local s
+  s=$(printf '%s' "$1" | tr -d '\000-\010\013\014\016-\037')
+  s=${s//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}
+  printf '%s' "$s"
+}
 stage() {  # stage NAME ok|failure|error [MESSAGE [DETAIL]]
   local body=""
   case $2 in

@@ -85,11 +85,11 @@ stop_cluster() {
   trap '' INT TERM
   trap - EXIT
   timeout 10 scancel --full --quiet --user=root > /dev/null 2>&1
-  local f pid i
+  local f pid
   for f in "$dir/state/slurmd.pid" "$dir/state/slurmctld.pid" "$dir/munge/munged.pid"; do
     pid=$(cat "$f" 2> /dev/null) || continue
     kill -TERM "$pid" 2> /dev/null || continue
-    for i in $(seq 1 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.2; done
+    for _ in $(seq 1 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.2; done
     kill -KILL "$pid" 2> /dev/null && log "killed $f's process $pid after 10 s"
   done
   # Anything left (a job step outliving slurmd, the watchdog): TERM, then KILL, by process id.

@@ -22,7 +22,7 @@ usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] && [ "${1#-}" = "$1" ] || usage
 out=$1
 shift
-cases=cases/default.json dtype= shards=8 gpus=1 wait=0
+cases=cases/default.json dtype='' shards=8 gpus=1 wait=0
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in

@@ -68,8 +68,7 @@ TEST(SeriesStyle, ScatterDrawsEachSeriesWithItsMarkerDashAndLegend) {
   EXPECT_EQ(shapes.size(), 9u);
   // Dashed lines are drawn (four of the five dashes are not solid) and the legend has a line
   // segment per series.
-  EXPECT_GE(std::regex_search(out, std::regex(R"(<path d="M[^"]*"[^>]*stroke-dasharray="6 3")")),
-            true);
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(<path d="M[^"]*"[^>]*stroke-dasharray="6 3")")));
   std::size_t legends = 0;
   for (auto p = out.find("class=\"legend\""); p != std::string::npos; p = out.find("class=\"legend\"", p + 1))
     ++legends;
