@@ -28,6 +28,7 @@ if [ "$1" = run ]; then
   done
   [ -z "$missing" ] || { log "SKIP: missing$missing (scripts/install-deps.sh installs slurmctld slurmd slurm-client munge iproute2)"; exit 77; }
   [ "$(id -u)" = 0 ] || { log "SKIP: needs root (daemons and a network namespace)"; exit 77; }
+  unshare --net true 2> /dev/null || { log "SKIP: cannot create a network namespace here (unshare --net)"; exit 77; }
   mkdir -p "$dir" && dir=$(cd "$dir" && pwd) || exit 2
   # Everything below runs in the new namespace; its exit status is COMMAND's.
   exec unshare --net -- "$0" _inside "$dir" "$@"
