@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Checks a `validate compare --html` report the way a reader sees it: renders it in headless
 # Chromium (no network, fresh profile) and saves a screenshot; also refuses pages that would fetch
-# anything (scripts, stylesheets, images, fonts from elsewhere). Skips, exit 0, without Chromium.
+# anything (scripts, stylesheets, images, fonts from elsewhere). Checks what Chromium built (the
+# DOM: summary line, table, plots, one marker shape per plotted series) and what it drew (the
+# screenshot: a PNG of the window's size, not blank, the summary line's colour at the top, the
+# series colours in the plots). Skips, exit 0, without Chromium -- except under CI (CI set), where
+# scripts/install-deps.sh installs it and a missing browser is an error.
 #
 #   scripts/check-html.sh REPORT.html [SCREENSHOT.png]
 #   scripts/check-html.sh            # builds the sample: reports/sample-compare.html from
@@ -90,6 +94,10 @@ fi
 
 chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [[ -z $chrome ]]; then
+  if [[ -n ${CI:-} ]]; then
+    echo "check-html: no chromium under CI: scripts/install-deps.sh should have installed it" >&2
+    exit 1
+  fi
   echo "check-html: SKIP (no chromium; apt-get install -y chromium)"
   exit 0
 fi
@@ -108,4 +116,84 @@ dom=$(timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$(realpath "$html")
 rm -f "$profile.log"
 grep -Eq '[0-9]+ passed, [0-9]+ failed' <<<"$dom" && grep -q '<table' <<<"$dom" && grep -q '<svg' <<<"$dom" ||
   { echo "check-html: the rendered page lacks its summary line, table or plots" >&2; exit 1; }
+# Plotted series are told apart by marker shape, not colour alone: in every plot, as many
+# shapes as series (up to the nine shapes there are).
+printf '%s' "$dom" > "$profile/dom.html"
+/usr/bin/python3 - "$profile/dom.html" <<'PY' || exit 1
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+plots = re.findall(r'<svg[^>]*>.*?</svg>', dom, re.S)
+n = 0
+for svg in plots:
+    series = re.findall(r'<g class="series" data-series="([^"]*)" data-marker="([^"]*)" data-dash="([^"]*)"', svg)
+    if not series:
+        continue
+    n += 1
+    shapes = {m for _, m, _ in series}
+    styles = {(m, d) for _, m, d in series}
+    if len(shapes) < min(len(series), 9) or len(styles) < len(series):
+        sys.exit(f"check-html: a plot draws {len(series)} series with {len(shapes)} marker shapes and {len(styles)} styles")
+if "Error versus K" in dom and n == 0:
+    sys.exit("check-html: the error-versus-K plots have no series groups")
+PY
+# What Chromium drew: decode the PNG (zlib + PNG row filters, standard library only).
+/usr/bin/python3 - "$shot" "$profile/dom.html" <<'PY' || exit 1
+import re, struct, sys, zlib
+path = sys.argv[1]
+dom = open(sys.argv[2], encoding="utf-8", errors="replace").read()
+data = open(path, "rb").read()
+if data[:8] != b"\x89PNG\r\n\x1a\n":
+    sys.exit(f"check-html: {path} is not a PNG")
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    n, = struct.unpack(">I", data[pos:pos + 4])
+    typ, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+    pos += 12 + n
+    if typ == b"IHDR":
+        ihdr = struct.unpack(">IIBBBBB", body)
+    elif typ == b"IDAT":
+        idat += body
+w, h, depth, ctype, _, _, interlace = ihdr
+if (w, h) != (1280, 2000) or depth != 8 or ctype not in (2, 6) or interlace:
+    sys.exit(f"check-html: {path} is {w}x{h}, depth {depth}, colour type {ctype}: expected an 8-bit 1280x2000 RGB(A) screenshot")
+bpp = 3 if ctype == 2 else 4
+raw, stride, prev, rows, i = zlib.decompress(idat), w * bpp, bytearray(w * bpp), [], 0
+for _ in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+    i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0
+        b = prev[x]
+        c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + ((a + b) >> 1)) & 255
+        elif f == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    rows.append(line)
+    prev = line
+import numpy as np
+img = np.frombuffer(bytes(b"".join(rows)), np.uint8).reshape(h, w, bpp)[:, :, :3].astype(np.int16)
+def near(region, hexcol, tol=40):
+    q = np.array([int(hexcol[k:k + 2], 16) for k in (1, 3, 5)], np.int16)
+    return int((np.abs(region - q) <= tol).all(axis=2).sum())
+ink = float((img.min(axis=2) < 235).mean())
+flat = img.reshape(-1, 3)
+colours = len(np.unique(flat[::7, 0] * 65536 + flat[::7, 1] * 256 + flat[::7, 2]))
+if ink < 0.02 or colours < 50:
+    sys.exit(f"check-html: {path} looks blank ({ink:.1%} ink, {colours} colours)")
+# The summary line (green when it passed, red when not) is drawn near the top.
+ok = "exit code 0" in dom
+want = "#1a7f37" if ok else "#cf222e"
+if near(img[:160], want) < 30:
+    sys.exit(f"check-html: {path}: the summary line's colour {want} is not at the top of the page")
+# The plots' series colours (one per series, svg.cpp series_style) are drawn.
+plotted = set(re.findall(r'<g class="series"[^>]*>(?:(?!</g>).)*?stroke="(#[0-9A-Fa-f]{6})"', dom, re.S))
+seen = {c for c in plotted if near(img, c, 24) >= 5}
+if plotted and len(seen) < min(5, len(plotted)):
+    sys.exit(f"check-html: {path}: only {len(seen)} of the {len(plotted)} series colours are visible")
+print(f"check-html: screenshot {w}x{h}, {ink:.0%} ink, {colours} colours, {len(seen)}/{len(plotted)} series colours seen")
+PY
 echo "check-html: rendered $html -> $shot ($(stat -c %s "$shot") bytes)"

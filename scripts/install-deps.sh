@@ -10,6 +10,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
   python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
+  chromium                # report.html_in_chromium: renders the HTML report (DOM + screenshot)
+  slurmctld slurmd slurm-client munge iproute2  # slurm.array_generate: a private one-node Slurm
+                          # cluster (scripts/slurm-cluster.sh); the packages start no daemon
   clang libclang-rt-dev   # the libFuzzer targets (scripts/fuzz.sh, ctest fuzz.script): without
                           # them that test is skipped, so a clean CI machine would never fuzz
 )

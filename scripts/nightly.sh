@@ -12,18 +12,79 @@
 #   VALIDATE_REF_CACHE  a directory of reference sets kept between runs, one per cache key (below):
 #                    a set made for the same case file, dtypes and generator source is used in
 #                    place, anything else is generated and stored there
+#   VALIDATE_GATES   extra gate overrides, whitespace-separated, each passed as `compare --gate`
+#                    (e.g. "float32.loss.loss_abs=1e-7 bfloat16.rtol=3e-2")
 #   VALIDATE_SKIP_BUILD=1  use an existing binary (VALIDATE_BIN, default build/validate)
 #
 #   scripts/nightly.sh --cache-key   prints the cache key for VALIDATE_CASES/VALIDATE_DTYPES
+#
+# Inputs are checked before any work (a missing or malformed case file, policy or gate, an unknown
+# dtype: exit 2 at once); the case file, policy and gates are checked again by validate's own
+# parsers right after the build, before anything is generated or run. Every exit leaves
+# $VALIDATE_OUT/reports/nightly.junit.xml, one testcase per stage, with an <error> naming what
+# stopped the gate, so a CI page never shows nothing. Compare runs with --require-all: a reference
+# tensor that no backend produced fails the gate instead of being listed as "not run".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 cases=${VALIDATE_CASES:-cases/default.json}
 dtypes=${VALIDATE_DTYPES:-float32,bfloat16}
 out=${VALIDATE_OUT:-out/nightly}
+policy=${VALIDATE_POLICY:-}
 policy_args=()
-[ -n "${VALIDATE_POLICY:-}" ] && policy_args=(--policy "$VALIDATE_POLICY")
+[ -n "$policy" ] && policy_args=(--policy "$policy")
+read -r -a gates <<< "${VALIDATE_GATES:-}"
+gate_args=()
+for g in "${gates[@]}"; do gate_args+=(--gate "$g"); done
 bin=${VALIDATE_BIN:-build/validate}
 log() { echo "nightly: $*"; }
+
+# --- the JUnit file of the gate itself: one testcase per stage --------------------------------
+junit=$out/reports/nightly.junit.xml
+stage_xml=()
+stage_failures=0
+stage_errors=0
+junit_written=0
+# XML-escaped, without the control characters XML 1.0 forbids (a tool's output may hold some).
+xml() {
+  local s
+  s=$(printf '%s' "$1" | tr -d '\000-\010\013\014\016-\037')
+  s=${s//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}
+  printf '%s' "$s"
+}
+stage() {  # stage NAME ok|failure|error [MESSAGE [DETAIL]]
+  local body=""
+  case $2 in
+    failure) body="<failure message=\"$(xml "$3")\">$(xml "${4:-$3}")</failure>"; stage_failures=$((stage_failures + 1)) ;;
+    error) body="<error message=\"$(xml "$3")\">$(xml "${4:-$3}")</error>"; stage_errors=$((stage_errors + 1)) ;;
+  esac
+  stage_xml+=("  <testcase classname=\"nightly\" name=\"$(xml "$1")\">$body</testcase>")
+}
+write_junit() {
+  mkdir -p "$(dirname "$junit")" 2> /dev/null || return 1
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo "<testsuite name=\"validate nightly\" tests=\"${#stage_xml[@]}\" failures=\"$stage_failures\" errors=\"$stage_errors\">"
+    printf '%s\n' "${stage_xml[@]}"
+    echo "</testsuite>"
+  } > "$junit.tmp" && mv "$junit.tmp" "$junit" && junit_written=1
+}
+# Stop the gate: an <error> testcase for the stage that could not run, exit 2.
+die() {  # die STAGE MESSAGE [DETAIL]
+  log "ERROR: $2"
+  stage "$1" error "$2" "${3:-}"
+  write_junit || log "could not write $junit"
+  exit 2
+}
+# Whatever ends the script (a signal, a bug), CI still gets a JUnit file that says so.
+on_exit() {
+  local rc=$?
+  if [ $junit_written = 0 ] && [ "${cache_key_only:-0}" = 0 ]; then
+    stage "nightly.sh" error "scripts/nightly.sh ended before writing its report (exit $rc)"
+    write_junit
+  fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
 
 # References are deterministic, so a set is reusable exactly when what made it is unchanged: the
 # case file, the dtypes, and the source of the generator and of what it depends on (the RNG, case
@@ -38,6 +99,7 @@ cache_key() {
   } | sha256sum | cut -c1-16
 }
 if [ "${1:-}" = --cache-key ]; then
+  cache_key_only=1
   [ -f "$cases" ] || { log "no case file $cases"; exit 2; }
   cache_key
   exit 0
@@ -80,8 +142,65 @@ if problems:
 PY
 }
 
-[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh > /dev/null || { log "build failed"; exit 2; }
-mkdir -p "$out/reports"
+# --- inputs, before any work --------------------------------------------------------------
+mkdir -p "$out/reports" 2> /dev/null || { log "ERROR: cannot create $out/reports (VALIDATE_OUT)"; exit 2; }
+check_inputs() {  # prints one line per problem
+  python3 - "$cases" "$dtypes" "$policy" "${gates[@]}" <<'PY'
+import json, re, sys
+cases, dtypes, policy, gates = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def read_object(what, path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        return print(f"{what} {path} does not exist")
+    except (OSError, UnicodeDecodeError) as e:
+        return print(f"{what} {path} cannot be read: {e}")
+    except ValueError as e:
+        return print(f"{what} {path} is not JSON: {e}")
+    if not isinstance(doc, dict):
+        return print(f"{what} {path} is not a JSON object")
+    return doc
+doc = read_object("case file (VALIDATE_CASES)", cases)
+if doc is not None and doc.get("format") != "validate-cases/1":
+    print(f"case file (VALIDATE_CASES) {cases}: format {doc.get('format')!r}, expected 'validate-cases/1'")
+known = ("float32", "bfloat16", "float16")
+names = dtypes.split(",")
+if not dtypes or any(d not in known for d in names):
+    print(f"VALIDATE_DTYPES {dtypes!r}: a comma list of {', '.join(known)} expected")
+elif len(set(names)) != len(names):
+    print(f"VALIDATE_DTYPES {dtypes!r} repeats a dtype")
+if policy:
+    doc = read_object("policy (VALIDATE_POLICY)", policy)
+    if doc is not None and not str(doc.get("format", "")).startswith("validate-policy/"):
+        print(f"policy (VALIDATE_POLICY) {policy}: format {doc.get('format')!r}, expected 'validate-policy/1'")
+for g in gates:
+    if not re.fullmatch(r"([A-Za-z0-9_]+\.){0,3}[A-Za-z0-9_]+=[^=\s]+", g):
+        print(f"VALIDATE_GATES: {g!r} is not [DTYPE.][OP.][ROLE|TENSOR.]KEY=VALUE")
+PY
+}
+problems=$(check_inputs 2>&1)
+[ -z "$problems" ] || die inputs "$(head -1 <<< "$problems")" "$problems"
+if [ "${VALIDATE_SKIP_BUILD:-0}" = 1 ]; then
+  [ -x "$bin" ] || die inputs "VALIDATE_SKIP_BUILD=1 but $bin (VALIDATE_BIN) is not an executable"
+fi
+
+[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh > "$out/reports/build.txt" 2>&1 \
+  || die build "build failed (scripts/build.sh)" "$(tail -20 "$out/reports/build.txt")"
+
+# The same inputs through validate's own parsers, still before anything is generated or run:
+# generate with a selection that matches nothing reads the case file and the dtypes and writes
+# nothing; compare reads the policy and the gates before it opens the (absent) directories.
+probe=$out/reports/.input-check
+msg=$($bin generate --cases "$cases" --dtype "$dtypes" --only '^$' --out "$probe" --progress 0 2>&1)
+grep -q "matches the selection" <<< "$msg" || die inputs "$(head -1 <<< "$msg")" "$msg"
+msg=$($bin compare "$probe/no-such-ref" "$probe/no-such-run" "${policy_args[@]}" "${gate_args[@]}" 2>&1)
+grep -qF "$probe/no-such-ref" <<< "$msg" || die inputs "$(head -1 <<< "$msg")" "$msg"
+# Without --require-all, results no backend produced would be listed as "not run" and pass.
+$bin compare --help 2>&1 | grep -q -- --require-all ||
+  die inputs "$bin has no 'compare --require-all': this gate must fail on anything not run"
+rm -rf "$probe"
+stage inputs ok
 status=0
 
 ref=
@@ -106,7 +225,8 @@ fi
 if [ -z "$ref" ] && [ -n "${VALIDATE_REF:-}" ]; then
   if why=$(ref_matches "$VALIDATE_REF" 2>&1); then
     ref=$VALIDATE_REF
-    $bin verify "$ref" > "$out/reports/verify.txt" || { log "restored references $ref do not verify"; exit 2; }
+    $bin verify "$ref" > "$out/reports/verify.txt" 2>&1 ||
+      die references "restored references $ref do not verify" "$(tail -20 "$out/reports/verify.txt")"
     log "using restored references $ref"
   else
     log "restored references $VALIDATE_REF were not made for $cases ($dtypes): $why; regenerating"
@@ -115,8 +235,8 @@ fi
 if [ -z "$ref" ]; then
   ref=$out/ref
   rm -rf "$ref"
-  $bin generate --cases "$cases" --dtype "$dtypes" --out "$ref" --progress 1 > "$out/reports/generate.txt" \
-    || { log "generate failed: $(tail -3 "$out/reports/generate.txt")"; exit 2; }
+  $bin generate --cases "$cases" --dtype "$dtypes" --out "$ref" --progress 1 > "$out/reports/generate.txt" 2>&1 \
+    || die references "generate failed: $(tail -1 "$out/reports/generate.txt")" "$(tail -20 "$out/reports/generate.txt")"
   log "generated CPU references for $cases ($dtypes) in $ref"
   if [ -n "$cache_dir" ]; then
     # Copy, then rename into place: a set interrupted while being stored is never found as a hit.
@@ -137,6 +257,7 @@ if [ -z "$ref" ]; then
   fi
 fi
 
+stage references ok
 # name | run arguments
 runs=()
 if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
@@ -149,8 +270,8 @@ else
 fi
 
 summary="$out/reports/summary.md"
-echo "| run | run exit | compare exit |" > "$summary"
-echo "|---|---|---|" >> "$summary"
+echo "| run | run exit | compare exit | |" > "$summary"
+echo "|---|---|---|---|" >> "$summary"
 for entry in "${runs[@]}"; do
   name=${entry%%|*}
   args=${entry#*|}
@@ -159,14 +280,32 @@ for entry in "${runs[@]}"; do
   # (before, a run that failed to start left the old results in place and compare passed them).
   $bin run $args --ref "$ref" --out "$out/run-$name" --overwrite --progress 1 > "$out/reports/run-$name.txt" 2>&1
   run_rc=$?
-  $bin compare "$ref" "$out/run-$name" "${policy_args[@]}" --junit "$out/reports/$name.junit.xml" \
-    --html "$out/reports/$name.html" --md "$out/reports/$name.md" --json "$out/reports/$name.json" \
-    > "$out/reports/compare-$name.txt" 2>&1
+  $bin compare "$ref" "$out/run-$name" --require-all "${policy_args[@]}" "${gate_args[@]}" \
+    --junit "$out/reports/$name.junit.xml" --html "$out/reports/$name.html" --md "$out/reports/$name.md" \
+    --json "$out/reports/$name.json" > "$out/reports/compare-$name.txt" 2>&1
   cmp_rc=$?
-  echo "| $name | $run_rc | $cmp_rc |" >> "$summary"
-  log "$name: run exit $run_rc, compare exit $cmp_rc — $(tail -1 "$out/reports/compare-$name.txt")"
-  [ $run_rc -ne 0 ] && status=1
-  [ $cmp_rc -ne 0 ] && status=$(( cmp_rc > status ? cmp_rc : status ))
+  last=$(tail -1 "$out/reports/compare-$name.txt")
+  # compare labels a run by the stack that made the references (LibTorch on the CPU) a self-check:
+  # bit-identical by construction, it proves the plumbing, not agreement between two stacks.
+  note=
+  grep -q "SELF-CHECK" "$out/reports/compare-$name.txt" && note="self-check: same stack as the references"
+  echo "| $name | $run_rc | $cmp_rc | $note |" >> "$summary"
+  log "$name: run exit $run_rc, compare exit $cmp_rc${note:+ ($note)} — $last"
+  if [ $run_rc -ne 0 ]; then
+    stage "run/$name" failure "validate run exited $run_rc" "$(tail -20 "$out/reports/run-$name.txt")"
+    status=$(( status > 1 ? status : 1 ))
+  else
+    stage "run/$name" ok
+  fi
+  case $cmp_rc in
+    0) stage "compare/$name${note:+ (self-check)}" ok ;;
+    1) stage "compare/$name${note:+ (self-check)}" failure "$last" "see $name.junit.xml / $name.html"
+       status=$(( status > 1 ? status : 1 )) ;;
+    *) stage "compare/$name${note:+ (self-check)}" error "validate compare exited $cmp_rc: $last" \
+         "$(tail -20 "$out/reports/compare-$name.txt")"
+       status=2 ;;
+  esac
 done
+write_junit || log "WARNING: could not write $junit"
 log "reports in $out/reports (JUnit, HTML, Markdown, JSON); exit $status"
 exit $status

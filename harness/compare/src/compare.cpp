@@ -1,4 +1,5 @@
 #include "validate/compare/compare.hpp"
+#include "validate/compare/self_check.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -123,6 +124,7 @@ class Comparer {
     report_.git_commit = harness_git_commit();
     report_.kernel_isa = metrics_kernel_isa();
     if (!runs->empty()) report_.run_info = runs->front().run_info;
+    report_.self_check = same_stack_reason(opt_.ref_dir, report_.run_info);
     if (auto mh = sha256_file((stdfs::path(opt_.ref_dir) / "manifest.json").string())) {
       for (const auto& r : *runs) {
         const Json* rh = find_path(r.run_info, {"reference", "manifest_sha256"});

@@ -94,6 +94,7 @@ std::string Report::summary_line() const {
   if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
   if (require_all && c.not_run + c.skipped + c.unsupported > 0)
     s += fmt::format("; --require-all: {} not checked, so this fails", c.not_run + c.skipped + c.unsupported);
+  if (!self_check.empty()) s += " - self-check: the references' own stack";
   return s;
 }
 

@@ -37,6 +37,7 @@ th{background:var(--panel);position:sticky;top:0}td.num{text-align:right;font-fa
 .v-passed{color:var(--ok);font-weight:600}.v-failed,.v-error,.v-invalid{color:var(--bad);font-weight:700}.v-mistrusted,.v-not-run,.v-skipped,.v-unsupported{color:var(--warn)}
 .plots{display:flex;flex-wrap:wrap;gap:14px}.plots svg{background:#fff;border:1px solid var(--line);border-radius:6px}
 svg .ct{font-size:13px;font-weight:600;fill:#1f2328}svg .tick{font-size:10px;fill:#57606a}svg .axis{font-size:11px;fill:#1f2328}
+.selfcheck{background:#ddf4ff;border:1px solid #54aeff;border-radius:6px;padding:8px 12px;margin:10px 0}
 svg .grid{stroke:#eaeef2;stroke-width:1}svg .frame{fill:none;stroke:#d0d7de}footer{color:var(--mute);font-size:12px;margin:30px 0}
 )";
 
@@ -89,6 +90,9 @@ std::string render_html(const compare::Report& r) {
     << escape(r.harness_version) << " (" << escape(r.git_commit) << "), kernel "
     << escape(r.kernel_isa) << ", " << fmt::format("{:.2f}", r.elapsed_s)
     << " s</dd></dl></header>\n<main>\n";
+  if (!r.self_check.empty())
+    o << "<p class=\"selfcheck\" id=\"self-check\"><b>Self-check.</b> " << escape(r.self_check)
+      << "</p>\n";
   for (const auto& w : r.warnings)
     o << "<p class=\"v-mistrusted\">Warning: " << escape(w) << "</p>\n";
 
@@ -135,14 +139,24 @@ std::string render_html(const compare::Report& r) {
 
   // Error versus K, per (variant, dtype): one series per (op, tensor).
   const auto groups = detail::groups(r);
+  // One style (colour, marker, dash) per series name across every plot of the report, so
+  // "conv2d grad_weight" looks the same in the float32 and the bfloat16 plots.
+  std::map<std::string, int> series_style;
+  for (const auto& [key, entries] : groups)
+    for (const Entry* e : entries)
+      if (e->K > 0 && (e->stats || e->loss)) series_style.emplace(e->op + " " + e->tensor, 0);
+  {
+    int next = 0;
+    for (auto& [name, style] : series_style) style = next++;
+  }
   bool plots = false;
   for (const auto& [key, entries] : groups) {
     std::map<std::string, svg::Series> abs_s, ulp_s;
     for (const Entry* e : entries) {
       if (e->K <= 0 || (!e->stats && !e->loss)) continue;
       const std::string name = e->op + " " + e->tensor;
-      abs_s[name].name = name;
-      ulp_s[name].name = name;
+      abs_s[name].name = ulp_s[name].name = name;
+      abs_s[name].style = ulp_s[name].style = series_style[name];
       abs_s[name].points.emplace_back(static_cast<double>(e->K),
                                       e->stats ? e->stats->max_abs : e->loss->abs_diff);
       ulp_s[name].points.emplace_back(
@@ -153,7 +167,8 @@ std::string render_html(const compare::Report& r) {
     if (!plots)
       o << "<h2>Error versus K</h2>\n<p>K is the reduction length of each case (conv: "
            "C/groups·KH·KW; matmul: K). "
-           "Hollow markers sit on the bottom edge: zero error.</p>\n";
+           "Each series has its own colour, marker shape and line dash (legible in greyscale); "
+           "hollow markers sit on the bottom edge: zero error.</p>\n";
     plots = true;
     svg::Scatter a, u;
     a.title = "max |run − ref| versus K — " + detail::group_title(key);

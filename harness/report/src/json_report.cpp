@@ -157,6 +157,7 @@ json render_json(const compare::Report& r) {
             {"invalid", c.invalid},
             {"exit_code", r.exit_code()},
             {"line", r.summary_line()}}},
+          {"self_check", r.self_check.empty() ? json(nullptr) : json(r.self_check)},
           {"warnings", r.warnings},
           {"input_errors", r.input_errors},
           {"entries", entries}};

@@ -73,8 +73,11 @@ std::string render_junit(const compare::Report& r) {
       cases << "</testcase>\n";
     }
     body << "  <testsuite name=\"" << xml(suite) << "\" tests=\"" << t << "\" failures=\"" << f
-         << "\" errors=\"" << er << "\" skipped=\"" << sk << "\" time=\"0\">\n"
-         << cases.str() << "  </testsuite>\n";
+         << "\" errors=\"" << er << "\" skipped=\"" << sk << "\" time=\"0\">\n";
+    if (!r.self_check.empty())
+      body << "    <properties><property name=\"self_check\" value=\"" << xml(r.self_check)
+           << "\"/></properties>\n";
+    body << cases.str() << "  </testsuite>\n";
     tests += t;
     failures += f;
     errors += er;
@@ -82,7 +85,8 @@ std::string render_junit(const compare::Report& r) {
   }
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << "<testsuites name=\"validate compare\" tests=\"" << tests << "\" failures=\"" << failures
+  o << "<testsuites name=\"validate compare" << (r.self_check.empty() ? "" : " (self-check)")
+    << "\" tests=\"" << tests << "\" failures=\"" << failures
     << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\""
     << fmt::format("{:.3f}", r.elapsed_s) << "\">\n";
   o << body.str() << "</testsuites>\n";

@@ -75,6 +75,7 @@ std::string render_markdown(const compare::Report& r) {
   const std::string desc = detail::run_description(r);
   if (!desc.empty()) o << " (" << md_escape(desc) << ")";
   o << "\n\n";
+  if (!r.self_check.empty()) o << "> **Self-check:** " << md_escape(r.self_check) << "\n\n";
   for (const auto& w : r.warnings) o << "> **Warning:** " << md_escape(w) << "\n\n";
 
   std::vector<const Entry*> bad, all;

@@ -17,6 +17,67 @@ const char* palette(std::size_t i) {
   return p[i % 10];
 }
 
+SeriesStyle series_style(std::size_t i) {
+  // Okabe-Ito's colour-blind-safe set (less its yellow, too pale on white) plus three darker
+  // tones, ordered so neighbours differ in lightness too.
+  static const char* colours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000",
+                                  "#E69F00", "#56B4E9", "#882255", "#117733", "#999933"};
+  static const char* markers[] = {"circle", "square",        "triangle", "diamond",       "cross",
+                                  "triangle-down", "plus", "star", "triangle-right"};
+  // 9 shapes and 5 dashes: coprime, so (i % 9, i % 5) repeats only after 45 series, and the nine
+  // series of an error-versus-K plot (conv2d: 5, matmul: 4) each get their own shape.
+  static const char* dashes[] = {"", "6 3", "1.5 2.5", "8 3 1.5 3", "3 3"};
+  return {colours[i % 10], markers[i % 9], dashes[i % 5]};
+}
+
+std::string marker(const SeriesStyle& st, double x, double y, double r, bool hollow,
+                   const std::string& tooltip) {
+  const std::string paint =
+      hollow ? fmt::format(R"~(fill="white" stroke="{}" stroke-width="1.3")~", st.colour)
+             : fmt::format(R"~(fill="{}" stroke="{}" stroke-width="0.6")~", st.colour, st.colour);
+  const std::string tip = tooltip.empty() ? "" : "<title>" + escape(tooltip) + "</title>";
+  const std::string m = st.marker;
+  auto poly = [&](std::initializer_list<std::pair<double, double>> pts) {
+    std::string p;
+    for (auto [dx, dy] : pts) p += fmt::format("{}{:.1f},{:.1f}", p.empty() ? "" : " ", x + dx, y + dy);
+    return fmt::format(R"~(<polygon points="{}" {}>{}</polygon>)~", p, paint, tip);
+  };
+  if (m == "square") {
+    const double h = r * 0.88;
+    return fmt::format(R"~(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" {}>{}</rect>)~",
+                       x - h, y - h, 2 * h, 2 * h, paint, tip);
+  }
+  if (m == "triangle") return poly({{0, -1.25 * r}, {1.1 * r, 0.75 * r}, {-1.1 * r, 0.75 * r}});
+  if (m == "triangle-down") return poly({{0, 1.25 * r}, {1.1 * r, -0.75 * r}, {-1.1 * r, -0.75 * r}});
+  if (m == "triangle-right") return poly({{1.25 * r, 0}, {-0.75 * r, 1.1 * r}, {-0.75 * r, -1.1 * r}});
+  if (m == "diamond") return poly({{0, -1.3 * r}, {1.0 * r, 0}, {0, 1.3 * r}, {-1.0 * r, 0}});
+  if (m == "star") {
+    std::string p;
+    for (int k = 0; k < 10; ++k) {
+      const double a = -M_PI / 2 + k * M_PI / 5, rr = k % 2 ? 0.5 * r : 1.35 * r;
+      p += fmt::format("{}{:.1f},{:.1f}", k ? " " : "", x + rr * std::cos(a), y + rr * std::sin(a));
+    }
+    return fmt::format(R"~(<polygon points="{}" {}>{}</polygon>)~", p, paint, tip);
+  }
+  if (m == "cross" || m == "plus") {
+    // Strokes only, drawn thick; hollow (zero error) adds a white halo ring to tell it apart.
+    const double d = m == "cross" ? r * 0.95 : r * 1.25;
+    const std::string lines =
+        m == "cross"
+            ? fmt::format("M{:.1f},{:.1f} L{:.1f},{:.1f} M{:.1f},{:.1f} L{:.1f},{:.1f}", x - d,
+                          y - d, x + d, y + d, x - d, y + d, x + d, y - d)
+            : fmt::format("M{:.1f},{:.1f} L{:.1f},{:.1f} M{:.1f},{:.1f} L{:.1f},{:.1f}", x - d, y,
+                          x + d, y, x, y - d, x, y + d);
+    return fmt::format(R"~(<g>{}<path d="{}" stroke="{}" stroke-width="2.2" fill="none"/>{}</g>)~",
+                       hollow ? fmt::format(R"~(<circle cx="{:.1f}" cy="{:.1f}" r="{:.1f}" fill="white" stroke="{}" stroke-width="0.8"/>)~",
+                                            x, y, r * 1.6, st.colour)
+                              : "",
+                       lines, st.colour, tip);
+  }
+  return fmt::format(R"~(<circle cx="{:.1f}" cy="{:.1f}" r="{:.1f}" {}>{}</circle>)~", x, y, r,
+                     paint, tip);
+}
+
 std::string bars(const Bars& b) {
   const int W = b.width, H = b.height, L = 48, R = 12, T = 40, B = 78;
   const int pw = W - L - R, ph = H - T - B;
@@ -68,7 +129,7 @@ std::string bars(const Bars& b) {
 }
 
 std::string scatter_loglog(const Scatter& s) {
-  const int W = s.width, H = s.height, L = 60, R = 170, T = 26, B = 40;
+  const int W = s.width, H = s.height, L = 60, R = 182, T = 26, B = 40;
   const int pw = W - L - R, ph = H - T - B;
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (const auto& se : s.series)
@@ -110,27 +171,29 @@ std::string scatter_loglog(const Scatter& s) {
   for (std::size_t i = 0; i < s.series.size(); ++i) {
     auto pts = s.series[i].points;
     std::sort(pts.begin(), pts.end());
-    const char* col = palette(i);
+    const SeriesStyle st = series_style(s.series[i].style >= 0 ? static_cast<std::size_t>(s.series[i].style) : i);
+    const std::string dash =
+        *st.dash ? fmt::format(R"~( stroke-dasharray="{}")~", st.dash) : std::string();
+    // One group per series, its style in data- attributes so a test (or a browser) can read it.
+    o += fmt::format(R"~(<g class="series" data-series="{}" data-marker="{}" data-dash="{}">)~",
+                     escape(s.series[i].name), st.marker, st.dash);
     std::string path;
     for (auto [x, y] : pts)
       if (x > 0) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", X(x), Y(y));
     if (pts.size() > 1)
       o += fmt::format(
-          R"~(<path d="{}" fill="none" stroke="{}" stroke-width="1.2" opacity="0.6"/>)~", path,
-          col);
+          R"~(<path d="{}" fill="none" stroke="{}" stroke-width="1.5" opacity="0.8"{}/>)~", path,
+          st.colour, dash);
     for (auto [x, y] : pts) {
       if (!(x > 0)) continue;
-      o += fmt::format(
-          R"~(<circle cx="{:.1f}" cy="{:.1f}" r="3.2" {}><title>{}: K={:g}, {:.3g}</title></circle>)~",
-          X(x), Y(y),
-          y > 0 ? fmt::format(R"~(fill="{}")~", col)
-                : fmt::format(R"~(fill="white" stroke="{}")~", col),
-          escape(s.series[i].name), x, y);
+      o += marker(st, X(x), Y(y), 3.6, !(y > 0), fmt::format("{}: K={:g}, {:.3g}", s.series[i].name, x, y));
     }
+    // Legend: a dashed segment with the marker on it, then the name.
+    const double ly = T + 8 + 15 * static_cast<double>(i);
     o += fmt::format(
-        R"~(<circle cx="{}" cy="{}" r="4" fill="{}"/><text x="{}" y="{}" class="tick">{}</text>)~",
-        L + pw + 14, T + 8 + 15 * static_cast<int>(i), col, L + pw + 22,
-        T + 12 + 15 * static_cast<int>(i), escape(s.series[i].name));
+        R"~(<g class="legend"><line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="1.5"{}/>{}<text x="{}" y="{:.1f}" class="tick">{}</text></g></g>)~",
+        L + pw + 6, L + pw + 28, ly, ly, st.colour, dash, marker(st, L + pw + 17, ly, 3.6, false),
+        L + pw + 33, ly + 4, escape(s.series[i].name));
   }
   o += fmt::format(R"~(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)~",
                    L + pw / 2, H - 6, escape(s.x_label));

@@ -23,7 +23,22 @@ struct Series {
   std::string name;
   std::vector<std::pair<double, double>>
       points;  // (x, y); y <= 0 is drawn hollow on the bottom edge
+  int style = -1;  // index into series_style(); -1: the series' position in the plot
 };
+// How series i is told apart: a colour, a marker shape and a line dash. Nine or more series in
+// colour alone blur together (and vanish in greyscale or for colour-blind readers), so the shape
+// and the dash change with the colour: the first 45 styles differ pairwise in shape or dash, and
+// the first 9 in shape.
+struct SeriesStyle {
+  const char* colour;
+  const char* marker;  // circle, square, triangle, diamond, cross, triangle-down, plus, star,
+                       // triangle-right
+  const char* dash;    // stroke-dasharray ("" = solid)
+};
+SeriesStyle series_style(std::size_t i);
+// A marker of the given shape centred on (x, y); hollow: white fill, coloured outline.
+std::string marker(const SeriesStyle& st, double x, double y, double r, bool hollow,
+                   const std::string& tooltip = "");
 struct Scatter {
   std::string title, x_label, y_label;
   std::vector<Series> series;

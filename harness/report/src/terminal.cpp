@@ -62,6 +62,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
   const std::string desc = detail::run_description(r);
   if (!desc.empty()) head += "  (" + desc + ")";
   out << p.bold(head) << "\n";
+  if (!r.self_check.empty()) out << p("SELF-CHECK: ", "\033[1;36m") << r.self_check << "\n";
   for (const auto& w : r.warnings) out << p("warning: ", "\033[33m") << w << "\n";
 
   const bool oracle = !r.oracle_dir.empty();

@@ -88,6 +88,9 @@ struct Report {
   // --require-all: anything the reference has that the run did not check (not run, skipped,
   // unsupported, an op the program was never asked for) fails the comparison (exit 1).
   bool require_all = false;
+  // Non-empty: the run is the references' own stack, and this says so (self_check.hpp). Every
+  // reporter labels the comparison a self-check.
+  std::string self_check;
 
   Counts counts() const;
   // 2: an input was unreadable/corrupt; 1: a gate failed, nothing at all was compared, or (with
