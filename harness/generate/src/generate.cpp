@@ -112,7 +112,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
-  auto dev = open_torch_device(opt.device, opt.allow_tf32);
+  auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);
   if (!dev) return dev.status();
   if (!dev->fallback_reason.empty())
     std::cerr << "validate: WARNING: --device " << opt.device << " requested but " << dev->fallback_reason

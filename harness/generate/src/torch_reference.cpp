@@ -8,6 +8,8 @@
 #include <cstring>
 #include <thread>
 
+#include "validate/core/blas_info.hpp"
+
 namespace validate::generate {
 
 namespace {
@@ -51,7 +53,7 @@ std::string run_command(const char* cmd) {
 
 }  // namespace
 
-Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32) {
+Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
   TorchDevice d;
   d.requested = requested;
   d.allow_tf32 = allow_tf32;
@@ -83,6 +85,10 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
   at::globalContext().setAllowTF32CuBLAS(allow_tf32);
   at::globalContext().setBenchmarkCuDNN(false);
   at::globalContext().setDeterministicCuDNN(true);
+  const ThreadChoice tc = choose_threads(threads);
+  at::set_num_threads(tc.threads);
+  d.threads = at::get_num_threads();
+  d.threads_source = tc.source;
   return d;
 }
 
@@ -149,6 +155,8 @@ Json torch_system_info(const TorchDevice& device) {
   Json j;
   j["libtorch_version"] = TORCH_VERSION;
   j["threads"] = at::get_num_threads();
+  if (!device.threads_source.empty()) j["threads_source"] = device.threads_source;
+  j["blas"] = blas_info();  // includes omp_max_threads: OpenBLAS-OpenMP runs on that many threads
   j["hardware_threads"] = std::thread::hardware_concurrency();
   j["device_requested"] = device.requested;
   j["device"] = device.used;

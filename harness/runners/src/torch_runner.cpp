@@ -12,7 +12,7 @@ class TorchRunner final : public Runner {
   std::string name() const override { return "torch"; }
 
   Status prepare() override {
-    auto dev = generate::open_torch_device(opt_.device, opt_.allow_tf32);
+    auto dev = generate::open_torch_device(opt_.device, opt_.allow_tf32, opt_.threads);
     if (!dev) return dev.status();
     device_ = *dev;
     if (!device_.fallback_reason.empty())
