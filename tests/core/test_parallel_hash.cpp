@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "validate/core/npy.hpp"
 #include "validate/core/parallel_hash.hpp"
+#include "validate/core/rng.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/sha256_pair.hpp"
 
@@ -81,4 +83,23 @@ TEST(ParallelHash, FileAndValueHashesMatchOneByOneAndSkipNonRegularFiles) {
   for (int i = 4; i < 7; ++i) EXPECT_FALSE(r[i].hashed) << rq[i].path;  // returned at once, no hang on the FIFO
   for (const char* n : {"a.npy", "b.npy", "f.npy", "raw.bin", "link.npy", "fifo.npy"}) std::remove((dir + "/" + n).c_str());
   ::rmdir(dir.c_str());
+}
+
+// The vector path of fill_normal (AVX2 + libmvec, with its rounding-boundary fallback) must give
+// the scalar definition's bits at every offset, scale and block alignment.
+TEST(PhiloxVector, FillNormalEqualsTheScalarDefinitionBitForBit) {
+  for (std::uint64_t seed : {42ull, 7ull}) {
+    const Philox rng(seed, "k0072_ic008", "conv2d", "input");
+    for (std::uint64_t first : {0ull, 1ull, 6ull, 4096ull + 3}) {
+      const std::size_t n = (1u << 20) + 37;
+      std::vector<float> got(n);
+      rng.fill_normal(got.data(), n, 0.37f, first);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = rng.normal(first + i) * 0.37f;
+        bad += std::memcmp(&want, &got[i], 4) != 0;
+      }
+      EXPECT_EQ(bad, 0u) << "seed " << seed << " first " << first;
+    }
+  }
 }

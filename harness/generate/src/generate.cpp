@@ -167,7 +167,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       bool ok = true;
       for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
         auto ti = Clock::now();
-        auto inputs = make_inputs(c, op, seed, opt.fill);
+        auto inputs = make_inputs(c, op, seed, opt.fill, dev->threads);
         sum.input_seconds += since(ti);
         std::map<std::string, const Tensor*> view;
         for (auto& [k, v] : inputs) view[k] = &v;

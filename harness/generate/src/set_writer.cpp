@@ -7,6 +7,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/sha256_pair.hpp"
 
 namespace validate::generate {
 
@@ -134,11 +135,19 @@ void SetWriter::process(Item& item) {
     } else if (st) {
       const Tensor& t = item.tensor;
       std::string header = npy::make_header(t.dtype(), t.shape());
-      Sha256 fh;
-      fh.update(header.data(), header.size());
-      fh.update(t.bytes(), t.nbytes());
-      file_hash = fh.hex_digest();
-      std::string value_hash = tensor_sha256(t);
+      std::string value_hash;
+      if (t.dtype() == DType::float32) {
+        // The value hash is the payload's hash: both digests from one pass (sha256_pair.hpp).
+        auto both = sha256_header_payload(header.data(), header.size(), t.bytes(), t.nbytes());
+        file_hash = std::move(both.file);
+        value_hash = std::move(both.payload);
+      } else {
+        Sha256 fh;
+        fh.update(header.data(), header.size());
+        fh.update(t.bytes(), t.nbytes());
+        file_hash = fh.hex_digest();
+        value_hash = tensor_sha256(t);
+      }
       st = fs::write_atomic(path, t.bytes(), t.nbytes(), header);
       size = header.size() + t.nbytes();
       std::lock_guard<std::mutex> lk(mu_);
