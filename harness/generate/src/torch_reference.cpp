@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -94,7 +95,16 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
 
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& in,
-                                                    const TorchDevice& device, Json* info) {
+                                                    const TorchDevice& device, Json* info, TorchTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  double conv_s = 0;
+  auto timed = [&](auto&& f) {  // conversion time of f()
+    const auto t = Clock::now();
+    auto r = f();
+    conv_s += std::chrono::duration<double>(Clock::now() - t).count();
+    return r;
+  };
+  const auto t_start = Clock::now();
   const at::Device dev(device.used);
   const DType storage = storage_dtype(c.dtype);
   const at::ScalarType logical = compute_type(c.dtype);
@@ -109,11 +119,11 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   const at::ScalarType compute = emulate ? at::kFloat : logical;
   // A differentiable rounding to the case dtype: autograd casts the incoming gradient the same way.
   auto rounded = [&](const at::Tensor& t) { return emulate ? t.to(logical).to(at::kFloat) : t; };
-  auto result = [&](const at::Tensor& t) { return from_torch(emulate ? t.to(logical) : t, storage); };
+  auto result = [&](const at::Tensor& t) { return timed([&] { return from_torch(emulate ? t.to(logical) : t, storage); }); };
   std::map<std::string, Tensor> out;
   try {
-    auto leaf = [&](const char* name) { return to_torch(*in.at(name), compute, dev).requires_grad_(true); };
-    at::Tensor target = to_torch(*in.at("target"), at::kFloat, dev);
+    auto leaf = [&](const char* name) { return timed([&] { return to_torch(*in.at(name), compute, dev); }).requires_grad_(true); };
+    at::Tensor target = timed([&] { return to_torch(*in.at("target"), at::kFloat, dev); });
     if (op == cases::Op::conv2d) {
       const auto& p = c.conv;
       at::Tensor x = leaf("input"), w = leaf("weight");
@@ -124,7 +134,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
       loss.backward();
       out.emplace("output", result(y));
-      out.emplace("loss", from_torch(loss, DType::float32));
+      out.emplace("loss", timed([&] { return from_torch(loss, DType::float32); }));
       out.emplace("grad_input", result(x.grad()));
       out.emplace("grad_weight", result(w.grad()));
       if (p.bias) out.emplace("grad_bias", result(b.grad()));
@@ -134,13 +144,17 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
       loss.backward();
       out.emplace("output", result(y));
-      out.emplace("loss", from_torch(loss, DType::float32));
+      out.emplace("loss", timed([&] { return from_torch(loss, DType::float32); }));
       out.emplace("grad_A", result(a.grad()));
       out.emplace("grad_B", result(bm.grad()));
     }
   } catch (const c10::Error& e) {
     return Error{std::string("LibTorch failed on ") + c.name + " " + cases::op_name(op) + ": " +
                  e.what_without_backtrace()};
+  }
+  if (times) {
+    times->conversion_s += conv_s;
+    times->compute_s += std::chrono::duration<double>(Clock::now() - t_start).count() - conv_s;
   }
   if (info) {
     (*info)["compute_dtype"] = emulate ? "float32" : dtype_name(c.dtype);

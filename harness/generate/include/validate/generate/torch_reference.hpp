@@ -29,9 +29,16 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
 // Runs one op of a case: inputs in storage dtype (canonical layout) -> output, loss (0-d float32)
 // and gradients, in storage dtype. `info` receives how it was computed (e.g. a float16 op that
 // this LibTorch cannot run on CPU and was computed in float32 and rounded).
+// Where torch_compute's time goes, summed over calls (kept out of `info`, which goes into
+// reference metadata and must not change between runs).
+struct TorchTimes {
+  double conversion_s = 0;  // our tensors into LibTorch and results back out
+  double compute_s = 0;     // forward, loss and backward
+};
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& inputs,
-                                                    const TorchDevice& device, Json* info = nullptr);
+                                                    const TorchDevice& device, Json* info = nullptr,
+                                                    TorchTimes* times = nullptr);
 
 // LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads, and the BLAS
 // actually loaded (core/blas_info.hpp).
