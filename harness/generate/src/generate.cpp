@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -151,7 +152,13 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
   std::vector<std::string> failed;
   {
-    SetWriter writer(opt.out);
+    // Queue budget: two of the sweep's largest tensors (one per writer thread), so peak memory
+    // stays near the largest case's own tensors instead of a fixed gigabyte of backlog.
+    std::size_t largest = 0;
+    for (const auto& c : *list)
+      for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul})
+        for (const auto& t : c.tensors(op)) largest = std::max(largest, static_cast<std::size_t>(shape_numel(t.shape)) * 4);
+    SetWriter writer(opt.out, std::clamp<std::size_t>(2 * largest, std::size_t(64) << 20, std::size_t(1) << 30));
     std::size_t i = 0;
     for (const auto& c : *list) {
       ++i;
