@@ -13,10 +13,12 @@
 #include <immintrin.h>
 
 
+// glibc's AVX2 variants (the vector ABI's 'd' ISA); declared with the target attribute so the
+// __m256d arguments pass in YMM registers as that ABI says (clang refuses them otherwise).
 extern "C" {
-__m256d _ZGVdN4v_log(__m256d);
-__m256d _ZGVdN4v_sin(__m256d);
-__m256d _ZGVdN4v_cos(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_log(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_sin(__m256d);
+__attribute__((target("avx2"))) __m256d _ZGVdN4v_cos(__m256d);
 }
 
 namespace validate::detail {
