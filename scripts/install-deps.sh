@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake git pkg-config
   libtorch-dev            # LibTorch 1.13 (CPU): the generator and the torch runner
+  libopenblas0-openmp     # LibTorch's BLAS (libblas.so.3): the reference BLAS is ~13x slower; the
+                          # OpenMP build shares LibTorch's libgomp pool (-pthread would oversubscribe)
   nlohmann-json3-dev libssl-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
@@ -16,16 +18,26 @@ packages=(
   clang libclang-rt-dev   # the libFuzzer targets (scripts/fuzz.sh, ctest fuzz.script): without
                           # them that test is skipped, so a clean CI machine would never fuzz
 )
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all ${#packages[@]} packages present"
 fi
+# libblas.so.3/liblapack.so.3 are alternatives: a machine set to manual mode keeps the reference
+# BLAS even with OpenBLAS installed, so point them at OpenBLAS-OpenMP explicitly (this machine's arch).
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for lib in libblas.so.3 liblapack.so.3; do
+  want=/usr/lib/$arch/openblas-openmp/$lib
+  if [ "$(readlink -f "/usr/lib/$arch/$lib")" != "$(readlink -f "$want")" ]; then
+    echo "install-deps: $lib -> $want"
+    $SUDO update-alternatives --set "$lib-$arch" "$want"
+  fi
+done

@@ -22,6 +22,7 @@ void register_generate(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"random", "exact"}))->capture_default_str();
   sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
   sub->add_option("--shard", shard, "i/n: generate every n-th case starting at i (0-based)")->capture_default_str();
+  sub->add_option("--threads", opt.threads, "LibTorch/BLAS/input threads (default: OMP_NUM_THREADS, else every core)");
   sub->add_flag("--allow-tf32", opt.allow_tf32, "Allow TF32 for conv and matmul on CUDA (off by default)");
   sub->add_flag("--resume", opt.resume, "Keep cases an interrupted run with the same options finished; regenerate the rest");
   sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty --out whole (everything in it is removed first)");

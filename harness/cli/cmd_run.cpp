@@ -30,6 +30,8 @@ void register_run(CLI::App& app, int& exit_code) {
   sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
   sub->add_option("--shard", shard, "i/n (0-based)")->capture_default_str();
   sub->add_option("--device", device, "torch/cudnn: cpu, cuda or cuda:N")->capture_default_str();
+  static int threads = 0;
+  sub->add_option("--threads", threads, "oracle/torch: threads (default: OMP_NUM_THREADS for torch, else every core)");
   sub->add_flag("--allow-tf32", allow_tf32, "torch: allow TF32 (off by default)");
   sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
   sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty --out whole (everything in it is removed first)");
@@ -65,14 +67,14 @@ void register_run(CLI::App& app, int& exit_code) {
     opt.layout_json = layout::to_json(*layouts);
     std::unique_ptr<runners::Runner> runner;
     if (backend == "oracle") {
-      runner = runners::make_oracle_runner(*layouts);
+      runner = runners::make_oracle_runner(*layouts, runners::OracleOptions{threads});
     } else if (backend == "exec") {
       if (exec.cmd.empty()) return fail("--backend exec needs --cmd 'PROGRAM {dir}'");
       exec.guard_dirs = {opt.ref};  // a program that writes into the reference set fails its case
       runner = runners::make_exec_runner(exec, *layouts);
     } else if (backend == "torch") {
 #ifdef VALIDATE_HAVE_TORCH
-      auto r = runners::make_torch_runner({device, allow_tf32});
+      auto r = runners::make_torch_runner({device, allow_tf32, threads});
       if (!r) return fail(r.message());
       runner = std::move(*r);
 #else

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "validate/cases/case_file.hpp"
@@ -331,6 +332,39 @@ TEST(Generate, MetadataRecordsMaxAbsOfEveryResult) {
       }
   }
   EXPECT_EQ(checked, 2 * (4 + 4));  // no bias: conv output, loss, grad_input, grad_weight; matmul 4
+}
+
+// system_info.json says which BLAS computed the set and on how many threads: references made with
+// the reference BLAS and with OpenBLAS differ by tens of ULP. The library is checked against this
+// process's own /proc/self/maps (LibTorch is loaded here too), not against the code that wrote it.
+TEST(Generate, SystemInfoRecordsTheBlasAndThreadsInForce) {
+  validate::testing::TempDir tmp("sysinfo");
+  std::string cf = write_case_file(tmp.path());
+  std::ostringstream log;
+  auto o = options(cf, tmp.path() + "/ref");
+  o.only = "^float32/g2$";
+  o.threads = 2;
+  ASSERT_TRUE(generate::generate(o, log));
+  auto sys = read_json(tmp.path() + "/ref/system_info.json");
+  ASSERT_TRUE(sys) << sys.message();
+  EXPECT_EQ((*sys)["threads"], 2);
+  EXPECT_EQ((*sys)["threads_source"], "--threads");
+  ASSERT_TRUE((*sys).contains("blas")) << sys->dump(2);
+  const Json& blas = (*sys)["blas"];
+  ASSERT_TRUE(blas["library"].is_string()) << blas.dump();
+  EXPECT_EQ(blas["omp_max_threads"], 2);  // LibTorch and OpenBLAS-OpenMP share libgomp's count
+  std::set<std::string> mapped;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (path.find("libblas") != std::string::npos) mapped.insert(std::filesystem::canonical(path).string());
+  }
+  EXPECT_EQ(mapped.count(blas["library"].get<std::string>()), 1u) << blas.dump();
+  if (blas["name"] == "OpenBLAS") {
+    EXPECT_EQ(blas["openblas_threads"], 2) << blas.dump();
+  }
 }
 
 TEST(Verify, CatchesAFlippedByteAMissingFileAndNoManifest) {

@@ -70,5 +70,29 @@ TEST(RunDriver, AThrowingOpFailsAloneAndRunnerNotesReachRunInfo) {
   EXPECT_EQ(doc["ops"]["matmul"]["outcome"], "error");
 }
 
+// run_info.json splits the time: the runner's compute and layout conversion, the driver's I/O.
+TEST(RunDriver, RunInfoSplitsOracleTimeIntoComputeConversionAndIo) {
+  testing::TempDir tmp("run_time_split");
+  runners::RunOptions opt;
+  opt.ref = std::string(VALIDATE_SOURCE_DIR) + "/references/smoke";
+  opt.out = tmp.path() + "/run";
+  opt.only = "^float32/k0144";
+  opt.progress = 0;
+  auto oracle = runners::make_oracle_runner(*layout::load_layout("fortran"), runners::OracleOptions{2});
+  std::ostringstream log;
+  auto sum = runners::run_cases(*oracle, opt, log);
+  ASSERT_TRUE(sum.is_ok()) << sum.message();
+  std::ifstream in(opt.out + "/run_info.json");
+  const auto info = nlohmann::json::parse(in);
+  ASSERT_TRUE(info.contains("time_s")) << info.dump(2);
+  const auto& t = info["time_s"];
+  for (const char* k : {"compute", "conversion", "io"}) {
+    ASSERT_TRUE(t.contains(k) && t[k].is_number()) << k << " " << t.dump();
+    EXPECT_GT(t[k].get<double>(), 0.0) << k;  // every part ran: fortran layouts convert, files are read
+  }
+  EXPECT_LT(t["compute"].get<double>() + t["conversion"].get<double>() + t["io"].get<double>(), sum->seconds + 0.01);
+  EXPECT_EQ(info["runner"]["threads"], 2);
+}
+
 }  // namespace
 }  // namespace validate

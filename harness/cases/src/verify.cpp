@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "validate/cases/refset.hpp"
+#include "validate/cases/verify_hashes.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
@@ -19,7 +20,7 @@ namespace {
 // Every listed file: present as a regular file (never through a symlink), of the listed size, with
 // the listed sha256.
 void check_listed(const std::string& set_dir, const Json& files, const std::map<std::string, fs::TreeEntry>& on_disk,
-                  VerifyReport& rep) {
+                  const VerifyHashes& hashes, VerifyReport& rep) {
   for (auto& [rel, entry] : files.items()) {
     const std::string path = set_dir + "/" + rel;
     ++rep.files_checked;
@@ -33,7 +34,8 @@ void check_listed(const std::string& set_dir, const Json& files, const std::map<
           fmt::format("{}: is a {}, not a regular file (listed in the manifest)", path, fs::entry_type_name(it->second.type)));
       continue;
     }
-    auto h = sha256_file(path);
+    auto pre = hashes.file_sha256(path);  // taken on all cores up front (verify_hashes.hpp)
+    auto h = pre ? Result<std::string>(*pre) : sha256_file(path);
     if (!h) {
       rep.mismatches.push_back(fmt::format("{}: unreadable: {}", path, h.message()));
       continue;
@@ -66,7 +68,7 @@ void check_unlisted(const std::string& set_dir, const Json& files, bool run_dir,
 
 // Inputs against their metadata hashes; results against the max_abs the metadata records (compare
 // takes its near-zero floor from it) and for NaN (a NaN reference is a broken reference).
-void check_case_tensors(const RefCase& rc, VerifyReport& rep) {
+void check_case_tensors(const RefCase& rc, const VerifyHashes& hashes, VerifyReport& rep) {
   for (Op op : {Op::conv2d, Op::matmul}) {
     if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
     for (const auto& t : rc.c.tensors(op)) {
@@ -86,6 +88,15 @@ void check_case_tensors(const RefCase& rc, VerifyReport& rep) {
           continue;
         }
         ++rep.inputs_checked;
+        if (const FileHashResult* pre = hashes.value(path)) {  // shape and value hash from the parallel pass
+          if (pre->shape != t.shape)
+            rep.mismatches.push_back(fmt::format("{}: shape {} but metadata says {}", path, shape_to_string(pre->shape),
+                                                 shape_to_string(t.shape)));
+          else if (pre->value_sha256 != want)
+            rep.mismatches.push_back(
+                fmt::format("{}: input '{}' values hash to {} but metadata says {}", path, t.name, pre->value_sha256, want));
+          continue;
+        }
       }
       auto tensor = npy::read(path);
       if (!tensor) {
@@ -104,7 +115,12 @@ void check_case_tensors(const RefCase& rc, VerifyReport& rep) {
         continue;
       }
       std::int64_t nans = 0;
-      for (std::int64_t i = 0; i < tensor->numel(); ++i) nans += std::isnan(tensor->get(i));
+      if (tensor->dtype() == DType::float32) {
+        const float* p = tensor->data<float>();
+        for (std::int64_t i = 0; i < tensor->numel(); ++i) nans += p[i] != p[i];  // vectorizes; isnan does not
+      } else {
+        for (std::int64_t i = 0; i < tensor->numel(); ++i) nans += std::isnan(tensor->get(i));
+      }
       if (nans)
         rep.mismatches.push_back(fmt::format("{}: the reference '{}' holds {} NaN value(s): a broken reference", path,
                                              t.name, nans));
@@ -132,7 +148,8 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
 
   VerifyReport rep;
   const Json& files = (*manifest)["files"];
-  check_listed(set_dir, files, on_disk, rep);
+  const auto hashes = VerifyHashes::compute(set_dir, *manifest);  // all cores; looked up below
+  check_listed(set_dir, files, on_disk, hashes, rep);
   check_unlisted(set_dir, files, manifest->value("format", "") == std::string(kRunFormat), *walk, rep);
   if (manifest->contains("failed_cases"))
     for (auto& f : (*manifest)["failed_cases"])
@@ -142,7 +159,7 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
   auto cases = load_cases(set_dir, *manifest, &problems);
   if (!cases) return cases.status();
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
-  for (const auto& rc : *cases) check_case_tensors(rc, rep);
+  for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
   return rep;
 }
 

@@ -1,6 +1,9 @@
 #include "validate/core/rng.hpp"
 
+#include <algorithm>
 #include <cmath>
+
+#include "rng_normal_avx2.hpp"
 
 namespace validate {
 
@@ -70,9 +73,39 @@ float Philox::normal(std::uint64_t i) const {
   return v[i % 4];
 }
 
+namespace {
+// One block's four normals, scaled: the definition of the stream, and the vector path's fallback.
+void scalar_normal_block(std::uint64_t key, std::uint64_t block, float scale, float* out4) {
+  float v[4];
+  box_muller(Philox(key).block(block), v);
+  for (int j = 0; j < 4; ++j) out4[j] = v[j] * scale;
+}
+}  // namespace
+
 void Philox::fill_normal(float* out, std::uint64_t n, float scale, std::uint64_t first) const {
   float v[4];
   std::uint64_t i = 0;
+  // Up to the first whole block, then batches of 8 blocks on the vector path, then the tail.
+  while (i < n && (first + i) % 4 != 0) {
+    std::uint64_t g = first + i;
+    box_muller(block(g / 4), v);
+    for (std::uint64_t j = g % 4; j < 4 && i < n; ++j, ++i) out[i] = v[j] * scale;
+  }
+  if (detail::normal_avx2_available()) {
+#if VALIDATE_RNG_AVX2
+    std::uint64_t block0 = (first + i) / 4, batches = (n - i) / 32;
+    while (batches) {
+      // A batch shares the counter's high word: never let one straddle a multiple of 2^32 blocks.
+      const std::uint64_t to_wrap = ((block0 | 0xffffffffull) + 1 - block0) / 8;
+      const std::uint64_t nb = std::min(batches, to_wrap);
+      if (nb == 0) break;
+      detail::normal_blocks_avx2(key_, block0, nb, scale, out + i, &scalar_normal_block);
+      i += nb * 32;
+      block0 += nb * 8;
+      batches -= nb;
+    }
+#endif
+  }
   while (i < n) {
     std::uint64_t g = first + i;
     box_muller(block(g / 4), v);

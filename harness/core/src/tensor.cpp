@@ -6,6 +6,10 @@
 #include <cstring>
 #include <new>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace validate {
 
 std::int64_t shape_numel(const Shape& shape) {
@@ -82,8 +86,23 @@ std::optional<double> finite_max_abs(const Tensor& t) {
   double m = 0;
   if (t.dtype() == DType::float32) {
     const float* p = t.data<float>();
+    const std::int64_t n = t.numel();
+    std::int64_t i = 0;
     float mf = 0;
-    for (std::int64_t i = 0; i < t.numel(); ++i) mf = std::fmax(mf, std::fabs(p[i]));
+#if defined(__SSE2__)
+    // maxps(x, m) returns m when x is NaN, so NaN is skipped as fmax skips it (fmaxf was a libm
+    // call per value: 5% of generate's CPU time).
+    const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+      m0 = _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask), m0);
+      m1 = _mm_max_ps(_mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask), m1);
+    }
+    alignas(16) float lanes[4];
+    _mm_store_ps(lanes, _mm_max_ps(m0, m1));
+    for (float l : lanes) mf = std::fmax(mf, l);
+#endif
+    for (; i < n; ++i) mf = std::fmax(mf, std::fabs(p[i]));
     m = mf;
   } else {
     for (std::int64_t i = 0; i < t.numel(); ++i) m = std::fmax(m, std::fabs(t.get(i)));

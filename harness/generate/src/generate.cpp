@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -146,7 +147,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
-  auto dev = open_torch_device(opt.device, opt.allow_tf32);
+  auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);
   if (!dev) return dev.status();
   if (!dev->fallback_reason.empty())
     std::cerr << "validate: WARNING: --device " << opt.device << " requested but " << dev->fallback_reason
@@ -192,7 +193,13 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
   std::vector<std::string> failed;
   {
-    SetWriter writer(opt.out);
+    // Queue budget: two of the sweep's largest tensors (one per writer thread), so peak memory
+    // stays near the largest case's own tensors instead of a fixed gigabyte of backlog.
+    std::size_t largest = 0;
+    for (const auto& c : *list)
+      for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul})
+        for (const auto& t : c.tensors(op)) largest = std::max(largest, static_cast<std::size_t>(shape_numel(t.shape)) * 4);
+    SetWriter writer(opt.out, std::clamp<std::size_t>(2 * largest, std::size_t(64) << 20, std::size_t(1) << 30));
     VALIDATE_TRY(writer.write_text_now("config.json", config.dump(2) + "\n"));
     std::size_t i = 0;
     for (const auto& c : *list) {
@@ -209,7 +216,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       bool ok = true;
       for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
         auto ti = Clock::now();
-        auto inputs = make_inputs(c, op, seed, opt.fill);
+        auto inputs = make_inputs(c, op, seed, opt.fill, dev->threads);
         sum.input_seconds += since(ti);
         std::map<std::string, const Tensor*> view;
         for (auto& [k, v] : inputs) view[k] = &v;

@@ -19,42 +19,47 @@ struct Draw {
   double density;     // exact fill: probability of a non-zero
 };
 
-Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill) {
+Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill, unsigned threads) {
   Philox rng(seed, c.name, cases::op_name(op), d.name);
   Tensor f32(DType::float32, d.shape);
   float* p = f32.data<float>();
   const auto n = static_cast<std::uint64_t>(f32.numel());
-  if (fill == Fill::random) {
-    // Element i depends on i alone, so halves can be drawn in parallel with identical bits.
-    const std::uint64_t threads = n >= (1u << 20) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
-    std::vector<std::thread> pool;
-    const std::uint64_t chunk = (n + threads - 1) / threads;
-    for (std::uint64_t t = 1; t < threads; ++t) {
-      const std::uint64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
-      if (b < e) pool.emplace_back([&, b, e] { rng.fill_normal(p + b, e - b, d.scale, b); });
+  const double span = 2.0 * d.exact_max_abs + 1.0;
+  // Element i depends on i alone, so chunks can be drawn in parallel with identical bits; chunks
+  // are whole batches of 8 Philox blocks (32 values) so each runs on the vector path throughout.
+  auto part = [&](std::uint64_t b, std::uint64_t e) {
+    if (fill == Fill::random) {
+      rng.fill_normal(p + b, e - b, d.scale, b);
+    } else {
+      // One Philox block per element: word 0 decides zero/non-zero, word 1 the integer.
+      for (std::uint64_t i = b; i < e; ++i) {
+        auto blk = rng.block(i);
+        double keep = static_cast<double>(blk[0] >> 8) / 16777216.0;
+        double u = static_cast<double>(blk[1] >> 8) / 16777216.0;
+        p[i] = keep < d.density ? static_cast<float>(std::floor(u * span) - d.exact_max_abs) : 0.0f;
+      }
     }
-    rng.fill_normal(p, std::min(n, chunk), d.scale, 0);
-    for (auto& th : pool) th.join();
-  } else {
-    // One Philox block per element: word 0 decides zero/non-zero, word 1 the integer.
-    const double span = 2.0 * d.exact_max_abs + 1.0;
-    for (std::uint64_t i = 0; i < n; ++i) {
-      auto b = rng.block(i);
-      double keep = static_cast<double>(b[0] >> 8) / 16777216.0;
-      double u = static_cast<double>(b[1] >> 8) / 16777216.0;
-      p[i] = keep < d.density ? static_cast<float>(std::floor(u * span) - d.exact_max_abs) : 0.0f;
-    }
+    if (c.dtype == DType::bfloat16)
+      for (std::uint64_t i = b; i < e; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
+  };
+  const std::uint64_t nt = n >= (1u << 18) ? std::max(1u, threads) : 1;
+  const std::uint64_t chunk = (n / nt + 31) / 32 * 32;
+  std::vector<std::thread> pool;
+  for (std::uint64_t t = 1; t < nt; ++t) {
+    const std::uint64_t b = std::min(n, t * chunk), e = t + 1 == nt ? n : std::min(n, b + chunk);
+    if (b < e) pool.emplace_back(part, b, e);
   }
-  if (c.dtype == DType::bfloat16) {
-    for (std::uint64_t i = 0; i < n; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
-  }
+  part(0, std::min(n, nt == 1 ? n : chunk));
+  for (auto& th : pool) th.join();
   if (c.dtype == DType::float16) return f32.to(DType::float16);
   return f32;
 }
 
 }  // namespace
 
-std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill) {
+std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill,
+                                          int threads) {
+  const unsigned nt = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Draw> draws;
   const double k = static_cast<double>(op == cases::Op::conv2d ? c.conv.k() : c.matmul.k);
   const float wscale = static_cast<float>(1.0 / std::sqrt(k));
@@ -73,7 +78,7 @@ std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, st
     draws.push_back(d);
   }
   std::map<std::string, Tensor> out;
-  for (const auto& d : draws) out.emplace(d.name, draw(c, op, d, seed, fill));
+  for (const auto& d : draws) out.emplace(d.name, draw(c, op, d, seed, fill, nt));
   return out;
 }
 

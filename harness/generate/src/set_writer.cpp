@@ -1,17 +1,24 @@
 #include "validate/generate/set_writer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <filesystem>
 #include <optional>
 
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/sha256_pair.hpp"
 
 namespace validate::generate {
 
-SetWriter::SetWriter(std::string root, std::size_t max_queued_bytes)
-    : root_(std::move(root)), max_bytes_(max_queued_bytes), thread_([this] { loop(); }) {}
+SetWriter::SetWriter(std::string root, std::size_t max_queued_bytes, int workers)
+    : root_(std::move(root)), max_bytes_(max_queued_bytes) {
+  for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { loop(); });
+}
 
 SetWriter::~SetWriter() {
   {
@@ -19,7 +26,7 @@ SetWriter::~SetWriter() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  for (auto& t : threads_) t.join();
 }
 
 void SetWriter::write_tensor(const std::string& rel_path, Tensor t) {
@@ -55,7 +62,7 @@ void SetWriter::write_text(const std::string& rel_path, std::string text) {
 
 Status SetWriter::drain() {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+  cv_.wait(lk, [&] { return queue_.empty() && busy_ == 0; });
   return first_error_;
 }
 
@@ -85,17 +92,24 @@ void SetWriter::loop() {
     Item item;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      // A job waits at the front until every item before it is done (its metadata needs their hashes).
+      // A job also runs alone: it reads records() without the lock.
+      cv_.wait(lk, [&] {
+        return (stop_ && queue_.empty() && busy_ == 0) ||
+               (!queue_.empty() && !job_running_ && (!queue_.front().job || busy_ == 0));
+      });
       if (queue_.empty()) return;  // stop requested and nothing left
       item = std::move(queue_.front());
       queue_.pop_front();
-      busy_ = true;
+      ++busy_;
+      job_running_ = static_cast<bool>(item.job);
     }
     process(item);
     {
       std::lock_guard<std::mutex> lk(mu_);
       queued_bytes_ -= item.is_text || item.job ? 0 : item.tensor.nbytes();
-      busy_ = false;
+      --busy_;
+      if (item.job) job_running_ = false;
     }
     cv_.notify_all();
   }
@@ -115,11 +129,19 @@ void SetWriter::process(Item& item) {
     } else if (st) {
       const Tensor& t = item.tensor;
       std::string header = npy::make_header(t.dtype(), t.shape());
-      Sha256 fh;
-      fh.update(header.data(), header.size());
-      fh.update(t.bytes(), t.nbytes());
-      file_hash = fh.hex_digest();
-      std::string value_hash = tensor_sha256(t);
+      std::string value_hash;
+      if (t.dtype() == DType::float32) {
+        // The value hash is the payload's hash: both digests from one pass (sha256_pair.hpp).
+        auto both = sha256_header_payload(header.data(), header.size(), t.bytes(), t.nbytes());
+        file_hash = std::move(both.file);
+        value_hash = std::move(both.payload);
+      } else {
+        Sha256 fh;
+        fh.update(header.data(), header.size());
+        fh.update(t.bytes(), t.nbytes());
+        file_hash = fh.hex_digest();
+        value_hash = tensor_sha256(t);
+      }
       st = fs::write_atomic(path, t.bytes(), t.nbytes(), header);
       size = header.size() + t.nbytes();
       std::lock_guard<std::mutex> lk(mu_);

@@ -5,6 +5,7 @@
 #include "validate/runners/oracle_runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -116,6 +117,7 @@ class OracleRunner final : public Runner {
             {"device", "cpu"},
             {"math", "float64"},
             {"threads", resolve_threads(opt_.threads)},
+            {"time_s", {{"compute", times_.compute_s}, {"conversion", times_.conversion_s}}},
             {"layout", layout::to_json(layouts_)}};
   }
 
@@ -136,7 +138,7 @@ class OracleRunner final : public Runner {
           it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes));
     }
     auto res = oracle_compute(*task.c, task.op, task.inputs, specs, storage_dtype(task.c->dtype),
-                              opt_.threads);
+                              opt_.threads, &times_);
     if (!res) {
       r.outcome = RunOutcome::error;
       r.message = res.message();
@@ -150,6 +152,7 @@ class OracleRunner final : public Runner {
  private:
   layout::LayoutSet layouts_;
   OracleOptions opt_;
+  OracleTimes times_;
 };
 
 }  // namespace
@@ -161,7 +164,9 @@ std::uint16_t double_to_float16_bits(double x) {
 
 Result<std::map<std::string, Tensor>> oracle_compute(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
-    const layout::TensorSpecs& specs, DType result_dtype, int threads) {
+    const layout::TensorSpecs& specs, DType result_dtype, int threads, OracleTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_in = Clock::now();
   const std::string where =
       fmt::format("oracle {}/{} {}", dtype_name(c.dtype), c.name, cases::op_name(op));
   if (result_dtype == DType::bfloat16)
@@ -204,6 +209,7 @@ Result<std::map<std::string, Tensor>> oracle_compute(
 
   // Runner results are the case's dtype, so the loss is taken on the output rounded to it, as the
   // reference's is; float64 results (oracle_compute's exact mode) keep the exact output.
+  const auto t_compute = Clock::now();
   const DType loss_on = result_dtype == DType::float64 ? DType::float64 : c.dtype;
   std::vector<double> dy;
   double loss = 0;
@@ -220,9 +226,15 @@ Result<std::map<std::string, Tensor>> oracle_compute(
                             threads);
   }
 
+  const auto t_out = Clock::now();
   std::map<std::string, Tensor> out;
   for (const auto& t : produced) out.emplace(t.name, release(held.at(t.name), result_dtype));
   out.emplace("loss", scalar(loss, result_dtype));
+  if (times) {
+    const auto s = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    times->conversion_s += s(t_compute - t_in) + s(Clock::now() - t_out);
+    times->compute_s += s(t_out - t_compute);
+  }
   return out;
 }
 

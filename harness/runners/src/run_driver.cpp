@@ -108,6 +108,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   const bool live = opt.progress < 0 && tty;
   const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
   Status write_error;
+  double io_s = 0;  // reading (and hashing) inputs, writing results: the run summary's time split
 
   std::size_t idx = 0;
   for (const auto* rc : list) {
@@ -125,6 +126,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
       std::map<std::string, Tensor> inputs;
       Json consumed = Json::object();
       std::string load_error;
+      const auto t_read = Clock::now();
       for (const auto& t : c.inputs(op)) {
         std::string path = rc->dtype_dir + "/" + c.file_name(op, t.name);
         auto tensor = npy::read(path);
@@ -139,6 +141,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
         consumed[t.name] = tensor_sha256(*tensor);
         inputs.emplace(t.name, std::move(*tensor));
       }
+      io_s += std::chrono::duration<double>(Clock::now() - t_read).count();
       std::vector<OpResult> results;
       if (!load_error.empty()) {
         OpResult r;
@@ -182,6 +185,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
         opj["elapsed_s"] = elapsed;
         if (opt.layout_json.contains("ops") && opt.layout_json["ops"].contains(opn)) opj["layouts"] = opt.layout_json["ops"][opn];
         Json produced = Json::array();
+        const auto t_write = Clock::now();
         if (r.outcome == RunOutcome::ok) {
           std::string dir = (stdfs::path(vs.root) / dt).string();
           Status st = fs::make_dirs(dir);
@@ -198,6 +202,7 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
             if (write_error) write_error = st;
           }
         }
+        io_s += std::chrono::duration<double>(Clock::now() - t_write).count();
         opj["produced"] = produced;
         doc["ops"][opn] = opj;
         switch (r.outcome) {
@@ -251,6 +256,8 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   base["format"] = cases::kRunFormat;
   base["backend"] = runner.name();
   base["runner"] = runner.info();
+  base["time_s"] = base["runner"].value("time_s", Json::object());  // runner: compute, conversion
+  base["time_s"]["io"] = io_s;
   base["device"] = base["runner"].value("device", std::string("cpu"));
   base["math"] = base["runner"].value("math", std::string("n/a"));
   base["layout"] = opt.layout_json;

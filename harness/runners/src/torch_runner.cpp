@@ -12,7 +12,7 @@ class TorchRunner final : public Runner {
   std::string name() const override { return "torch"; }
 
   Status prepare() override {
-    auto dev = generate::open_torch_device(opt_.device, opt_.allow_tf32);
+    auto dev = generate::open_torch_device(opt_.device, opt_.allow_tf32, opt_.threads);
     if (!dev) return dev.status();
     device_ = *dev;
     if (!device_.fallback_reason.empty())
@@ -24,13 +24,14 @@ class TorchRunner final : public Runner {
   nlohmann::json info() const override {
     auto j = generate::torch_system_info(device_);
     j["math"] = opt_.allow_tf32 ? "tf32" : "fma";
+    j["time_s"] = {{"compute", times_.compute_s}, {"conversion", times_.conversion_s}};
     return j;
   }
 
   std::vector<OpResult> run(const OpTask& task) override {
     OpResult r;
     nlohmann::json info;
-    auto out = generate::torch_compute(*task.c, task.op, task.inputs, device_, &info);
+    auto out = generate::torch_compute(*task.c, task.op, task.inputs, device_, &info, &times_);
     if (!out) {
       r.outcome = RunOutcome::error;
       r.message = out.message();
@@ -47,6 +48,7 @@ class TorchRunner final : public Runner {
  private:
   TorchOptions opt_;
   generate::TorchDevice device_;
+  generate::TorchTimes times_;
 };
 
 }  // namespace

@@ -20,6 +20,7 @@ struct GenerateOptions {
   std::string only;
   cases::Shard shard;
   bool allow_tf32 = false;
+  int threads = 0;  // LibTorch, BLAS and input generation; 0: OMP_NUM_THREADS, else every core
   // Keep the cases an interrupted run already finished (metadata present and every tensor's value
   // hash matching it); regenerate the rest. The result is byte-identical to an uninterrupted run.
   bool resume = false;     // keep the cases an interrupted run with the same options finished

@@ -18,7 +18,9 @@ enum class Fill { random, exact };
 // dot product of length K is exact: density = min(1, 2^24 / (max|x| * max|w| * K)) (benchdnn's rule).
 //
 // Returned tensors are in the reference's storage dtype: float32 for float32 and bfloat16 cases,
-// float16 for float16 cases.
-std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill);
+// float16 for float16 cases. Large tensors are drawn on `threads` threads (0: every core) with
+// the same bits as one thread.
+std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill,
+                                          int threads = 0);
 
 }  // namespace validate::generate

@@ -1,7 +1,9 @@
 #pragma once
-// Writes the files of a set on a background thread while the caller computes the next case:
-// each tensor is hashed (file hash for the manifest, value hash for metadata) and written
-// atomically. The queue is bounded in bytes so a fast producer cannot exhaust memory.
+// Writes the files of a set on background threads while the caller computes the next case:
+// each tensor is hashed (file hash for the manifest, value hash for metadata, one pass) and written
+// atomically, two files at a time so one's hashing overlaps the other's write. The queue is bounded
+// in bytes so a fast producer cannot exhaust memory. A job (then()) is a barrier: it starts only
+// after everything queued before it has finished.
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -9,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "validate/cases/refset.hpp"
 #include "validate/core/result.hpp"
@@ -18,7 +21,7 @@ namespace validate::generate {
 
 class SetWriter {
  public:
-  SetWriter(std::string root, std::size_t max_queued_bytes = std::size_t(1) << 30);
+  SetWriter(std::string root, std::size_t max_queued_bytes = std::size_t(1) << 30, int workers = 2);
   ~SetWriter();
   SetWriter(const SetWriter&) = delete;
   SetWriter& operator=(const SetWriter&) = delete;
@@ -60,12 +63,14 @@ class SetWriter {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   std::size_t queued_bytes_ = 0;
-  bool busy_ = false, stop_ = false;
+  int busy_ = 0;  // items being processed
+  bool job_running_ = false;
+  bool stop_ = false;
   Status first_error_;
   cases::FileMap files_;
   std::map<std::string, cases::TensorRecord> records_;  // key: path relative to the root
   std::uint64_t written_ = 0;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace validate::generate

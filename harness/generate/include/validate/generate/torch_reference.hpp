@@ -16,20 +16,32 @@ struct TorchDevice {
   std::string used = "cpu";       // after a fallback
   bool allow_tf32 = false;
   std::string fallback_reason;    // non-empty when cuda was asked for and cpu is used
+  int threads = 1;                // LibTorch intra-op (OpenMP) threads in force
+  std::string threads_source;     // "--threads", "OMP_NUM_THREADS" or "all hardware threads"
 };
 
 // Resolves "cpu" / "cuda" / "cuda:N", falling back to cpu (with a reason) when no GPU is usable;
-// sets TF32 and determinism flags for conv and matmul.
-Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32);
+// sets TF32 and determinism flags for conv and matmul, and LibTorch's (and so OpenBLAS-OpenMP's)
+// thread count: `threads` > 0, else OMP_NUM_THREADS, else every core (LibTorch 1.13's own default
+// is one thread per physical core it detects, which is 1 on a 2-vCPU VM).
+Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads = 0);
 
 // Runs one op of a case: inputs in storage dtype (canonical layout) -> output, loss (0-d float32)
 // and gradients, in storage dtype. `info` receives how it was computed (e.g. a float16 op that
 // this LibTorch cannot run on CPU and was computed in float32 and rounded).
+// Where torch_compute's time goes, summed over calls (kept out of `info`, which goes into
+// reference metadata and must not change between runs).
+struct TorchTimes {
+  double conversion_s = 0;  // our tensors into LibTorch and results back out
+  double compute_s = 0;     // forward, loss and backward
+};
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& inputs,
-                                                    const TorchDevice& device, Json* info = nullptr);
+                                                    const TorchDevice& device, Json* info = nullptr,
+                                                    TorchTimes* times = nullptr);
 
-// LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads.
+// LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads, and the BLAS
+// actually loaded (core/blas_info.hpp).
 Json torch_system_info(const TorchDevice& device);
 
 }  // namespace validate::generate

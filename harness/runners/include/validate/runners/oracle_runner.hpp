@@ -34,9 +34,14 @@ std::unique_ptr<Runner> make_oracle_runner(const layout::LayoutSet& layouts,
 // gradients, each rounded once from float64 to `result_dtype` (float32 or float16; the loss is
 // always float32 unless result_dtype is float64, which returns the unrounded values).
 // Errors: a missing or mis-shaped input, a geometry check_conv/check_matmul rejects.
+// Where the time of oracle_compute goes, summed over calls (the run summary's time split).
+struct OracleTimes {
+  double conversion_s = 0;  // layouts in and out, widening to float64 and rounding back
+  double compute_s = 0;     // the float64 kernels
+};
 Result<std::map<std::string, Tensor>> oracle_compute(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
-    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0);
+    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0, OracleTimes* times = nullptr);
 
 // double -> float16 bits, rounded to nearest even once (going through float would round twice:
 // 1 + 2^-11 + 2^-40 is 1 + 2^-10 in half, but 1 through float).

@@ -11,6 +11,7 @@ namespace validate::runners {
 struct TorchOptions {
   std::string device = "cpu";
   bool allow_tf32 = false;
+  int threads = 0;  // LibTorch/BLAS threads; 0: OMP_NUM_THREADS, else every core
 };
 
 // Error when LibTorch is not part of this build.

@@ -1,0 +1,27 @@
+#pragma once
+// Two SHA-256 digests over one pass of a .npy file's bytes: the file hash (header + payload, for
+// the manifest) and the payload hash (the float32 value hash of metadata, DESIGN.md). Our .npy
+// headers are padded to 64 bytes, so payload block k is file block k + header/64: with the CPU's
+// SHA instructions one message schedule feeds both states and the two round chains interleave,
+// costing far less than hashing the bytes twice. Without SHA-NI (or with a header that is not a
+// multiple of 64 bytes) it falls back to two OpenSSL streams over the same cache-hot chunks.
+#include <cstddef>
+#include <string>
+
+namespace validate {
+
+struct Sha256Pair {
+  std::string file;     // sha256(header || payload)
+  std::string payload;  // sha256(payload)
+};
+
+Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
+                                 std::size_t payload_size);
+
+// Whether this CPU has the SHA extensions (CPUID.7.0:EBX[29]); tests use it to say which path ran.
+bool sha256_cpu_has_sha_ni();
+
+// The SHA-NI single-stream digest (falls back to OpenSSL without SHA-NI); exposed for tests.
+std::string sha256_hex_ni(const void* data, std::size_t size);
+
+}  // namespace validate

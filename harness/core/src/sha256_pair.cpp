@@ -1,0 +1,161 @@
+#include "validate/core/sha256_pair.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "validate/core/sha256.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define VALIDATE_SHA_NI 1
+#endif
+
+namespace validate {
+
+namespace {
+
+std::string hex_of(const std::uint32_t h[8]) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  s.reserve(64);
+  for (int i = 0; i < 8; ++i)
+    for (int sh = 28; sh >= 0; sh -= 4) s.push_back(hex[(h[i] >> sh) & 15]);
+  return s;
+}
+
+}  // namespace
+
+#ifdef VALIDATE_SHA_NI
+
+bool sha256_cpu_has_sha_ni() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool sha = (b >> 29) & 1u;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const bool sse41 = (c >> 19) & 1u, ssse3 = (c >> 9) & 1u;
+    return sha && sse41 && ssse3;
+  }();
+  return has;
+}
+
+namespace {
+
+alignas(16) const std::uint32_t kRound[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+struct State {
+  std::uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+};
+
+// Compresses `nblocks` 64-byte blocks into S states at once. The message schedule depends on the
+// block alone, so it is computed once; the S round chains are independent, so interleaving them
+// hides the latency of sha256rnds2 that bounds a single stream.
+template <int S>
+__attribute__((target("sha,sse4.1,ssse3"))) void compress(State* const* st, const unsigned char* p,
+                                                          std::size_t nblocks) {
+  const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  __m128i abef[S], cdgh[S];
+  for (int s = 0; s < S; ++s) {
+    // Registers hold the state as (A,B,E,F) and (C,D,G,H), highest lane first.
+    __m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st[s]->h)), 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st[s]->h + 4)), 0x1B);
+    abef[s] = _mm_alignr_epi8(abcd, efgh, 8);
+    cdgh[s] = _mm_blend_epi16(efgh, abcd, 0xF0);
+  }
+  for (std::size_t b = 0; b < nblocks; ++b, p += 64) {
+    __m128i w[16];
+    for (int i = 0; i < 4; ++i)
+      w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), bswap);
+    for (int i = 4; i < 16; ++i)
+      w[i] = _mm_sha256msg2_epu32(
+          _mm_add_epi32(_mm_sha256msg1_epu32(w[i - 4], w[i - 3]), _mm_alignr_epi8(w[i - 1], w[i - 2], 4)), w[i - 1]);
+    __m128i save_abef[S], save_cdgh[S];
+    for (int s = 0; s < S; ++s) save_abef[s] = abef[s], save_cdgh[s] = cdgh[s];
+    for (int i = 0; i < 16; ++i) {
+      const __m128i wk = _mm_add_epi32(w[i], _mm_load_si128(reinterpret_cast<const __m128i*>(kRound + 4 * i)));
+      const __m128i wk_hi = _mm_shuffle_epi32(wk, 0x0E);
+      // Two rounds each: afterwards the roles of the two registers are swapped back.
+      for (int s = 0; s < S; ++s) cdgh[s] = _mm_sha256rnds2_epu32(cdgh[s], abef[s], wk);
+      for (int s = 0; s < S; ++s) abef[s] = _mm_sha256rnds2_epu32(abef[s], cdgh[s], wk_hi);
+    }
+    for (int s = 0; s < S; ++s) {
+      abef[s] = _mm_add_epi32(abef[s], save_abef[s]);
+      cdgh[s] = _mm_add_epi32(cdgh[s], save_cdgh[s]);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    __m128i feba = _mm_shuffle_epi32(abef[s], 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh[s], 0xB1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(st[s]->h), _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(st[s]->h + 4), _mm_alignr_epi8(dchg, feba, 8));
+  }
+}
+
+// Pads the last (< 64) bytes and appends the message length in bits, big-endian.
+std::string finish(State& st, const unsigned char* tail, std::size_t tail_size, std::uint64_t total_bytes) {
+  unsigned char buf[128] = {};
+  std::memcpy(buf, tail, tail_size);
+  buf[tail_size] = 0x80;
+  const std::size_t nb = tail_size + 1 + 8 <= 64 ? 1 : 2;
+  const std::uint64_t bits = total_bytes * 8;
+  for (int i = 0; i < 8; ++i) buf[nb * 64 - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
+  State* one[1] = {&st};
+  compress<1>(one, buf, nb);
+  return hex_of(st.h);
+}
+
+}  // namespace
+
+std::string sha256_hex_ni(const void* data, std::size_t size) {
+  if (!sha256_cpu_has_sha_ni()) return sha256_hex(data, size);
+  const auto* p = static_cast<const unsigned char*>(data);
+  State st;
+  State* one[1] = {&st};
+  compress<1>(one, p, size / 64);
+  return finish(st, p + size / 64 * 64, size % 64, size);
+}
+
+Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
+                                 std::size_t payload_size) {
+  if (sha256_cpu_has_sha_ni() && header_size % 64 == 0) {
+    State file, pay;
+    State* f[1] = {&file};
+    compress<1>(f, static_cast<const unsigned char*>(header), header_size / 64);
+    State* both[2] = {&file, &pay};
+    const auto* p = static_cast<const unsigned char*>(payload);
+    const std::size_t full = payload_size / 64;
+    compress<2>(both, p, full);
+    const unsigned char* tail = p + full * 64;
+    return {finish(file, tail, payload_size % 64, header_size + payload_size),
+            finish(pay, tail, payload_size % 64, payload_size)};
+  }
+#else
+bool sha256_cpu_has_sha_ni() { return false; }
+std::string sha256_hex_ni(const void* data, std::size_t size) { return sha256_hex(data, size); }
+Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
+                                 std::size_t payload_size) {
+#endif
+  // Two streams over the same chunk while it is still in cache.
+  Sha256 file, pay;
+  file.update(header, header_size);
+  const auto* p = static_cast<const unsigned char*>(payload);
+  constexpr std::size_t kChunk = 256 << 10;
+  for (std::size_t off = 0; off < payload_size; off += kChunk) {
+    const std::size_t n = payload_size - off < kChunk ? payload_size - off : kChunk;
+    file.update(p + off, n);
+    pay.update(p + off, n);
+  }
+  return {file.hex_digest(), pay.hex_digest()};
+}
+
+}  // namespace validate

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "validate/core/npy.hpp"
+#include "validate/core/parallel_hash.hpp"
+#include "validate/core/rng.hpp"
+#include "validate/core/sha256.hpp"
+#include "validate/core/sha256_pair.hpp"
+
+using namespace validate;
+
+namespace {
+std::vector<unsigned char> random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<unsigned char> v(n);
+  for (auto& c : v) c = static_cast<unsigned char>(g());
+  return v;
+}
+}  // namespace
+
+// Against OpenSSL's one-stream digests, at every padding boundary (55/56/63/64 bytes of tail) and
+// with headers that do (0, 64, 128) and do not (3, 10) share the payload's block grid.
+TEST(Sha256Pair, EqualsTwoOpenSslDigestsAtEveryBoundary) {
+  SCOPED_TRACE(sha256_cpu_has_sha_ni() ? "SHA-NI path" : "OpenSSL fallback");
+  for (std::size_t n : {0u, 1u, 55u, 56u, 57u, 63u, 64u, 65u, 119u, 120u, 127u, 128u, 129u, 4096u, 100003u}) {
+    auto d = random_bytes(n + 200, static_cast<unsigned>(n));
+    for (std::size_t h : {0u, 3u, 10u, 64u, 128u}) {
+      auto pr = sha256_header_payload(d.data(), h, d.data() + h, n);
+      EXPECT_EQ(pr.file, sha256_hex(d.data(), h + n)) << "n=" << n << " header=" << h;
+      EXPECT_EQ(pr.payload, sha256_hex(d.data() + h, n)) << "n=" << n << " header=" << h;
+    }
+    EXPECT_EQ(sha256_hex_ni(d.data(), n), sha256_hex(d.data(), n)) << n;
+  }
+  EXPECT_EQ(sha256_hex_ni("abc", 3), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(ParallelHash, FileAndValueHashesMatchOneByOneAndSkipNonRegularFiles) {
+  char tmpl[] = "/tmp/validate_phash_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::vector<FileHashRequest> rq;
+  // float32 C-order (value hash from the pass), float64 (no value hash), fortran float32 (none),
+  // raw bytes, a symlink, a FIFO and a missing file.
+  Tensor a(DType::float32, {3, 5, 7});
+  for (int i = 0; i < a.numel(); ++i) a.set(i, i * 0.25 - 3);
+  Tensor b(DType::float64, {4, 2});
+  for (int i = 0; i < b.numel(); ++i) b.set(i, i);
+  ASSERT_TRUE(npy::write(dir + "/a.npy", a));
+  ASSERT_TRUE(npy::write(dir + "/b.npy", b));
+  {
+    std::string hdr = npy::make_header(DType::float32, {5, 7}, true);
+    std::ofstream f(dir + "/f.npy", std::ios::binary);
+    f.write(hdr.data(), static_cast<std::streamsize>(hdr.size()));
+    f.write(reinterpret_cast<const char*>(a.bytes()), 35 * 4);
+  }
+  auto raw = random_bytes(3 << 20, 7);
+  std::ofstream(dir + "/raw.bin", std::ios::binary).write(reinterpret_cast<const char*>(raw.data()), raw.size());
+  ASSERT_EQ(::symlink((dir + "/a.npy").c_str(), (dir + "/link.npy").c_str()), 0);
+  ASSERT_EQ(::mkfifo((dir + "/fifo.npy").c_str(), 0600), 0);
+  for (const char* n : {"a.npy", "b.npy", "f.npy", "raw.bin", "link.npy", "fifo.npy", "missing.npy"})
+    rq.push_back({dir + "/" + n, true});
+  auto r = hash_files(rq, 2);
+  ASSERT_EQ(r.size(), rq.size());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(r[i].hashed) << rq[i].path << ": " << r[i].error;
+    EXPECT_EQ(r[i].sha256, *sha256_file(rq[i].path)) << rq[i].path;
+  }
+  EXPECT_EQ(r[3].size, raw.size());
+  ASSERT_TRUE(r[0].has_value);
+  EXPECT_EQ(r[0].value_sha256, tensor_sha256(a));
+  EXPECT_EQ(r[0].shape, (Shape{3, 5, 7}));
+  EXPECT_FALSE(r[1].has_value);  // float64: the caller converts and hashes itself
+  EXPECT_FALSE(r[2].has_value);  // Fortran order: the value hash is over C order
+  EXPECT_FALSE(r[3].has_value);
+  for (int i = 4; i < 7; ++i) EXPECT_FALSE(r[i].hashed) << rq[i].path;  // returned at once, no hang on the FIFO
+  for (const char* n : {"a.npy", "b.npy", "f.npy", "raw.bin", "link.npy", "fifo.npy"}) std::remove((dir + "/" + n).c_str());
+  ::rmdir(dir.c_str());
+}
+
+// The vector path of fill_normal (AVX2 + libmvec, with its rounding-boundary fallback) must give
+// the scalar definition's bits at every offset, scale and block alignment.
+TEST(PhiloxVector, FillNormalEqualsTheScalarDefinitionBitForBit) {
+  for (std::uint64_t seed : {42ull, 7ull}) {
+    const Philox rng(seed, "k0072_ic008", "conv2d", "input");
+    for (std::uint64_t first : {0ull, 1ull, 6ull, 4096ull + 3}) {
+      const std::size_t n = (1u << 20) + 37;
+      std::vector<float> got(n);
+      rng.fill_normal(got.data(), n, 0.37f, first);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = rng.normal(first + i) * 0.37f;
+        bad += std::memcmp(&want, &got[i], 4) != 0;
+      }
+      EXPECT_EQ(bad, 0u) << "seed " << seed << " first " << first;
+    }
+  }
+}
