@@ -21,6 +21,20 @@ namespace validate {
 namespace {
 
 void hash_one(const FileHashRequest& rq, FileHashResult& r) {
+  if (!rq.value_hash) {
+    // A plain file hash streams through a buffer (sha256_file): a whole-file mapping would count
+    // the file against the resident set (hostile.cli.metadata: a 100 MB listed file; issue 10).
+    auto h = sha256_file(rq.path);
+    if (!h) {
+      r.error = h.message();
+      return;
+    }
+    struct stat st {};
+    if (::lstat(rq.path.c_str(), &st) == 0) r.size = static_cast<std::size_t>(st.st_size);
+    r.sha256 = std::move(*h);
+    r.hashed = true;
+    return;
+  }
   // O_NOFOLLOW: a symlink is the caller's to judge; O_NONBLOCK: opening a FIFO must not hang.
   int fd = ::open(rq.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
