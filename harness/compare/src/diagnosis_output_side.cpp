@@ -88,8 +88,8 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
     what = "read in Fortran (column-major) order" + (flipw.empty() ? "" : " with " + flipw);
   else if (moved.size() == 2)
     what = fmt::format("with {} and {} swapped (its bytes are {})",
-                       in.axes[static_cast<std::size_t>(rd.m.perm[moved[0]])],
-                       in.axes[static_cast<std::size_t>(rd.m.perm[moved[1]])], rd.spec) +
+                       in.axes[static_cast<std::size_t>(decl.perm[moved[0]])],
+                       in.axes[static_cast<std::size_t>(decl.perm[moved[1]])], rd.spec) +
            (flipw.empty() ? "" : " and " + flipw);
   else
     what = "read as " + rd.spec + (flipw.empty() ? "" : " with " + flipw);
