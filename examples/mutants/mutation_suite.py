@@ -58,6 +58,9 @@ EXCEPTIONS = [
      "bfloat16 inputs are already bfloat16"),
     ("loss_unrounded", lambda c: c.startswith("float32/"), "-",
      "a float32 output is not rounded before the loss: nothing to see"),
+    ("loss_unrounded", lambda c: c.startswith("bfloat16/"), "-",
+     "the unrounded loss differs by about 1e-4, the bfloat16 loss gate: it fails only where the "
+     "difference is larger (docs/runners.md: round to the case dtype first)"),
     ("bias_missing", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("bias_doubled", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("loss_mean_batch", lambda c: "/k0" in c and c.endswith("/conv2d"), "loss_sum",
