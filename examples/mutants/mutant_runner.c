@@ -308,6 +308,7 @@ static void conv2d(void) {
         }
   write_tensor("output", &ys, y);
   write_loss(loss);
+  if (is("forward_only")) return; /* with layouts_forward_only.json: no gradient is asked for */
   write_tensor("grad_input", &gxs, gx);
   write_tensor("grad_weight", &gws, gw);
   if (BIAS) write_tensor("grad_bias", &bs, gb);
@@ -336,6 +337,7 @@ static void matmul(void) {
       }
   write_tensor("output", &ys, y);
   write_loss(loss);
+  if (is("forward_only")) return;
   write_tensor("grad_A", &gas, ga);
   write_tensor("grad_B", &gbs, gb);
 }

@@ -205,6 +205,9 @@ class Comparer {
       case PairItem::Kind::not_run:
         e.verdict = Verdict::not_run;
         break;
+      case PairItem::Kind::not_requested:
+        e.verdict = Verdict::not_requested;
+        break;
       case PairItem::Kind::op_outcome: {
         const std::string o = it.message.substr(0, it.message.find(':'));
         e.verdict = o == "error"     ? Verdict::error

@@ -16,6 +16,8 @@ const char* verdict_name(Verdict v) {
       return "mistrusted";
     case Verdict::not_run:
       return "not run";
+    case Verdict::not_requested:
+      return "not requested";
     case Verdict::skipped:
       return "skipped";
     case Verdict::unsupported:
@@ -50,6 +52,9 @@ void Counts::add(Verdict v) {
       break;
     case Verdict::not_run:
       ++not_run;
+      break;
+    case Verdict::not_requested:
+      ++not_requested;
       break;
     case Verdict::skipped:
       ++skipped;
@@ -86,6 +91,7 @@ std::string Report::summary_line() const {
   std::string s = fmt::format("validate: {} passed, {} failed, {} not run", c.passed,
                               c.failed + c.error, c.not_run);
   if (c.error) s += fmt::format(" ({} runner error{})", c.error, c.error == 1 ? "" : "s");
+  if (c.not_requested) s += fmt::format(", {} not requested", c.not_requested);
   if (c.mistrusted) s += fmt::format(", {} mistrusted", c.mistrusted);
   if (c.skipped) s += fmt::format(", {} skipped", c.skipped);
   if (c.unsupported) s += fmt::format(", {} unsupported", c.unsupported);

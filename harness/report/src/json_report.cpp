@@ -169,6 +169,7 @@ json render_json(const compare::Report& r) {
             {"runner_errors", c.error},
             {"mistrusted", c.mistrusted},
             {"not_run", c.not_run},
+            {"not_requested", c.not_requested},
             {"skipped", c.skipped},
             {"unsupported", c.unsupported},
             {"invalid", c.invalid},

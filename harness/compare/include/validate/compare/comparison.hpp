@@ -22,6 +22,7 @@ enum class Verdict {
   failed,       // a gate failed, or the run is missing/mismatched/fed different inputs
   mistrusted,   // gates passed, but the reference is mostly zeros: a broken stack could pass too
   not_run,      // in the reference, not declared by the runner
+  not_requested,  // in the reference, and the run did not ask for it (a forward-only program)
   skipped,      // the runner skipped the op (outcome "skipped")
   unsupported,  // the runner cannot do the op (outcome "unsupported")
   error,        // the runner failed on the op (outcome "error"): counts as a failure
@@ -70,6 +71,7 @@ struct Entry {
 };
 
 struct Counts {
+  std::int64_t not_requested = 0;
   std::int64_t passed = 0, failed = 0, mistrusted = 0, not_run = 0, skipped = 0, unsupported = 0,
                error = 0, invalid = 0;
   void add(Verdict v);
