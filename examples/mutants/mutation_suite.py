@@ -164,7 +164,7 @@ def write_table(path, table):
     lines = ["| planted \\ named | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|" + "---|" * len(names)]
     for m, c in counts.items():
-        planted = MUTANTS[m][1] or "(clean)"
+        planted = MUTANTS[m][1] or "clean"
         lines.append(f"| `{m}` ({planted}) | " + " | ".join(str(c[n]) if c[n] else "" for n in names) + " |")
     lines.append("")
     lines.append("Cells are (dtype, case, op) of references/smoke; `-`: nothing failed. Off-diagonal cells:")

@@ -184,9 +184,13 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       h.fix = "read the filter as declared (" + dw_decl +
               "): un-flip it, or use CUDNN_CROSS_CORRELATION";
     } else {
+      // The same bytes have a C and a Fortran spelling (OIHW = WHIO:F); give both.
+      std::string fspell;
+      if (rd.flips.empty() && rd.spec.find(':') == std::string::npos)
+        fspell = " (the same bytes as " + std::string(rd.spec.rbegin(), rd.spec.rend()) + ":F)";
       h.description =
-          fmt::format("your program read weight.bin as {} while the layout file declares {}",
-                      rd.spec, dw_decl);
+          fmt::format("your program read weight.bin as {}{} while the layout file declares {}",
+                      rd.spec, fspell, dw_decl);
       h.cause = "a weight-layout confusion (OIHW / IOHW / HWIO / WHIO / OHWI)";
       h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + dw_decl;
     }
