@@ -8,7 +8,8 @@
  * one tensor with another spec, or changes the arithmetic, and nothing else. Arithmetic is in
  * double, rounded once to the case dtype, like examples/fortran.
  *
- *   usage: mutant_runner DIR [MUTANT]      (MUTANT "none" or absent: the correct program)
+ *   usage: mutant_runner DIR [MUTANT [FAMILY]]   (MUTANT "none" or absent: the correct program;
+ *          FAMILY channels_last (default), torch or fortran: the layouts it declares)
  */
 #include <math.h>
 #include <stdint.h>
@@ -177,39 +178,67 @@ static void write_loss(double loss) {
 }
 
 static const char *g_mut = "none";
+static int g_family;
 static int is(const char *m) { return !strcmp(g_mut, m); }
 
-/* The layout the program uses for a tensor: the declared one, unless the mutant changes it. */
+/* The layout family the program declares (argv[3] or MUTANT_LAYOUTS): 0 channels_last (NHWC,
+ * HWIO: layouts.json), 1 torch (NCHW, OIHW: layouts_torch.json), 2 fortran (CHWN:F,
+ * WHIO:F+flip=HW, column-major matrices: layouts_fortran.json, the `fortran` preset). */
+
+/* The layout the program uses for a tensor: the declared one, unless the mutant changes it. Each
+ * row: mutant, tensor, then the spec actually used in each family. */
 static const char *spec_for(const char *tensor) {
-  struct { const char *mutant, *tensor, *spec; } table[] = {
-      {"out_hw_swap", "output", "NWHC"},
-      {"out_fortran", "output", "NHWC:F"},
-      {"out_channels_first", "output", "NCHW"},
-      {"out_flip_w", "output", "NHWC+flip=W"},
-      {"out_hw_swap_flip_h", "output", "NWHC+flip=H"},
-      {"grad_input_hw_swap", "grad_input", "NWHC"},
-      {"grad_weight_filter_layout", "grad_weight", "OIHW"},
-      {"grad_weight_flipped", "grad_weight", "HWIO+flip=HW"},
-      {"in_hw_swap", "input", "NWHC"},       {"in_hw_swap", "grad_input", "NWHC"},
-      {"in_fortran", "input", "NHWC:F"},     {"in_fortran", "grad_input", "NHWC:F"},
-      {"data_flip", "input", "NHWC+flip=HW"}, {"data_flip", "grad_input", "NHWC+flip=HW"},
-      {"data_flip", "weight", "HWIO+flip=HW"}, {"data_flip", "grad_weight", "HWIO+flip=HW"},
-      {"weight_as_whio_f", "weight", "WHIO:F"}, {"weight_as_whio_f", "grad_weight", "WHIO:F"},
-      {"weight_as_ohwi", "weight", "OHWI"},  {"weight_as_ohwi", "grad_weight", "OHWI"},
-      {"conv_not_corr", "weight", "HWIO+flip=HW"}, {"conv_not_corr", "grad_weight", "HWIO+flip=HW"},
-      {"mm_transpose_B", "B", "NK"},         {"mm_transpose_B", "grad_B", "NK"},
-      {"mm_transpose_A", "A", "KM"},         {"mm_transpose_A", "grad_A", "KM"},
+  static const struct { const char *mutant, *tensor, *spec[3]; } table[] = {
+      {"out_hw_swap", "output", {"NWHC", "NCWH", "CWHN:F"}},
+      {"out_fortran", "output", {"NHWC:F", "NCHW:F", "CHWN"}},
+      {"out_channels_first", "output", {"NCHW", "NHWC", "NCHW"}},
+      {"out_flip_w", "output", {"NHWC+flip=W", "NCHW+flip=W", "CHWN:F+flip=W"}},
+      {"out_hw_swap_flip_h", "output", {"NWHC+flip=H", "NCWH+flip=H", "CWHN:F+flip=H"}},
+      {"grad_input_hw_swap", "grad_input", {"NWHC", "NCWH", "CWHN:F"}},
+      /* cuDNN's filter descriptor: C-order OIHW; flipped in CUDNN_CONVOLUTION mode. */
+      {"grad_weight_filter_layout", "grad_weight", {"OIHW", "OIHW+flip=HW", "WHIO:F"}},
+      {"grad_weight_flipped", "grad_weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"in_hw_swap", "input", {"NWHC", "NCWH", "CWHN:F"}},
+      {"in_hw_swap", "grad_input", {"NWHC", "NCWH", "CWHN:F"}},
+      {"in_fortran", "input", {"NHWC:F", "NCHW:F", "CHWN"}},
+      {"in_fortran", "grad_input", {"NHWC:F", "NCHW:F", "CHWN"}},
+      {"data_flip", "input", {"NHWC+flip=HW", "NCHW+flip=HW", "CHWN:F+flip=HW"}},
+      {"data_flip", "grad_input", {"NHWC+flip=HW", "NCHW+flip=HW", "CHWN:F+flip=HW"}},
+      {"data_flip", "weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"data_flip", "grad_weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      /* the row: weights declared one way (WHIO:F in the fortran family), read as HWIO */
+      {"weight_as_whio_f", "weight", {"WHIO:F", "HWIO", "HWIO+flip=HW"}},
+      {"weight_as_whio_f", "grad_weight", {"WHIO:F", "HWIO", "HWIO+flip=HW"}},
+      {"weight_as_ohwi", "weight", {"OHWI", "OHWI", "OHWI+flip=HW"}},
+      {"weight_as_ohwi", "grad_weight", {"OHWI", "OHWI", "OHWI+flip=HW"}},
+      {"conv_not_corr", "weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"conv_not_corr", "grad_weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"mm_transpose_B", "B", {"NK", "NK", "KN"}},
+      {"mm_transpose_B", "grad_B", {"NK", "NK", "KN"}},
+      {"mm_transpose_A", "A", {"KM", "KM", "MK"}},
+      {"mm_transpose_A", "grad_A", {"KM", "KM", "MK"}},
+      {"mm_out_transposed", "mm_output", {"NM", "NM", "MN"}},
+      /* what each family declares */
+      {"*", "input", {"NHWC", "NCHW", "CHWN:F"}},
+      {"*", "target", {"NHWC", "NCHW", "CHWN:F"}},
+      {"*", "output", {"NHWC", "NCHW", "CHWN:F"}},
+      {"*", "grad_input", {"NHWC", "NCHW", "CHWN:F"}},
+      {"*", "weight", {"HWIO", "OIHW", "WHIO:F+flip=HW"}},
+      {"*", "grad_weight", {"HWIO", "OIHW", "WHIO:F+flip=HW"}},
+      {"*", "bias", {"O", "O", "O"}},
+      {"*", "grad_bias", {"O", "O", "O"}},
+      {"*", "A", {"MK", "MK", "MK:F"}},
+      {"*", "grad_A", {"MK", "MK", "MK:F"}},
+      {"*", "B", {"KN", "KN", "KN:F"}},
+      {"*", "grad_B", {"KN", "KN", "KN:F"}},
+      {"*", "mm_target", {"MN", "MN", "MN:F"}},
+      {"*", "mm_output", {"MN", "MN", "MN:F"}},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
-    if (is(table[i].mutant) && !strcmp(table[i].tensor, tensor)) return table[i].spec;
-  if (!strcmp(tensor, "input") || !strcmp(tensor, "target") || !strcmp(tensor, "output") ||
-      !strcmp(tensor, "grad_input"))
-    return "NHWC";
-  if (!strcmp(tensor, "weight") || !strcmp(tensor, "grad_weight")) return "HWIO";
-  if (!strcmp(tensor, "bias") || !strcmp(tensor, "grad_bias")) return "O";
-  if (!strcmp(tensor, "A") || !strcmp(tensor, "grad_A")) return "MK";
-  if (!strcmp(tensor, "B") || !strcmp(tensor, "grad_B")) return "KN";
-  return "MN"; /* target, output of matmul */
+    if ((is(table[i].mutant) || !strcmp(table[i].mutant, "*")) && !strcmp(table[i].tensor, tensor))
+      return table[i].spec[g_family];
+  die("no layout for tensor", tensor);
+  return NULL;
 }
 
 /* Rounding of the operands before the products (TF32 math mode, or a cast). */
@@ -318,7 +347,7 @@ static void matmul(void) {
   const long M = env_int("VALIDATE_M"), K = env_int("VALIDATE_K"), N = env_int("VALIDATE_NCOLS");
   const long ad[2] = {M, K}, bd[2] = {K, N}, yd[2] = {M, N};
   Spec as = make_spec("MK", ad, spec_for("A")), bs = make_spec("KN", bd, spec_for("B")),
-       ys = make_spec("MN", yd, is("mm_out_transposed") ? "NM" : "MN"), ts = make_spec("MN", yd, "MN"),
+       ys = make_spec("MN", yd, spec_for("mm_output")), ts = make_spec("MN", yd, spec_for("mm_target")),
        gas = make_spec("MK", ad, spec_for("grad_A")), gbs = make_spec("KN", bd, spec_for("grad_B"));
   double *a = read_tensor("A", &as), *b = read_tensor("B", &bs), *t = read_tensor("target", &ts);
   round_all(a, M * K);
@@ -347,6 +376,11 @@ int main(int argc, char **argv) {
   g_dir = argv[1];
   if (argc > 2) g_mut = argv[2];
   else if (getenv("MUTANT")) g_mut = getenv("MUTANT");
+  const char *family = argc > 3 ? argv[3] : getenv("MUTANT_LAYOUTS");
+  if (!family || !strcmp(family, "channels_last")) g_family = 0;
+  else if (!strcmp(family, "torch")) g_family = 1;
+  else if (!strcmp(family, "fortran")) g_family = 2;
+  else die("unknown layout family (channels_last, torch, fortran)", family);
   const char *op = getenv("VALIDATE_OP");
   g_dtype = getenv("VALIDATE_DTYPE");
   if (!op || !g_dtype) die("missing VALIDATE_OP or VALIDATE_DTYPE", NULL);

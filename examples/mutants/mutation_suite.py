@@ -2,7 +2,10 @@
 """Plant each mistake of mutant_runner.c, run it through `validate run --backend exec` on a
 reference set, and check that `validate compare` names exactly that mistake (by diagnosis code).
 
-  mutation_suite.py VALIDATE PROGRAM REF WORK [--mutants a,b] [--table FILE]
+  mutation_suite.py VALIDATE PROGRAM REF WORK [--mutants=a,b] [--families=F,G|all] [--table=FILE]
+
+Families are the layouts the program declares (mutant_runner.c): channels_last (NHWC, HWIO; the
+default), torch (NCHW, OIHW) and fortran (CHWN:F, WHIO:F+flip=HW, column-major matrices).
 
 For every mutant and every (dtype, case, op) of REF, the cell's "named" code is the diagnosis code
 of the op's output entry when it failed, else of its loss entry, else of its first failing
@@ -48,21 +51,39 @@ MUTANTS = OrderedDict([
     ("mm_out_transposed", ("matmul", "transposed")),
 ])
 
-# (mutant, cell predicate, allowed named value, why). A cell is "dtype/case/op".
+FAMILIES = {"channels_last": "layouts.json", "torch": "layouts_torch.json",
+            "fortran": "layouts_fortran.json"}
+
+# Where a family changes what the planted mistake is: cuDNN's filter layout is the declared one in
+# the torch and fortran families, so the mutant returns the gradient in the other flip state.
+PLANTED_IN_FAMILY = {
+    ("torch", "grad_weight_filter_layout"): "flipped",
+    ("fortran", "grad_weight_filter_layout"): "flipped",
+}
+
+def dtype(cell):
+    """ "family:dtype/case/op" -> dtype """
+    return cell.split(":", 1)[1].split("/", 1)[0]
+
+
+# (mutant, cell predicate, allowed named value, why). A cell is "family:dtype/case/op".
 EXCEPTIONS = [
-    ("tf32", lambda c: not c.startswith("float32/"), "-",
+    ("tf32", lambda c: dtype(c) != "float32", "-",
      "bfloat16 and float16 values already fit in TF32's 10-bit mantissa: rounding them changes nothing"),
-    ("fp16_inputs", lambda c: not c.startswith("float32/"), "-",
+    ("fp16_inputs", lambda c: dtype(c) != "float32", "-",
      "bfloat16 and float16 values are float16 values (bar range): nothing to see"),
-    ("bf16_inputs", lambda c: c.startswith("bfloat16/"), "-",
+    ("bf16_inputs", lambda c: dtype(c) == "bfloat16", "-",
      "bfloat16 inputs are already bfloat16"),
-    ("loss_unrounded", lambda c: c.startswith("float32/"), "-",
+    ("loss_unrounded", lambda c: dtype(c) == "float32", "-",
      "a float32 output is not rounded before the loss: nothing to see"),
-    ("loss_unrounded", lambda c: c.startswith("bfloat16/"), "-",
+    ("loss_unrounded", lambda c: dtype(c) == "bfloat16", "-",
      "the unrounded loss differs by about 1e-4, the bfloat16 loss gate: it fails only where the "
      "difference is larger (docs/runners.md: round to the case dtype first)"),
     ("bias_missing", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("bias_doubled", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
+    ("out_channels_first", lambda c: c.startswith("fortran:") and "/k0" in c, "fortran_order",
+     "batch 1, fortran family: NCHW bytes are CHWN in C order, i.e. the declared CHWN:F read in the "
+     "other memory order (the same bytes; the reversed order is named first)"),
     ("loss_mean_batch", lambda c: "/k0" in c and c.endswith("/conv2d"), "loss_sum",
      "batch 1: a mean over the batch is the sum, numerically the same mistake"),
 ]
@@ -70,6 +91,8 @@ EXCEPTIONS = [
 
 def allowed(mutant, cell):
     op, code = MUTANTS[mutant]
+    family, cell = cell.split(":", 1)
+    code = PLANTED_IN_FAMILY.get((family, mutant), code)
     out = set()
     cell_op = cell.rsplit("/", 1)[1]
     if mutant == "none" or (op not in ("*", cell_op)):
@@ -77,15 +100,16 @@ def allowed(mutant, cell):
     else:
         out.add(code)
     for m, pred, value, _ in EXCEPTIONS:
-        if m == mutant and pred(cell):
+        if m == mutant and pred(family + ":" + cell):
             out.add(value)
     return out
 
 
-def run_mutant(validate, program, ref, layouts, work, mutant):
-    out = os.path.join(work, mutant)
+def run_mutant(validate, program, ref, family, work, mutant):
+    layouts = os.path.join(os.path.dirname(os.path.abspath(__file__)), FAMILIES[family])
+    out = os.path.join(work, family, mutant)
     subprocess.run(["rm", "-rf", out], check=True)
-    r = subprocess.run([validate, "run", "--backend", "exec", "--cmd", f"{program} {{dir}} {mutant}",
+    r = subprocess.run([validate, "run", "--backend", "exec", "--cmd", f"{program} {{dir}} {mutant} {family}",
                         "--layout", layouts, "--ref", ref, "--out", out],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
@@ -99,7 +123,7 @@ def run_mutant(validate, program, ref, layouts, work, mutant):
         report = json.load(f)
     cells = defaultdict(list)
     for e in report["entries"]:
-        cells[f'{e["dtype"]}/{e["case"]}/{e["op"]}'].append(e)
+        cells[f'{family}:{e["dtype"]}/{e["case"]}/{e["op"]}'].append(e)
     named = OrderedDict()
     for cell, entries in sorted(cells.items()):
         failing = [e for e in entries if e["verdict"] in ("failed", "error")]
@@ -126,8 +150,12 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     validate, program, ref, work = args
-    layouts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "layouts.json")
     mutants = opts["mutants"].split(",") if "mutants" in opts else list(MUTANTS)
+    families = opts.get("families", "channels_last")
+    families = list(FAMILIES) if families == "all" else families.split(",")
+    if any(f not in FAMILIES for f in families):
+        print(f"unknown family in {families}; known: {', '.join(FAMILIES)}", file=sys.stderr)
+        return 2
     os.makedirs(work, exist_ok=True)
     bad = []
     table = OrderedDict()
@@ -135,7 +163,10 @@ def main(argv):
         if m not in MUTANTS:
             print(f"unknown mutant {m}", file=sys.stderr)
             return 2
-        named = run_mutant(validate, program, ref, layouts, work, m)
+        named = OrderedDict()
+        for fam in families:
+            os.makedirs(os.path.join(work, fam), exist_ok=True)
+            named.update(run_mutant(validate, program, ref, fam, work, m))
         table[m] = named
         for cell, (code, summary) in named.items():
             ok = code in allowed(m, cell)
@@ -167,10 +198,15 @@ def write_table(path, table):
         planted = MUTANTS[m][1] or "clean"
         lines.append(f"| `{m}` ({planted}) | " + " | ".join(str(c[n]) if c[n] else "" for n in names) + " |")
     lines.append("")
-    lines.append("Cells are (dtype, case, op) of references/smoke; `-`: nothing failed. Off-diagonal cells:")
+    fams = sorted({c.split(":", 1)[0] for named in table.values() for c in named})
+    lines.append(f"Cells are (layout family, dtype, case, op) of references/smoke, families {', '.join(fams)}; "
+                 "`-`: nothing failed. Off-diagonal cells:")
     lines.append("")
     for m, pred, value, why in EXCEPTIONS:
         lines.append(f"- `{m}` → `{value}`: {why}.")
+    for (fam, m), code in PLANTED_IN_FAMILY.items():
+        lines.append(f"- `{m}` → `{code}` in the {fam} family: cuDNN's filter layout is the declared one there, so the mutant "
+                     "returns grad_weight in the other flip state (the classic forgotten un-flip).")
     lines.append("- every mutant of one op leaves the other op's cells `-` (its code path is not touched).")
     text = open(path).read()
     begin, end = "<!-- confusion-table:begin -->", "<!-- confusion-table:end -->"
