@@ -193,6 +193,7 @@ static const char *spec_for(const char *tensor) {
       {"out_fortran", "output", {"NHWC:F", "NCHW:F", "CHWN"}},
       {"out_channels_first", "output", {"NCHW", "NHWC", "NCHW"}},
       {"out_flip_w", "output", {"NHWC+flip=W", "NCHW+flip=W", "CHWN:F+flip=W"}},
+      {"out_fortran_hw_swap", "output", {"NWHC:F", "NCWH:F", "CWHN"}},
       {"out_hw_swap_flip_h", "output", {"NWHC+flip=H", "NCWH+flip=H", "CWHN:F+flip=H"}},
       {"grad_input_hw_swap", "grad_input", {"NWHC", "NCWH", "CWHN:F"}},
       /* cuDNN's filter descriptor: C-order OIHW; flipped in CUDNN_CONVOLUTION mode. */

@@ -91,6 +91,9 @@ TEST(Diagnosis, FortranOrderWithBatchOne) {
   ASSERT_FALSE(dx.matches.empty());
   EXPECT_EQ(dx.matches[0].spec, "NCHW:F");
   EXPECT_NE(dx.summary.find("Fortran (column-major)"), std::string::npos) << dx.summary;
+  // The same bytes are a C<->W swap plus the N move, which the sentence says it cannot tell apart.
+  ASSERT_TRUE(dx.matches[0].params.contains("same_bytes_as")) << dx.summary;
+  EXPECT_NE(dx.summary.find("the same bytes are also"), std::string::npos) << dx.summary;
 }
 
 TEST(Diagnosis, FlippedFilterGradient) {

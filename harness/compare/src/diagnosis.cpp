@@ -25,6 +25,14 @@ std::string sentence(const Hypothesis& h, const std::string& subject) {
   if (!h.confirmed_all && h.checked > 1)
     s += fmt::format(" (checked on {} sampled elements)", h.checked);
   if (!h.fix.empty()) s += " Fix: " + h.fix + ".";
+  if (h.params.contains("same_bytes_as")) {
+    std::string also;
+    for (const auto& a : h.params["same_bytes_as"])
+      also += (also.empty() ? "" : ", ") + a["spec"].get<std::string>() + " (" +
+              a["code"].get<std::string>() + ")";
+    s += " On this shape (an axis of size 1) the same bytes are also " + also +
+         ": the numbers cannot tell these apart.";
+  }
   return s;
 }
 

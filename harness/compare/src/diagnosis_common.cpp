@@ -179,7 +179,13 @@ DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
   if (d.declared.is_identity()) return d;
   const std::size_t es = dtype_size(canonical.storage);
   d.owned.resize(static_cast<std::size_t>(canonical.numel) * es);
-  // Scatter canonical -> declared layout memory, a row of the last axis at a time.
+  d.view.data = d.owned.data();
+  // The layout module's blocked permute engine (a failing 3 GB tensor is converted in seconds).
+  if (auto parsed = layout::parse_spec(declared_spec, axes); parsed && !parsed->is_scalar()) {
+    layout::to_layout(canonical.data, d.owned.data(), es, shape, axes, *parsed);
+    return d;
+  }
+  // Scatter canonical -> declared layout memory, element by element.
   const std::size_t r = shape.size();
   std::vector<std::int64_t> idx(r, 0);
   for (std::int64_t p = 0; p < canonical.numel; ++p) {
@@ -238,16 +244,34 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
     std::iter_swap(ih, iw);
   }
   std::vector<std::vector<int>> perms = {dp, rev};
-  if (spatial) perms.push_back(hw);
+  const std::vector<int> rev_hw(hw.rbegin(), hw.rend());  // the commonest pair: F order + H<->W
+  // Channels-first vs channels-last: C moved from last to second, or from anywhere to last.
+  std::vector<int> chan;
+  const auto cpos = axes.find('C');
+  if (spatial && cpos != std::string::npos && axes.find('N') != std::string::npos) {
+    chan = dp;
+    auto it = std::find(chan.begin(), chan.end(), static_cast<int>(cpos));
+    const bool last = it + 1 == chan.end();
+    chan.erase(it);
+    chan.insert(last ? chan.begin() + 1 : chan.end(), static_cast<int>(cpos));
+  }
+  if (spatial) {
+    perms.push_back(hw);
+    if (!chan.empty() && chan != dp) perms.push_back(chan);
+    perms.push_back(rev_hw);
+  }
   std::vector<int> p = identity_perm(r);
   do {
     if (std::find(perms.begin(), perms.end(), p) == perms.end()) perms.push_back(p);
   } while (std::next_permutation(p.begin(), p.end()));
   std::vector<std::vector<std::pair<std::int64_t, bool>>> seen = {declared.signature()};
+  std::vector<std::ptrdiff_t> seen_at = {-1};  // index in `out` of each seen signature
   auto perm_code = [&](const std::vector<int>& q) -> std::string {
     if (q == dp) return "";
     if (q == rev) return r == 2 ? "transposed" : "fortran_order";
     if (spatial && q == hw) return "hw_swapped";
+    if (spatial && q == rev_hw) return "fortran_order+hw_swapped";
+    if (!chan.empty() && q == chan) return "channels_order";
     return "axes_permuted";
   };
   auto add = [&](const std::vector<int>& q, const std::string& f, int rank) {
@@ -256,11 +280,23 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
       const auto a = axes.find(c);
       flip[a] = !flip[a];
     }
-    Reading rd{LayoutMapping::make(shape, q, flip), "", perm_code(q), f, rank};
+    Reading rd{LayoutMapping::make(shape, q, flip), "", perm_code(q), f, rank, {}};
     auto sig = rd.m.signature();
-    if (std::find(seen.begin(), seen.end(), sig) != seen.end()) return;
-    seen.push_back(sig);
     rd.spec = spec_of(rd.m, axes);
+    auto hit = std::find(seen.begin(), seen.end(), sig);
+    if (hit != seen.end()) {
+      const std::ptrdiff_t at = seen_at[static_cast<std::size_t>(hit - seen.begin())];
+      if (at >= 0) {  // one alias per code: the first (simplest) spelling
+        Reading& first = out[static_cast<std::size_t>(at)];
+        const std::string code = rd.code();
+        bool known = first.code() == code;
+        for (const auto& a : first.aliases) known = known || a.first == code;
+        if (!known) first.aliases.emplace_back(code, rd.spec);
+      }
+      return;
+    }
+    seen.push_back(sig);
+    seen_at.push_back(static_cast<std::ptrdiff_t>(out.size()));
     if (q == rev && r > 2 && !declared_fortran) {
       // The C-order bytes of the reversed axes are the declared axes in Fortran order: spell
       // them that way ("NCHW:F" rather than "WHCN").
@@ -279,10 +315,20 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
   // its bytes are also those of one swap (NCHW:F = C<->W when N = 1), and the first of equivalent
   // readings is the one named: a column-major writer is the likelier mistake.
   for (std::size_t f = 1; f < flip_sets.size(); ++f) add(dp, flip_sets[f], 1);
-  for (std::size_t i = 1; i < perms.size(); ++i) add(perms[i], "", i < 3 ? 2 : 4);
+  // declared, reversed, H<->W, channels order, reversed + H<->W: named before the others
+  const std::size_t named_perms = std::min<std::size_t>(perms.size(), spatial ? (chan.empty() ? 4 : 5) : 2);
+  for (std::size_t i = 1; i < perms.size(); ++i) add(perms[i], "", i < named_perms ? 2 : 4);
   for (std::size_t f = 1; f < flip_sets.size(); ++f)
-    for (std::size_t i = 1; i < perms.size(); ++i) add(perms[i], flip_sets[f], i < 3 ? 3 : 5);
+    for (std::size_t i = 1; i < perms.size(); ++i)
+      add(perms[i], flip_sets[f], i < named_perms ? 3 : 5);
   return out;
+}
+
+void add_aliases(const Reading& rd, Hypothesis& h) {
+  if (rd.aliases.empty()) return;
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& [code, spec] : rd.aliases) a.push_back({{"code", code}, {"spec", spec}});
+  h.params["same_bytes_as"] = a;
 }
 
 std::string axis_words(const std::string& f) {

@@ -146,6 +146,9 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
     std::string what = rd.perm_code == "hw_swapped"      ? "with H and W exchanged"
                        : rd.perm_code == "fortran_order" ? "in the opposite memory order"
+                       : rd.perm_code == "channels_order" ? "with channels first/last confused"
+                       : rd.perm_code == "fortran_order+hw_swapped"
+                           ? "in the opposite memory order with H and W exchanged"
                        : rd.perm_code.empty()            ? ""
                                                          : "with its axes in another order";
     if (!rd.flips.empty())
@@ -158,6 +161,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
                                               : "an index expression that does not match the layout";
     h.fix = "check the loop order (or the index expression) where you read input.bin; it is " +
             dx_decl;
+    add_aliases(rd, h);
     run(h, Operand{xb.view, rd.m}, w0, 1.0);
   }
 

@@ -62,7 +62,16 @@ struct Reading {
   std::string perm_code;  // "", hw_swapped, fortran_order, transposed, axes_permuted
   std::string flips;      // axes whose flip differs from the declared layout ("HW", "W", "")
   int rank = 0;           // simplicity
+  // Other mistakes that put the same bytes in the same places on this shape (through a size-1
+  // axis: with batch 1, NCHW:F is also a C<->W swap): {code, spec}, said with the named one.
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::string code() const {
+    return perm_code.empty() ? (flips.empty() ? "" : "flipped")
+                             : perm_code + (flips.empty() ? "" : "+flipped");
+  }
 };
+// params.same_bytes_as of a hypothesis from a reading's aliases.
+void add_aliases(const Reading& rd, Hypothesis& h);
 // Every distinct reading of a tensor of `shape`: the declared axis order reversed (F vs C order),
 // with H and W exchanged, every other permutation; each with every subset of spatial flips.
 // Readings identical to the declared one on this shape (e.g. swaps of size-1 axes) are dropped,

@@ -86,6 +86,9 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
     what = "with " + flipw;
   else if (rd.perm_code == "fortran_order")
     what = "read in Fortran (column-major) order" + (flipw.empty() ? "" : " with " + flipw);
+  else if (rd.perm_code == "fortran_order+hw_swapped")
+    what = "read in the opposite memory order with H and W exchanged (its bytes are " + rd.spec +
+           ")" + (flipw.empty() ? "" : " and " + flipw);
   else if (moved.size() == 2)
     what = fmt::format("with {} and {} swapped (its bytes are {})",
                        in.axes[static_cast<std::size_t>(decl.perm[moved[0]])],
@@ -106,6 +109,14 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
   } else if (rd.perm_code == "fortran_order") {
     h.cause = "a column-major (Fortran) array handed over as C order, or the reverse";
     h.fix = "declare " + in.tensor + " as " + rd.spec + " or transpose it before writing " + file;
+  } else if (rd.perm_code == "channels_order") {
+    h.cause = "channels-first and channels-last confused (NCHW vs NHWC)";
+    h.fix = "write " + file + " as " + declared + " (move the channel loop), or declare it as " +
+            rd.spec;
+  } else if (rd.perm_code == "fortran_order+hw_swapped") {
+    h.cause = "a column-major array handed over as C order (or the reverse) whose H and W loops "
+              "were exchanged as well";
+    h.fix = "write " + file + " as " + declared + ": check the memory order and the H/W loop order";
   } else if (rd.perm_code == "hw_swapped") {
     h.cause = in.shape.size() == 4 && in.shape[2] == in.shape[3]
                   ? "H and W exchanged, which the shape of a square tensor cannot show"
@@ -117,9 +128,7 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
                                 : "a transposed matrix (the C-vs-Fortran order of a 2-D array)";
     h.fix = "write " + file + " as " + declared + ", or declare it as " + rd.spec;
   } else if (!rd.perm_code.empty()) {
-    h.cause = (in.axes == "NCHW" && (rd.spec.rfind("NHWC", 0) == 0 || declared.rfind("NHWC", 0) == 0))
-                  ? "channels-last and channels-first confused"
-                  : "the bytes are in " + rd.spec + " layout";
+    h.cause = "the bytes are in " + rd.spec + " layout";
     h.fix = "write " + file + " as " + declared + ", or declare it as " + rd.spec;
   } else {
     if (rd.flips == "HW" && in.axes == "OIHW")
@@ -179,6 +188,7 @@ void search_output_side(const DiagnosisInput& in, Search& s) {
     h.checked = e.checked;
     h.passes = e.beyond == 0;
     describe(in, rd, b.declared, declared, fd, h);
+    add_aliases(rd, h);
     s.add(std::move(h));
   }
 }
