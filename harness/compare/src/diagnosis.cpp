@@ -50,11 +50,11 @@ std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
       s = sentence(h, subject);
     if (dx.ambiguous) {
       std::string also;
-      std::set<std::string> said = {h.code + "/" + h.tensor};
+      std::set<std::string> said = {h.code + "/" + h.tensor + "/" + h.spec};
       int n = 0;
       for (std::size_t i = 1; i < dx.matches.size() && n < 3; ++i) {
         const Hypothesis& o = dx.matches[i];
-        if (!said.insert(o.code + "/" + o.tensor).second) continue;
+        if (!said.insert(o.code + "/" + o.tensor + "/" + o.spec).second) continue;
         also += fmt::format("{}({}) {} ({} {})", n ? "; " : "", n + 1, o.description, o.code,
                             o.tensor);
         ++n;
@@ -97,7 +97,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
   std::stable_sort(m.begin(), m.end(),
                    [](const Hypothesis& a, const Hypothesis& b) { return a.rank < b.rank; });
   std::set<std::string> kinds;
-  for (const auto& h : m) kinds.insert(h.code + "/" + h.tensor + "/" + h.side);
+  for (const auto& h : m) kinds.insert(h.code + "/" + h.tensor + "/" + h.side + "/" + h.spec);
   s.dx.ambiguous = kinds.size() > 1;
   if (!m.empty() || s.dx.tried > 0) s.dx.summary = diagnosis_summary(s.dx, in.tensor);
   return s.dx;

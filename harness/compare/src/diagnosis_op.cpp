@@ -10,7 +10,7 @@ namespace {
 
 void rerank(Diagnosis& dx, const std::string& tensor) {
   std::set<std::string> kinds;
-  for (const auto& h : dx.matches) kinds.insert(h.code + "/" + h.tensor + "/" + h.side);
+  for (const auto& h : dx.matches) kinds.insert(h.code + "/" + h.tensor + "/" + h.side + "/" + h.spec);
   dx.ambiguous = kinds.size() > 1;
   dx.summary = diagnosis_summary(dx, tensor);
 }
