@@ -215,6 +215,7 @@ def write_table(path, table):
         lines.append(f"- `{m}` → `{code}` in the {fam} family: cuDNN's filter layout is the declared one there, so the mutant "
                      "returns grad_weight in the other flip state (the classic forgotten un-flip).")
     lines.append("- every mutant of one op leaves the other op's cells `-` (its code path is not touched).")
+    lines.append("- `fp16_inputs` and `tf32` share the code `rounded_inputs`; both are named with `params.format` tf32 and float16 listed as equally consistent: the two keep the same 10-bit mantissa and differ only below 2^-14 or above 65504.")
     lines.append("- batch-1 cases (k0072, k0144): where two mistakes put the same bytes in the same places "
                  "through the size-1 batch axis, the simpler one is named and the planted one is listed with "
                  "it (`params.same_bytes_as`, \"the numbers cannot tell these apart\"): `out_fortran_hw_swap` "
