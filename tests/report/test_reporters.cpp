@@ -104,6 +104,15 @@ TEST_F(Reporters, JsonParsesAndCarriesEveryMetric) {
         EXPECT_TRUE(m["ulp"].contains(k)) << k;
       EXPECT_TRUE(m["worst_abs"]["coords"].get<std::string>().rfind("o=", 0) == 0);
       EXPECT_EQ(e["diagnosis"]["matches"][0]["spec"], "OIHW+flip=HW");
+      // Issue 12: the machine-readable diagnosis.
+      const Json& d = e["diagnosis"];
+      EXPECT_EQ(d["code"], "flipped");
+      EXPECT_EQ(d["tensor"], "grad_weight");
+      EXPECT_EQ(d["side"], "output");
+      EXPECT_EQ(d["params"]["flipped"], "HW");
+      EXPECT_EQ(d["params"]["bytes"], "OIHW+flip=HW");
+      EXPECT_EQ(d["residual"], 0.0);
+      EXPECT_EQ(d["ambiguous"], false);
       EXPECT_NE(
           e["repro"].get<std::string>().find("--only '^float32/k0018_ic002/conv2d/grad_weight$'"),
           std::string::npos);
@@ -161,6 +170,7 @@ TEST_F(Reporters, MarkdownLeadsWithTheVerdict) {
   const std::string m = report::render_markdown(report);
   EXPECT_EQ(m.rfind("### ❌ validate: 10 passed, 3 failed, 1 not run", 0), 0u) << m.substr(0, 80);
   EXPECT_NE(m.find("**Diagnosis:**"), std::string::npos);
+  EXPECT_NE(m.find(" `flipped`\n"), std::string::npos) << m;  // the diagnosis code
   EXPECT_NE(m.find("Repro: `validate compare"), std::string::npos);
   EXPECT_NE(m.find("<details>"), std::string::npos);
   EXPECT_EQ(count(m, "| ❌ |"), 3u);

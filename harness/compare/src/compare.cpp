@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/pairing.hpp"
 #include "validate/compare/ulp.hpp"
 #include "validate/core/fs.hpp"
@@ -147,6 +148,7 @@ class Comparer {
     }
     for (const auto& r : opt_.policy.unmatched_rules())
       report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
+    if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // issue 12: the op's entries together
     report_.elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return Status::ok();
@@ -209,6 +211,9 @@ class Comparer {
     switch (it.kind) {
       case PairItem::Kind::not_run:
         e.verdict = Verdict::not_run;
+        break;
+      case PairItem::Kind::not_requested:
+        e.verdict = Verdict::not_requested;
         break;
       case PairItem::Kind::op_outcome: {
         const std::string o = it.message.substr(0, it.message.find(':'));
@@ -375,6 +380,7 @@ class Comparer {
       std::string msg;
       for (const auto& w : why) msg += (msg.empty() ? "" : "; ") + w;
       e.message = msg;
+      if (opt_.diagnose && finite) e.diagnosis = loss_diagnosis(it, e, ref, run, gt, l);
     } else {
       e.verdict = Verdict::passed;
     }
@@ -471,37 +477,63 @@ class Comparer {
       floor = std::max(gt.near_zero * sc.max_abs, 1e-30);
     }
     in.floor = floor;
-    if (it.run) {
-      auto o = it.run->ops.find(it.op);
-      if (o != it.run->ops.end()) {
-        auto l = o->second.layouts.find(it.tensor);
-        if (l != o->second.layouts.end()) in.declared_layout = l->second;
-      }
-    }
-    // Reference inputs of the op, for recomputing the output with an operand misread.
+    declared_layouts(it, in);
+    // Reference tensors of the op, for recomputing with an operand misread (issue 12).
     std::vector<Mapped> keep;
-    keep.reserve(4);
-    if (e.role == "output") {
-      const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
-      for (const auto& t : it.ref->c.inputs(op)) {
-        if (t.name == "target") continue;
-        auto m =
-            open_npy((stdfs::path(it.ref->dtype_dir) / it.ref->c.file_name(op, t.name)).string());
-        if (!m || m->header.shape != t.shape) continue;
-        keep.push_back(std::move(*m));
-        in.inputs[t.name] = keep.back().view();
-        in.input_shapes[t.name] = t.shape;
-      }
-      const auto& p = it.ref->c.conv;
-      in.conv.stride[0] = p.stride[0];
-      in.conv.stride[1] = p.stride[1];
-      in.conv.padding[0] = p.padding[0];
-      in.conv.padding[1] = p.padding[1];
-      in.conv.dilation[0] = p.dilation[0];
-      in.conv.dilation[1] = p.dilation[1];
-      in.conv.groups = p.groups;
-      in.conv.bias = p.bias;
+    add_reference_tensors(it, in, keep);
+    return diagnose(in);
+  }
+
+  // The layouts the run declared for every tensor of the op (what the program was handed / wrote).
+  static void declared_layouts(const PairItem& it, DiagnosisInput& in) {
+    if (!it.run) return;
+    auto o = it.run->ops.find(it.op);
+    if (o == it.run->ops.end()) return;
+    in.declared = o->second.layouts;
+    auto l = o->second.layouts.find(it.tensor);
+    if (l != o->second.layouts.end()) in.declared_layout = l->second;
+  }
+
+  // The op's reference inputs (target included), its reference output and geometry.
+  static void add_reference_tensors(const PairItem& it, DiagnosisInput& in,
+                                    std::vector<Mapped>& keep) {
+    keep.reserve(8);
+    const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
+    for (const auto& t : it.ref->c.tensors(op)) {
+      if (t.name != "output" && t.role != cases::Role::input) continue;
+      auto m = open_npy((stdfs::path(it.ref->dtype_dir) / it.ref->c.file_name(op, t.name)).string());
+      if (!m || m->header.shape != t.shape) continue;
+      keep.push_back(std::move(*m));
+      in.inputs[t.name] = keep.back().view();
+      in.input_shapes[t.name] = t.shape;
     }
+    const auto& p = it.ref->c.conv;
+    in.conv.stride[0] = p.stride[0];
+    in.conv.stride[1] = p.stride[1];
+    in.conv.padding[0] = p.padding[0];
+    in.conv.padding[1] = p.padding[1];
+    in.conv.dilation[0] = p.dilation[0];
+    in.conv.dilation[1] = p.dilation[1];
+    in.conv.groups = p.groups;
+    in.conv.bias = p.bias;
+  }
+
+  Diagnosis loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                           const Gates& gt, const LossStats& l) {
+    DiagnosisInput in;
+    in.ref = ref.view();
+    in.run = run.view();
+    in.op = it.op;
+    in.tensor = it.tensor;
+    in.role = e.role;
+    in.logical = it.ref->c.dtype;
+    in.ref_loss = l.ref;
+    in.run_loss = l.run;
+    in.loss_abs = gt.loss_abs;
+    in.loss_rel = gt.loss_rel;
+    declared_layouts(it, in);
+    std::vector<Mapped> keep;
+    add_reference_tensors(it, in, keep);
     return diagnose(in);
   }
 

@@ -16,6 +16,8 @@ const char* verdict_name(Verdict v) {
       return "mistrusted";
     case Verdict::not_run:
       return "not run";
+    case Verdict::not_requested:
+      return "not requested";
     case Verdict::skipped:
       return "skipped";
     case Verdict::unsupported:
@@ -51,6 +53,9 @@ void Counts::add(Verdict v) {
     case Verdict::not_run:
       ++not_run;
       break;
+    case Verdict::not_requested:
+      ++not_requested;
+      break;
     case Verdict::skipped:
       ++skipped;
       break;
@@ -77,7 +82,7 @@ int Report::exit_code() const {
   if (c.invalid > 0 || !input_errors.empty()) return 2;
   if (c.failed + c.error > 0) return 1;
   if (c.passed + c.mistrusted == 0) return 1;  // nothing was compared: never a silent pass
-  if (require_all && c.not_run + c.skipped + c.unsupported > 0) return 1;
+  if (require_all && c.not_run + c.not_requested + c.skipped + c.unsupported > 0) return 1;
   return 0;
 }
 
@@ -87,13 +92,14 @@ std::string Report::summary_line() const {
   std::string s = fmt::format("validate: {} passed, {} failed, {} not run", c.passed,
                               c.failed + c.error, c.not_run);
   if (c.error) s += fmt::format(" ({} runner error{})", c.error, c.error == 1 ? "" : "s");
+  if (c.not_requested) s += fmt::format(", {} not requested", c.not_requested);
   if (c.mistrusted) s += fmt::format(", {} mistrusted", c.mistrusted);
   if (c.skipped) s += fmt::format(", {} skipped", c.skipped);
   if (c.unsupported) s += fmt::format(", {} unsupported", c.unsupported);
   if (c.invalid) s += fmt::format(", {} invalid input{}", c.invalid, c.invalid == 1 ? "" : "s");
   if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
-  if (require_all && c.not_run + c.skipped + c.unsupported > 0)
-    s += fmt::format("; --require-all: {} not checked, so this fails", c.not_run + c.skipped + c.unsupported);
+  if (const auto unchecked = c.not_run + c.not_requested + c.skipped + c.unsupported; require_all && unchecked > 0)
+    s += fmt::format("; --require-all: {} not checked, so this fails", unchecked);
   if (!self_check.empty()) s += " - self-check: the references' own stack";
   return s;
 }

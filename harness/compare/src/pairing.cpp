@@ -52,6 +52,11 @@ Result<RunCaseRecord> parse_run_case(const Json& j, const std::string& path) {
       for (auto h = o["input_hashes"].begin(); h != o["input_hashes"].end(); ++h)
         if (h.value().is_string()) r.input_hashes[h.key()] = h.value().get<std::string>();
     }
+    // Issue 12: results the runner did not ask for (exec: left out of the layout file).
+    if (o.contains("info") && o["info"].is_object() && o["info"].contains("not_requested") &&
+        o["info"]["not_requested"].is_array())
+      for (const auto& n : o["info"]["not_requested"])
+        if (n.is_string()) r.not_requested.push_back(n.get<std::string>());
     if (o.contains("layouts") && o["layouts"].is_object())
       for (auto l = o["layouts"].begin(); l != o["layouts"].end(); ++l)
         if (l.value().is_string()) r.layouts[l.key()] = l.value().get<std::string>();
@@ -258,9 +263,13 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
       for (const auto& t : tensors) {
         names.insert(t.name);
         if (!declared.count(t.name)) {
+          const bool asked = std::find(opr->not_requested.begin(), opr->not_requested.end(),
+                                       t.name) == opr->not_requested.end();
           if (t.role != cases::Role::input)
-            items.push_back(base(PairItem::Kind::not_run, t.name,
-                                 "not declared in \"produced\" by the runner"));
+            items.push_back(asked ? base(PairItem::Kind::not_run, t.name,
+                                         "not declared in \"produced\" by the runner")
+                                  : base(PairItem::Kind::not_requested, t.name,
+                                         "not requested: the run's layout file does not ask for it"));
           continue;
         }
         PairItem it = base(PairItem::Kind::tensor, t.name, "");

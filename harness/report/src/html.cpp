@@ -35,6 +35,7 @@ article.mistrusted{border-left-color:var(--warn)}article h3{margin:0 0 4px;font-
 table{border-collapse:collapse;width:100%;margin:6px 0 16px;font-size:13px}th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;white-space:nowrap}
 th{background:var(--panel);position:sticky;top:0}td.num{text-align:right;font-family:ui-monospace,monospace}
 .v-passed{color:var(--ok);font-weight:600}.v-failed,.v-error,.v-invalid{color:var(--bad);font-weight:700}.v-mistrusted,.v-not-run,.v-skipped,.v-unsupported{color:var(--warn)}
+.v-not-requested,.card.notrequested b{color:var(--mute)}.diag code{font-size:12px}
 .plots{display:flex;flex-wrap:wrap;gap:14px}.plots svg{background:#fff;border:1px solid var(--line);border-radius:6px}
 svg .ct{font-size:13px;font-weight:600;fill:#1f2328}svg .tick{font-size:10px;fill:#57606a}svg .axis{font-size:11px;fill:#1f2328}
 .selfcheck{background:#ddf4ff;border:1px solid #54aeff;border-radius:6px;padding:8px 12px;margin:10px 0}
@@ -103,6 +104,8 @@ std::string render_html(const compare::Report& r) {
   card("passed", "passed", c.passed);
   card("failed", "failed", c.failed + c.error);
   card("notrun", "not run", c.not_run);
+  // Issue 12: results the run did not ask for (a forward-only program) are neutral, not amber.
+  if (c.not_requested) card("notrequested", "not requested", c.not_requested);
   if (c.mistrusted) card("mistrusted", "mistrusted", c.mistrusted);
   if (c.skipped + c.unsupported) card("notrun", "skipped / unsupported", c.skipped + c.unsupported);
   if (c.invalid) card("invalid", "invalid inputs", c.invalid);
@@ -120,7 +123,9 @@ std::string render_html(const compare::Report& r) {
       << "</span></h3><p>" << escape(e.message) << "</p>";
     if (e.diagnosis) {
       if (!e.diagnosis->summary.empty())
-        o << "<div class=\"diag\"><b>Diagnosis:</b> " << escape(e.diagnosis->summary) << "</div>";
+        o << "<div class=\"diag\"><b>Diagnosis:</b> " << escape(e.diagnosis->summary)
+          << (e.diagnosis->named() ? " <code>" + escape(e.diagnosis->named()->code) + "</code>" : "")
+          << "</div>";
       else
         o << "<p class=\"v-skipped\">Diagnosis: none of " << e.diagnosis->tried
           << " usual layout mistakes explains it.</p>";

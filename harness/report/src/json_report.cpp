@@ -32,8 +32,12 @@ json element_json(const compare::Element& el, const compare::Entry& e) {
 }
 
 json hypothesis_json(const compare::Hypothesis& h) {
-  return {{"spec", h.spec},     {"description", h.description},
-          {"cause", h.cause},   {"max_abs", num(h.max_abs)},
+  return {{"code", h.code},     {"tensor", h.tensor},
+          {"side", h.side},     {"family", h.family},
+          {"params", h.params}, {"spec", h.spec},
+          {"description", h.description},
+          {"cause", h.cause},   {"fix", h.fix},
+          {"max_abs", num(h.max_abs)},
           {"beyond", h.beyond}, {"checked", h.checked},
           {"passes", h.passes}, {"confirmed_all", h.confirmed_all}};
 }
@@ -107,7 +111,20 @@ json entry_json(const compare::Entry& e) {
   if (e.diagnosis) {
     json m = json::array();
     for (const auto& h : e.diagnosis->matches) m.push_back(hypothesis_json(h));
+    // code/tensor/side/params/residual: the mistake named (issue 12), or code "none" with the
+    // families tried and the best residual when nothing fits.
+    const compare::Hypothesis* named = e.diagnosis->named();
+    const compare::Hypothesis* best = named ? named : e.diagnosis->closest ? &*e.diagnosis->closest : nullptr;
+    json params = named ? named->params : json::object();
+    if (!named) params["families"] = e.diagnosis->families;
     j["diagnosis"] = {
+        {"code", named ? named->code : "none"},
+        {"tensor", named ? named->tensor : e.tensor},
+        {"side", named ? named->side : ""},
+        {"params", params},
+        // A mistake attributed from the output (follows_from) was not recomputed here: no residual.
+        {"residual", best && !best->params.contains("follows_from") ? num(best->max_abs) : json(nullptr)},
+        {"ambiguous", e.diagnosis->ambiguous},
         {"summary", e.diagnosis->summary},
         {"found", !e.diagnosis->matches.empty()},
         {"tried", e.diagnosis->tried},
@@ -152,6 +169,7 @@ json render_json(const compare::Report& r) {
             {"runner_errors", c.error},
             {"mistrusted", c.mistrusted},
             {"not_run", c.not_run},
+            {"not_requested", c.not_requested},
             {"skipped", c.skipped},
             {"unsupported", c.unsupported},
             {"invalid", c.invalid},

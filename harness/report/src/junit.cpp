@@ -18,7 +18,10 @@ std::string xml(const std::string& s) { return detail::xml_escape(s); }
 
 std::string details(const Entry& e) {
   std::string d = e.message;
-  if (e.diagnosis && !e.diagnosis->summary.empty()) d += "\ndiagnosis: " + e.diagnosis->summary;
+  if (e.diagnosis && !e.diagnosis->summary.empty())
+    d += "\ndiagnosis" +
+         (e.diagnosis->named() ? " [" + e.diagnosis->named()->code + "]" : std::string()) + ": " +
+         e.diagnosis->summary;
   if (e.stats)
     d += fmt::format("\nmax abs {} mean abs {} max rel {} max ULP {} p99 ULP {} pcc {:.9g}",
                      detail::sci(e.stats->max_abs), detail::sci(e.stats->mean_abs),
@@ -56,6 +59,7 @@ std::string render_junit(const compare::Report& r) {
                 << xml(details(*e)) << "</error>\n    ";
           break;
         case Verdict::not_run:
+        case Verdict::not_requested:
         case Verdict::skipped:
         case Verdict::unsupported:
           ++sk;

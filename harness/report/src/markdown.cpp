@@ -90,7 +90,9 @@ std::string render_markdown(const compare::Report& r) {
         << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->id()) << "** ("
         << compare::verdict_name(e->verdict) << "): " << md_escape(e->message) << "\n";
       if (e->diagnosis && !e->diagnosis->summary.empty())
-        o << "  - **Diagnosis:** " << md_escape(e->diagnosis->summary) << "\n";
+        o << "  - **Diagnosis:** " << md_escape(e->diagnosis->summary)
+          << (e->diagnosis->named() ? " `" + e->diagnosis->named()->code + "`" : std::string())
+          << "\n";
       if (e->oracle)
         o << "  - Oracle: reference " << detail::sci(e->oracle->ref_max_abs) << " / run "
           << detail::sci(e->oracle->run_max_abs) << " max abs from exact (" << e->oracle->closer

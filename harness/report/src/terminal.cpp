@@ -24,6 +24,8 @@ const char* colour_of(Verdict v) {
       return "\033[1;31m";
     case Verdict::invalid:
       return "\033[1;35m";
+    case Verdict::not_requested:
+      return "\033[2m";
     default:
       return "\033[33m";
   }

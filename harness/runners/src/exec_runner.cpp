@@ -195,6 +195,15 @@ class ExecRunner final : public Runner {
     return it != declared_->end() && it->second.count(t.name) > 0;
   }
 
+  // Issue 12: the results the layout file does not ask for (a forward-only program leaves the
+  // gradients out). Recorded in the op's info so compare says "not requested", not "not run".
+  Json not_requested(const std::string& op, const std::vector<cases::TensorInfo>& tensors) const {
+    Json out = Json::array();
+    for (const auto& t : tensors)
+      if (t.role != cases::Role::input && !wants(op, t)) out.push_back(t.name);
+    return out;
+  }
+
   void run_one(const OpTask& task, OpResult& r) const;
 
   // The trees a task's program must leave alone: the run directory (when `dir` is the driver's
@@ -392,6 +401,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   const std::string tail = exec::file_tail(dir + "/stderr.log", kTailBytes);
   r.info = {{"command", cmd},          {"work_dir", dir},         {"format", layouts_.format},
             {"layouts", layouts_used}, {"program_s", pr.seconds}, {"exit_status", pr.exit_code}};
+  r.info["not_requested"] = not_requested(op, c.tensors(task.op));
   if (!changed.empty()) r.info["written_outside"] = changed;
   if (!tail.empty()) r.info["stderr_tail"] = tail;
   auto with_stderr = [&](const std::string& what) {

@@ -22,6 +22,7 @@ enum class Verdict {
   failed,       // a gate failed, or the run is missing/mismatched/fed different inputs
   mistrusted,   // gates passed, but the reference is mostly zeros: a broken stack could pass too
   not_run,      // in the reference, not declared by the runner
+  not_requested,  // in the reference, and the run did not ask for it (a forward-only program)
   skipped,      // the runner skipped the op (outcome "skipped")
   unsupported,  // the runner cannot do the op (outcome "unsupported")
   error,        // the runner failed on the op (outcome "error"): counts as a failure
@@ -70,6 +71,7 @@ struct Entry {
 };
 
 struct Counts {
+  std::int64_t not_requested = 0;
   std::int64_t passed = 0, failed = 0, mistrusted = 0, not_run = 0, skipped = 0, unsupported = 0,
                error = 0, invalid = 0;
   void add(Verdict v);
@@ -85,8 +87,8 @@ struct Report {
   std::vector<std::string> warnings;  // e.g. the run was made from a different reference manifest
   std::string created_at, harness_version, git_commit, kernel_isa;
   double elapsed_s = 0;
-  // --require-all: anything the reference has that the run did not check (not run, skipped,
-  // unsupported, an op the program was never asked for) fails the comparison (exit 1).
+  // --require-all: anything the reference has that the run did not check (not run, not
+  // requested, skipped, unsupported) fails the comparison (exit 1).
   bool require_all = false;
   // Non-empty: the run is the references' own stack, and this says so (self_check.hpp). Every
   // reporter labels the comparison a self-check.

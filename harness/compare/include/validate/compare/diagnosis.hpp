@@ -1,25 +1,29 @@
 #pragma once
-// When a tensor fails, try the usual layout mistakes on the run's bytes and say which one, if any,
-// makes it agree with the reference:
-//  - every axis permutation of the canonical axes (for a run whose shape is a permutation of the
-//    reference's, only those giving that shape): NHWC-for-NCHW, H<->W on square tensors (which no
-//    shape check can see), O<->I, KN-vs-NK;
-//  - the C-versus-Fortran reading (the reversed permutation, e.g. NCHW:F);
-//  - spatial flips (H, W, HW) of conv tensors, alone and with a permutation (cuDNN returns dW in
-//  the
-//    flipped filter layout of CUDNN_CONVOLUTION mode);
-//  - for outputs, recomputing the op from the reference inputs with an operand misread: matmul with
-//  B
-//    read as [N,K] (or A as [K,M]); conv2d with the filter flipped (convolution vs correlation).
-// Each hypothesis is first checked on a deterministic sample of positions (4096), then confirmed on
-// every element (on a larger sample for recomputations and huge tensors). Hypotheses are strided
-// index mappings: samples are read in place, confirmation gathers slabs of at most 16M elements
-// through validate::layout::permute_copy.
+// When a tensor fails, search a space of classic mistakes and say which one, if any, makes it agree
+// with the reference (docs/compare.md "Diagnosis"). Families, each in its own source file:
+//  - output side (diagnosis_output_side.cpp): the bytes the program WROTE are the right values in
+//    another layout than the declared one: any axis permutation (C or F order of the declared
+//    axes), a flip of any subset of spatial axes, both together; for grad_weight, the cuDNN filter
+//    descriptor's layout. Tested by re-reading the run's bytes (exact, no arithmetic).
+//  - input side (diagnosis_conv_recompute.cpp, diagnosis_matmul_recompute.cpp): the program READ an
+//    input in another layout (any permutation / F order / flips of the data, weight-layout
+//    confusions OIHW/IOHW/HWIO/WHIO/OHWI, a flip on data instead of weights, a transposed matmul
+//    operand) or rounded its inputs (TF32, bfloat16, float16), or lost / doubled the bias. Tested
+//    by recomputing the op with a float64 oracle on sampled output positions.
+//  - loss and gradient scale (diagnosis_loss.cpp): the loss as a sum or a mean over the wrong
+//    count, the loss taken on the output before it was rounded to the case dtype.
+//  - op level (diagnosis_op.cpp): the entries of one op are read together: a write mistake leaves
+//    the loss right, a read mistake does not; the loss and gradients of an op whose output has a
+//    read mistake are attributed to it.
+// Every hypothesis has a stable `code` (the JSON report's diagnosis.code) and the tensor and side
+// it concerns, so a test can assert exactly what was named.
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "validate/compare/metrics.hpp"
 #include "validate/core/tensor.hpp"
@@ -27,24 +31,35 @@
 namespace validate::compare {
 
 struct Hypothesis {
-  std::string
-      spec;  // layout the run's bytes were read as ("NCWH", "OIHW+flip=HW", "NCHW:F") or a recipe
-  std::string description;  // "with H and W flipped"
-  std::string
-      cause;  // "a weight gradient returned in the flipped filter layout of CUDNN_CONVOLUTION mode"
-  double max_abs = 0;       // worst |run' - ref| over the checked positions
+  // Stable identifier of the mistake: hw_swapped, fortran_order, axes_permuted, transposed,
+  // flipped, <perm code>+flipped, filter_descriptor_layout, weight_layout, flip_on_data,
+  // rounded_inputs, bias_missing, bias_doubled, loss_sum, loss_mean_count, loss_unrounded_output.
+  std::string code;
+  std::string tensor;  // the tensor the mistake is in ("input" when the program misread input.bin)
+  std::string side;    // "output": the bytes written; "input": what was read; "numeric": arithmetic
+  std::string family;  // the family that produced it (output_layout, input_layout, numeric, loss)
+  nlohmann::json params = nlohmann::json::object();  // e.g. {"declared": "NCHW", "bytes": "NCWH"}
+  std::string spec;         // a layout the bytes match ("NCWH", "OIHW+flip=HW") or a recipe name
+  std::string description;  // "with H and W swapped (its bytes are NCWH)"
+  std::string cause;        // the usual mistake behind it
+  std::string fix;          // what to change, in the program's terms
+  double max_abs = 0;       // residual: worst |run - hypothesis| over the checked positions
   std::int64_t beyond = 0;  // checked positions beyond tolerance
   std::int64_t checked = 0;
   bool passes = false;
   bool confirmed_all = false;  // checked on every element, not a sample
+  int rank = 0;                // simplicity: lower is named first when several fit
 };
 
 struct Diagnosis {
   std::string summary;                // one sentence; "" when nothing explains the failure
   std::vector<Hypothesis> matches;    // every hypothesis that makes the tensor pass, simplest first
-  std::optional<Hypothesis> closest;  // no match, but this one cut the max error >= 100x
+  std::optional<Hypothesis> closest;  // no match: the hypothesis with the smallest residual
   int tried = 0;
-  double baseline_max_abs = 0;  // on the sample, as read
+  std::vector<std::string> families;  // families searched, in order
+  double baseline_max_abs = 0;        // on the sample, as read
+  bool ambiguous = false;             // two or more different mistakes fit equally
+  const Hypothesis* named() const { return matches.empty() ? nullptr : &matches.front(); }
 };
 
 // Convolution geometry for recomputation (from the reference metadata).
@@ -60,19 +75,30 @@ struct DiagnosisInput {
   std::string axes;  // canonical axis letters, e.g. "NCHW", "OIHW", "KN"
   std::string op, tensor, role;
   std::string declared_layout;  // what the run declared for the tensor (run json "layouts"), if any
+  std::map<std::string, std::string> declared;  // every tensor of the op -> declared layout spec
   DType logical = DType::float32;
   double floor = 0;  // near-zero floor of the reference
   std::optional<double> atol, rtol;
   std::optional<std::uint64_t> max_ulp;
-  // Reference inputs of the op for recomputation: "A", "B" or "input", "weight", "bias", with
-  // shapes.
+  // Reference tensors of the op (inputs "A", "B" or "input", "weight", "bias", "target", and the
+  // reference "output" for loss and gradient hypotheses), with canonical shapes.
   std::map<std::string, ArrayView> inputs;
   std::map<std::string, Shape> input_shapes;
   ConvGeometry conv;
+  // Loss entries: the two scalars and the loss gates.
+  double ref_loss = 0, run_loss = 0;
+  std::optional<double> loss_abs, loss_rel;
   std::int64_t sample = 4096;
+  std::int64_t recompute_sample = 256;  // output positions recomputed per input-side hypothesis
   std::int64_t confirm_all_limit = std::int64_t{1} << 26;  // larger tensors confirm on 1M samples
+  // Multiply-accumulates allowed for a full float64 forward pass (loss hypotheses that need every
+  // output, e.g. the loss on the unrounded output); beyond it those hypotheses are not tried.
+  std::int64_t full_forward_budget = std::int64_t{1} << 27;
 };
 
 Diagnosis diagnose(const DiagnosisInput& in);
+
+// The sentence of a diagnosis after its hypotheses were (re)ranked.
+std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor);
 
 }  // namespace validate::compare

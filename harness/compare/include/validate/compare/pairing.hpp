@@ -19,6 +19,7 @@ struct RunOpRecord {
   bool has_input_hashes = false;
   std::map<std::string, std::string> input_hashes;  // tensor -> sha256 of what the backend consumed
   std::map<std::string, std::string> layouts;       // tensor -> declared layout spec
+  std::vector<std::string> not_requested;  // info.not_requested: results the runner did not ask for
 };
 
 struct RunCaseRecord {
@@ -46,6 +47,7 @@ struct PairItem {
   enum class Kind {
     tensor,      // declared and in the reference: compare the files
     not_run,     // in the reference, not declared (or the case/op is absent from the run)
+    not_requested,  // in the reference, and the run says it did not ask for it (info.not_requested)
     op_outcome,  // the op's outcome is error/skipped/unsupported: one entry for the op
     input_hash,  // the run consumed different inputs (or did not record them)
     unknown,     // the run declares a tensor or case the reference does not have

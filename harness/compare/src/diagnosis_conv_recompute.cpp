@@ -1,0 +1,277 @@
+// Input side, conv2d: the program READ its inputs wrongly (or did the arithmetic differently), so
+// its output is not a re-arrangement of the right one. Each hypothesis recomputes the output with
+// a float64 oracle at sampled positions, from the reference inputs as the program would have seen
+// them: the bytes it was handed (the inputs in their declared layouts) read in another layout,
+// flipped, rounded, or with the bias lost or doubled. Output positions only: a few hundred of them
+// cost K multiply-adds each, so a failing ic=8192 tensor is diagnosed in well under a second.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "diagnosis_internal.hpp"
+
+namespace validate::compare::detail {
+
+namespace {
+
+// One operand as the program reads it: canonical index -> element of the bytes it was handed,
+// as signed strides and an offset (a flipped axis has a negative stride), so the inner loop is a
+// multiply-add of two strided loads (the search runs ~150 hypotheses of K multiply-adds each).
+struct Operand {
+  ArrayView bytes;
+  LayoutMapping m;
+  Rounding round = Rounding::none;
+  std::int64_t stride[4] = {0, 0, 0, 0}, base = 0;
+  void prepare() {
+    const auto st = m.src_strides();
+    for (std::size_t a = 0; a < 4 && a < st.size(); ++a) stride[a] = st[a];
+    base = m.src_offset();
+  }
+  double load(std::int64_t off) const {
+    const float v = bytes.storage == DType::float32
+                        ? reinterpret_cast<const float*>(bytes.data)[off]
+                        : read_value(bytes, off);
+    return round == Rounding::none ? v : round_as(v, round);
+  }
+};
+
+struct ConvProblem {
+  Shape xs, ws, os;
+  ConvGeometry g;
+  bool bias = false;
+  ArrayView b;
+  // The float64 output at a flat canonical output index.
+  double at(std::int64_t i, const Operand& x, const Operand& w, double bias_scale) const {
+    const std::int64_t ow = i % os[3], oh = (i / os[3]) % os[2], o = (i / (os[3] * os[2])) % os[1],
+                       n = i / (os[3] * os[2] * os[1]);
+    const std::int64_t cg = ws[1], kh = ws[2], kw = ws[3], c0 = (o / (ws[0] / g.groups)) * cg;
+    double s = bias ? bias_scale * read_value(b, o) : 0.0;
+    const bool plain = x.round == Rounding::none && w.round == Rounding::none &&
+                       x.bytes.storage == DType::float32 && w.bytes.storage == DType::float32;
+    const float* xp = reinterpret_cast<const float*>(x.bytes.data);
+    const float* wp = reinterpret_cast<const float*>(w.bytes.data);
+    for (std::int64_t c = 0; c < cg; ++c) {
+      const std::int64_t xc = x.base + n * x.stride[0] + (c0 + c) * x.stride[1];
+      const std::int64_t wc = w.base + o * w.stride[0] + c * w.stride[1];
+      for (std::int64_t u = 0; u < kh; ++u) {
+        const std::int64_t y = oh * g.stride[0] - g.padding[0] + u * g.dilation[0];
+        if (y < 0 || y >= xs[2]) continue;
+        const std::int64_t xr = xc + y * x.stride[2], wr = wc + u * w.stride[2];
+        for (std::int64_t v = 0; v < kw; ++v) {
+          const std::int64_t xx = ow * g.stride[1] - g.padding[1] + v * g.dilation[1];
+          if (xx < 0 || xx >= xs[3]) continue;
+          const std::int64_t xo = xr + xx * x.stride[3], wo = wr + v * w.stride[3];
+          s += plain ? static_cast<double>(xp[xo]) * wp[wo] : x.load(xo) * w.load(wo);
+        }
+      }
+    }
+    return s;
+  }
+};
+
+bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem& P) {
+  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
+  if (out_shape.size() != 4 || !has("input") || !has("weight")) return false;
+  P.xs = in.input_shapes.at("input");
+  P.ws = in.input_shapes.at("weight");
+  P.os = out_shape;
+  P.g = in.conv;
+  P.bias = in.conv.bias && has("bias");
+  if (P.bias) P.b = in.inputs.at("bias");
+  return P.xs.size() == 4 && P.ws.size() == 4 && P.os[1] == P.ws[0] && P.g.groups >= 1 &&
+         P.ws[0] % P.g.groups == 0 && P.xs[0] == P.os[0] && P.xs[1] == P.ws[1] * P.g.groups;
+}
+
+}  // namespace
+
+bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y) {
+  ConvProblem P;
+  if (in.op != "conv2d" || !make_problem(in, out_shape, P)) return false;
+  const std::int64_t numel = shape_numel(out_shape);
+  if (numel * P.ws[1] * P.ws[2] * P.ws[3] > in.full_forward_budget) return false;
+  auto ident = [](const Shape& s) {
+    std::vector<int> p(s.size());
+    for (std::size_t a = 0; a < p.size(); ++a) p[a] = static_cast<int>(a);
+    return LayoutMapping::make(s, p, std::vector<bool>(s.size(), false));
+  };
+  Operand x{in.inputs.at("input"), ident(P.xs)}, w{in.inputs.at("weight"), ident(P.ws)};
+  x.prepare();
+  w.prepare();
+  y.resize(static_cast<std::size_t>(numel));
+  for (std::int64_t i = 0; i < numel; ++i) y[static_cast<std::size_t>(i)] = P.at(i, x, w, 1.0);
+  return true;
+}
+
+void search_conv_inputs(const DiagnosisInput& in, Search& s) {
+  if (in.op != "conv2d" || in.role != "output" || in.run_shape != in.shape ||
+      in.shape.size() != 4)
+    return;
+  ConvProblem P;
+  if (!make_problem(in, in.shape, P)) return;
+  s.family("input_layout");
+  const std::int64_t numel = shape_numel(in.shape);
+  const ElementTest t = recompute_test(in);
+  const auto positions = sample_positions(numel, in.recompute_sample);
+  const std::string dx_decl = declared_name(in, "input", "NCHW"),
+                    dw_decl = declared_name(in, "weight", "OIHW");
+  const DeclaredBytes xb = declared_bytes(in.inputs.at("input"), P.xs, "NCHW",
+                                          dx_decl == "NCHW" ? "" : dx_decl);
+  const DeclaredBytes wb = declared_bytes(in.inputs.at("weight"), P.ws, "OIHW",
+                                          dw_decl == "OIHW" ? "" : dw_decl);
+  Operand x0{xb.view, xb.declared}, w0{wb.view, wb.declared};
+  x0.prepare();
+  w0.prepare();
+
+  auto run = [&](Hypothesis h, Operand x, Operand w, double bias_scale) {
+    x.prepare();
+    w.prepare();
+    const Eval e =
+        eval_recompute(in, t, positions, [&](std::int64_t p) { return P.at(p, x, w, bias_scale); });
+    finish_recompute(h, e, numel);
+    s.add(std::move(h));
+  };
+  const bool x_fortran = dx_decl.find(":F") != std::string::npos,
+             w_fortran = dw_decl.find(":F") != std::string::npos;
+
+  // The input read in another layout (any permutation, C/F order, flips of any spatial subset).
+  for (const Reading& rd : readings(P.xs, "NCHW", xb.declared, x_fortran)) {
+    Hypothesis h;
+    h.code = rd.perm_code.empty() ? "flipped" : rd.perm_code + (rd.flips.empty() ? "" : "+flipped");
+    h.tensor = "input";
+    h.side = "input";
+    h.family = "input_layout";
+    h.spec = rd.spec;
+    h.rank = 10 + rd.rank;
+    h.params = {{"declared", dx_decl}, {"read_as", rd.spec}};
+    if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
+    std::string what = rd.perm_code == "hw_swapped"      ? "with H and W exchanged"
+                       : rd.perm_code == "fortran_order" ? "in the opposite memory order"
+                       : rd.perm_code == "channels_order" ? "with channels first/last confused"
+                       : rd.perm_code == "fortran_order+hw_swapped"
+                           ? "in the opposite memory order with H and W exchanged"
+                       : rd.perm_code.empty()            ? ""
+                                                         : "with its axes in another order";
+    if (!rd.flips.empty())
+      what += std::string(what.empty() ? "" : " and ") + "with " + axis_words(rd.flips) + " flipped";
+    h.description = fmt::format("your program read input.bin {} (declared {}, it read the bytes as "
+                                "{}); the output bytes are fine",
+                                what, dx_decl, rd.spec);
+    h.cause = rd.perm_code == "fortran_order" ? "a C-order file read as column-major, or the reverse"
+              : rd.perm_code.empty()          ? "a spatial flip applied to the data"
+                                              : "an index expression that does not match the layout";
+    h.fix = "check the loop order (or the index expression) where you read input.bin; it is " +
+            dx_decl;
+    add_aliases(rd, h);
+    run(h, Operand{xb.view, rd.m}, w0, 1.0);
+  }
+
+  // The weight read in another layout: OIHW/IOHW/HWIO/WHIO/OHWI confusions, F order, flips.
+  for (const Reading& rd : readings(P.ws, "OIHW", wb.declared, w_fortran)) {
+    Hypothesis h;
+    h.code = rd.perm_code.empty() ? "flipped"
+                                  : std::string("weight_layout") + (rd.flips.empty() ? "" : "+flipped");
+    h.tensor = "weight";
+    h.side = "input";
+    h.family = "input_layout";
+    h.spec = rd.spec;
+    h.rank = 10 + rd.rank;
+    h.params = {{"declared", dw_decl}, {"read_as", rd.spec}};
+    if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
+    if (rd.perm_code.empty()) {
+      h.description = fmt::format(
+          "your program read weight.bin with {} flipped (declared {}, it read the bytes as {})",
+          axis_words(rd.flips), dw_decl, rd.spec);
+      h.cause = rd.flips == "HW" ? "a convolution where PyTorch computes a cross-correlation "
+                                   "(CUDNN_CONVOLUTION mode with an unflipped filter, or a "
+                                   "pre-flipped filter flipped again)"
+                                 : "a flip of one kernel axis";
+      h.fix = "read the filter as declared (" + dw_decl +
+              "): un-flip it, or use CUDNN_CROSS_CORRELATION";
+    } else {
+      // The same bytes have a C and a Fortran spelling (OIHW = WHIO:F); give both.
+      std::string fspell;
+      if (rd.flips.empty() && rd.spec.find(':') == std::string::npos)
+        fspell = " (the same bytes as " + std::string(rd.spec.rbegin(), rd.spec.rend()) + ":F)";
+      h.description =
+          fmt::format("your program read weight.bin as {}{} while the layout file declares {}",
+                      rd.spec, fspell, dw_decl);
+      h.cause = "a weight-layout confusion (OIHW / IOHW / HWIO / WHIO / OHWI)";
+      h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + dw_decl;
+    }
+    run(h, x0, Operand{wb.view, rd.m}, 1.0);
+  }
+
+  // The commonest pair: the flip that belongs to the weights applied to the data instead.
+  s.family("flip_pairs");
+  for (const std::string f : {"HW", "H", "W"}) {
+    std::vector<bool> fx = xb.declared.flip, fw = wb.declared.flip;
+    for (char c : f) {
+      const auto a = std::string("NCHW").find(c);
+      fx[a] = !fx[a];
+      fw[a] = !fw[a];
+    }
+    const LayoutMapping mx = LayoutMapping::make(P.xs, xb.declared.perm, fx),
+                        mw = LayoutMapping::make(P.ws, wb.declared.perm, fw);
+    if (mx.signature() == xb.declared.signature() || mw.signature() == wb.declared.signature())
+      continue;
+    Hypothesis h;
+    h.code = "flip_on_data";
+    h.tensor = "input";
+    h.side = "input";
+    h.family = "flip_pairs";
+    h.spec = "input+flip=" + f + ",weight+flip=" + f;
+    h.rank = 20;
+    h.params = {{"flipped", f}};
+    h.description = fmt::format(
+        "your program flipped the input data ({}) and left the filter as the convolution sees it",
+        axis_words(f));
+    h.cause = "the spatial flip applied to the data instead of the weights";
+    h.fix = "flip the filter (weight.bin), not the input, or compute a cross-correlation";
+    run(h, Operand{xb.view, mx}, Operand{wb.view, mw}, 1.0);
+  }
+
+  // Numbers: inputs rounded before the products, the bias lost or doubled.
+  s.family("numeric");
+  for (Rounding r : {Rounding::tf32, Rounding::bfloat16, Rounding::float16}) {
+    // Only roundings that change the case's values: bfloat16 values are already TF32 and float16
+    // values, float16 values are TF32 values.
+    if (in.logical == DType::bfloat16) continue;
+    if (in.logical == DType::float16 && r != Rounding::bfloat16) continue;
+    Hypothesis h;
+    h.code = "rounded_inputs";
+    h.tensor = "input";
+    h.side = "numeric";
+    h.family = "numeric";
+    h.spec = std::string("round=") + rounding_name(r);
+    h.rank = 30;
+    h.params = {{"format", rounding_name(r)}};
+    h.description = fmt::format("recomputed with the input and weight rounded to {} before the "
+                                "products",
+                                rounding_name(r));
+    h.cause = r == Rounding::tf32 ? "TF32 math mode (tensor cores) on a float32 case"
+                                  : std::string("operands converted to ") + rounding_name(r);
+    h.fix = r == Rounding::tf32
+                ? "turn TF32 off (CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), "
+                  "torch.backends.*.allow_tf32 = False), or accept it with --policy policies/tf32.json"
+                : std::string("keep the operands in the case dtype; do not convert them to ") +
+                      rounding_name(r);
+    run(h, Operand{xb.view, xb.declared, r}, Operand{wb.view, wb.declared, r}, 1.0);
+  }
+  if (P.bias) {
+    for (double scale : {0.0, 2.0}) {
+      Hypothesis h;
+      h.code = scale == 0 ? "bias_missing" : "bias_doubled";
+      h.tensor = "bias";
+      h.side = "numeric";
+      h.family = "numeric";
+      h.spec = scale == 0 ? "bias=0" : "bias*2";
+      h.rank = 30;
+      h.description = scale == 0 ? "recomputed without the bias" : "recomputed with the bias added twice";
+      h.cause = scale == 0 ? "the bias never added" : "the bias added twice (e.g. by the library and again by hand)";
+      h.fix = scale == 0 ? "add bias[o] to every output of channel o" : "add the bias once";
+      run(h, x0, w0, scale);
+    }
+  }
+}
+
+}  // namespace validate::compare::detail

@@ -1,0 +1,124 @@
+#pragma once
+// Shared by the diagnosis families (diagnosis_*.cpp): reading values, the element test, samples,
+// byte-reading hypotheses relative to a declared layout, and the collector of hypotheses.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout_mapping.hpp"
+#include "validate/compare/diagnosis.hpp"
+
+namespace validate::compare::detail {
+
+float read_value(const ArrayView& v, std::int64_t i);
+// Rounds to the nearest value of `t` (ties to even), as float: tf32 is float32 with a 10-bit
+// mantissa (what Ampere tensor cores multiply), bfloat16 7 bits, float16 10 bits and its range.
+enum class Rounding { none, tf32, bfloat16, float16 };
+float round_as(float x, Rounding r);
+float round_to_logical(double x, DType logical);
+const char* rounding_name(Rounding r);
+
+// The element test of the gate (metrics.hpp), scalar. With no element gate configured, a guarded
+// relative error of 1e-2 stands in, so "agrees" still means something.
+struct ElementTest {
+  float floor = 0, atol = 0, rtol = 0;
+  std::uint64_t max_ulp = ~std::uint64_t{0};
+  DType logical = DType::float32;
+  bool beyond(float r, float x) const;
+};
+ElementTest gate_test(const DiagnosisInput& in);
+// For recomputed values: the run has its own rounding and summation order, the float64 oracle
+// another, so the gate's ULP limit cannot apply; a guarded relative error of twice the dtype's
+// default gate (float32 5e-4, bfloat16 4e-2, float16 1e-2) or of the gate, whichever is larger.
+ElementTest recompute_test(const DiagnosisInput& in);
+
+struct Eval {
+  double max_abs = 0;
+  std::int64_t beyond = 0, checked = 0;
+  void add(float r, float x, const ElementTest& t);
+};
+
+// Deterministic, stratified sample of flat indices (a hash jitter inside each stratum keeps the
+// sample from aliasing with an axis period).
+std::vector<std::int64_t> sample_positions(std::int64_t numel, std::int64_t count);
+void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx);
+
+// The bytes of one tensor as the program handled them: the canonical reference (or run) tensor
+// converted to the layout the program declared for it. Owned copy unless the declared layout is
+// the canonical one.
+struct DeclaredBytes {
+  ArrayView view;
+  std::vector<std::byte> owned;
+  LayoutMapping declared;  // canonical index -> offset of the declared layout
+};
+DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
+                             const std::string& axes, const std::string& declared_spec);
+
+// A reading of those bytes other than the declared one ("the bytes are really X"), its code
+// relative to the declared layout, and its spelling.
+struct Reading {
+  LayoutMapping m;
+  std::string spec;       // "NCWH", "OIHW+flip=HW"
+  std::string perm_code;  // "", hw_swapped, fortran_order, transposed, axes_permuted
+  std::string flips;      // axes whose flip differs from the declared layout ("HW", "W", "")
+  int rank = 0;           // simplicity
+  // Other mistakes that put the same bytes in the same places on this shape (through a size-1
+  // axis: with batch 1, NCHW:F is also a C<->W swap): {code, spec}, said with the named one.
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::string code() const {
+    return perm_code.empty() ? (flips.empty() ? "" : "flipped")
+                             : perm_code + (flips.empty() ? "" : "+flipped");
+  }
+};
+// params.same_bytes_as of a hypothesis from a reading's aliases.
+void add_aliases(const Reading& rd, Hypothesis& h);
+// Every distinct reading of a tensor of `shape`: the declared axis order reversed (F vs C order),
+// with H and W exchanged, every other permutation; each with every subset of spatial flips.
+// Readings identical to the declared one on this shape (e.g. swaps of size-1 axes) are dropped,
+// and so are duplicates (the first, simplest spelling is kept).
+// `declared_fortran`: the declared spec ends in ":F", so the reversed reading is spelled in C order.
+std::vector<Reading> readings(const Shape& shape, const std::string& axes,
+                              const LayoutMapping& declared, bool declared_fortran = false);
+
+// Evaluates a recomputed hypothesis on sampled output positions against the run, stopping at the
+// first few positions beyond tolerance (a wrong hypothesis is off almost everywhere; the residual
+// of the first positions is enough to rank it).
+template <class Value>
+Eval eval_recompute(const DiagnosisInput& in, const ElementTest& t,
+                    const std::vector<std::int64_t>& positions, Value&& value) {
+  Eval e;
+  for (std::int64_t p : positions) {
+    e.add(round_to_logical(value(p), in.logical), read_value(in.run, p), t);
+    if (e.beyond > 0 && e.checked >= 4) break;
+  }
+  return e;
+}
+void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel);
+std::string spec_of(const LayoutMapping& m, const std::string& axes);
+std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
+                          const std::string& axes);
+
+// Collects hypotheses: counts them, keeps the matches and the smallest residual.
+struct Search {
+  Diagnosis dx;
+  void family(const char* name) { dx.families.push_back(name); }
+  void add(Hypothesis h);
+};
+
+// The families (one source file each).
+void search_output_side(const DiagnosisInput& in, Search& s);
+void search_conv_inputs(const DiagnosisInput& in, Search& s);
+void search_matmul_inputs(const DiagnosisInput& in, Search& s);
+void search_loss(const DiagnosisInput& in, Search& s);
+void search_gradient_scale(const DiagnosisInput& in, Search& s);
+
+// The float64 output at every position, from the canonical reference inputs (for hypotheses
+// that need the whole output, e.g. the loss on the unrounded output). False when the op's inputs
+// are not there or the work exceeds in.full_forward_budget multiply-adds.
+bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y);
+bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y);
+
+// "H and W" / "W"
+std::string axis_words(const std::string& letters);
+
+}  // namespace validate::compare::detail

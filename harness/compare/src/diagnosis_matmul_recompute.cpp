@@ -1,0 +1,134 @@
+// Input side, matmul: an operand read transposed (for B, a Linear weight's [out,in] read where
+// [in,out] is meant), both transposed, or the operands rounded before the products. Recomputed
+// with a float64 oracle at sampled output positions, from the bytes the program was handed.
+#include <fmt/format.h>
+
+#include "diagnosis_internal.hpp"
+
+namespace validate::compare::detail {
+
+bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y) {
+  if (in.op != "matmul" || !in.inputs.count("A") || !in.inputs.count("B") ||
+      !in.input_shapes.count("A") || !in.input_shapes.count("B") || out_shape.size() != 2)
+    return false;
+  const Shape as = in.input_shapes.at("A"), bs = in.input_shapes.at("B");
+  if (as.size() != 2 || bs.size() != 2 || as[1] != bs[0] || out_shape[0] != as[0] ||
+      out_shape[1] != bs[1])
+    return false;
+  const std::int64_t M = as[0], K = as[1], N = bs[1];
+  if (M * N * K > in.full_forward_budget) return false;
+  const ArrayView A = in.inputs.at("A"), B = in.inputs.at("B");
+  y.assign(static_cast<std::size_t>(M * N), 0.0);
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double a = read_value(A, m * K + k);
+      for (std::int64_t n = 0; n < N; ++n)
+        y[static_cast<std::size_t>(m * N + n)] += a * read_value(B, k * N + n);
+    }
+  return true;
+}
+
+void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
+  if (in.op != "matmul" || in.role != "output" || in.run_shape != in.shape || in.shape.size() != 2)
+    return;
+  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
+  if (!has("A") || !has("B")) return;
+  const Shape as = in.input_shapes.at("A"), bs = in.input_shapes.at("B");
+  if (as.size() != 2 || bs.size() != 2 || as[1] != bs[0] || in.shape[0] != as[0] ||
+      in.shape[1] != bs[1])
+    return;
+  s.family("input_layout");
+  const std::int64_t N = bs[1], K = as[1], numel = shape_numel(in.shape);
+  const ElementTest t = recompute_test(in);
+  const auto positions = sample_positions(numel, in.recompute_sample);
+  const std::string da = declared_name(in, "A", "MK"), db = declared_name(in, "B", "KN");
+  const DeclaredBytes ab = declared_bytes(in.inputs.at("A"), as, "MK", da == "MK" ? "" : da);
+  const DeclaredBytes bb = declared_bytes(in.inputs.at("B"), bs, "KN", db == "KN" ? "" : db);
+  auto transposed = [](const DeclaredBytes& d) {
+    const std::vector<int> rev(d.declared.perm.rbegin(), d.declared.perm.rend());
+    return LayoutMapping::make(d.declared.shape, rev, d.declared.flip);
+  };
+  auto run = [&](Hypothesis h, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r) {
+    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
+      std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        ai[1] = k;
+        bi[0] = k;
+        acc += static_cast<double>(round_as(read_value(ab.view, ma.offset(ai)), r)) *
+               round_as(read_value(bb.view, mb.offset(bi)), r);
+      }
+      return acc;
+    });
+    finish_recompute(h, e, numel);
+    s.add(std::move(h));
+  };
+  const bool a1 = as[0] > 1 && as[1] > 1, b1 = bs[0] > 1 && bs[1] > 1;  // else transposing is a no-op
+  if (b1) {
+    Hypothesis h;
+    h.code = "transposed";
+    h.tensor = "B";
+    h.side = "input";
+    h.family = "input_layout";
+    h.spec = "matmul:B=NK";
+    h.rank = 12;
+    h.params = {{"declared", db}, {"read_as", db == "KN" ? "NK" : "transposed " + db}};
+    h.description = "your program read B transposed: recomputed as A times B with B's bytes read "
+                    "as [N,K]";
+    h.cause = "B read in NK layout (a Linear weight's [out,in]) instead of KN ([in,out])";
+    h.fix = "index B as " + db + " (B[k][n]), or transpose the Linear weight before the product";
+    run(h, ab.declared, transposed(bb), Rounding::none);
+  }
+  if (a1) {
+    Hypothesis h;
+    h.code = "transposed";
+    h.tensor = "A";
+    h.side = "input";
+    h.family = "input_layout";
+    h.spec = "matmul:A=KM";
+    h.rank = 12;
+    h.params = {{"declared", da}, {"read_as", da == "MK" ? "KM" : "transposed " + da}};
+    h.description = "your program read A transposed: recomputed with A's bytes read as [K,M]";
+    h.cause = "A read in KM (column-major) layout instead of MK";
+    h.fix = "index A as " + da + " (A[m][k])";
+    run(h, transposed(ab), bb.declared, Rounding::none);
+  }
+  if (a1 && b1) {
+    Hypothesis h;
+    h.code = "transposed";
+    h.tensor = "A,B";
+    h.side = "input";
+    h.family = "input_layout";
+    h.spec = "matmul:A=KM,B=NK";
+    h.rank = 14;
+    h.params = {{"declared", da + "," + db}, {"read_as", "both transposed"}};
+    h.description = "your program read both A and B transposed (column-major reads of C-order "
+                    "files, or the reverse)";
+    h.cause = "both operands in the other memory order";
+    h.fix = "index A as " + da + " and B as " + db;
+    run(h, transposed(ab), transposed(bb), Rounding::none);
+  }
+  s.family("numeric");
+  for (Rounding r : {Rounding::tf32, Rounding::bfloat16, Rounding::float16}) {
+    if (in.logical == DType::bfloat16) continue;
+    if (in.logical == DType::float16 && r != Rounding::bfloat16) continue;
+    Hypothesis h;
+    h.code = "rounded_inputs";
+    h.tensor = "A,B";
+    h.side = "numeric";
+    h.family = "numeric";
+    h.spec = std::string("round=") + rounding_name(r);
+    h.rank = 30;
+    h.params = {{"format", rounding_name(r)}};
+    h.description = fmt::format("recomputed with A and B rounded to {} before the products",
+                                rounding_name(r));
+    h.cause = r == Rounding::tf32 ? "TF32 math mode (tensor cores) on a float32 case"
+                                  : std::string("operands converted to ") + rounding_name(r);
+    h.fix = r == Rounding::tf32 ? "turn TF32 off (CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul."
+                                  "allow_tf32 = False), or accept it with --policy policies/tf32.json"
+                                : std::string("keep the operands in the case dtype");
+    run(h, ab.declared, bb.declared, r);
+  }
+}
+
+}  // namespace validate::compare::detail

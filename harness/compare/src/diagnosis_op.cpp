@@ -1,0 +1,66 @@
+#include "validate/compare/diagnosis_op.hpp"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace validate::compare {
+
+namespace {
+
+void rerank(Diagnosis& dx, const std::string& tensor) {
+  std::set<std::string> kinds;
+  for (const auto& h : dx.matches) kinds.insert(h.code + "/" + h.tensor + "/" + h.side + "/" + h.spec);
+  dx.ambiguous = kinds.size() > 1;
+  dx.summary = diagnosis_summary(dx, tensor);
+}
+
+}  // namespace
+
+void refine_op_diagnoses(std::vector<Entry>& entries) {
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<Entry*>> ops;
+  for (auto& e : entries)
+    if (!e.op.empty() && !e.tensor.empty())
+      ops[{e.variant, e.dtype, e.case_name, e.op}].push_back(&e);
+  for (auto& [key, group] : ops) {
+    Entry* out = nullptr;
+    Entry* loss = nullptr;
+    for (Entry* e : group) {
+      if (e->role == "output") out = e;
+      if (e->role == "loss") loss = e;
+    }
+    // 1. The loss decides between writing and reading mistakes on the output.
+    if (out && out->diagnosis && out->diagnosis->matches.size() > 1 && loss &&
+        (loss->verdict == Verdict::failed || loss->verdict == Verdict::passed)) {
+      auto& m = out->diagnosis->matches;
+      const bool loss_ok = loss->verdict == Verdict::passed;
+      std::vector<Hypothesis> keep;
+      for (const auto& h : m)
+        if ((h.side == "output") == loss_ok) keep.push_back(h);
+      if (!keep.empty() && keep.size() < m.size()) {
+        m = std::move(keep);
+        rerank(*out->diagnosis, out->tensor);
+      }
+    }
+    // 2. Loss and gradients follow from a read or arithmetic mistake named on the output.
+    const Hypothesis* root = out && out->diagnosis ? out->diagnosis->named() : nullptr;
+    if (!root || root->side == "output") continue;
+    const Hypothesis cause = *root;
+    for (Entry* e : group) {
+      if (e == out || e->verdict != Verdict::failed) continue;
+      if (e->diagnosis && !e->diagnosis->matches.empty()) continue;
+      Diagnosis dx = e->diagnosis ? *e->diagnosis : Diagnosis{};
+      Hypothesis h = cause;
+      h.params["follows_from"] = "output";
+      h.passes = false;  // not recomputed for this tensor
+      h.checked = 0;
+      h.max_abs = 0;
+      dx.matches.push_back(h);
+      dx.ambiguous = false;
+      dx.summary = diagnosis_summary(dx, e->tensor);
+      e->diagnosis = std::move(dx);
+    }
+  }
+}
+
+}  // namespace validate::compare
