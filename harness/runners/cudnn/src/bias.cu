@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "bias.hpp"
+#include "element_cast.cuh"
 #include "validate/gpu/check.hpp"
 
 namespace validate::runners::cudnn_detail {
@@ -12,24 +13,6 @@ namespace validate::runners::cudnn_detail {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-template <class T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half narrow<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 // One thread per element, walking the canonical n,c,h,w order.
 template <class T>

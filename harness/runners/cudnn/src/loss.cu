@@ -11,6 +11,7 @@
 
 #include "loss.hpp"
 #include "validate/gpu/check.hpp"
+#include "element_cast.cuh"
 
 namespace validate::runners::cudnn_detail {
 
@@ -18,24 +19,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxPartials = 1024;  // first-pass blocks; the second pass is one block
-
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-template <class T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half narrow<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 // Tree reduction of one value per thread within a block; the order is fixed by the block size, so
 // the result is the same bits every run (no atomics anywhere in the loss).
