@@ -5,6 +5,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "diagnosis_internal.hpp"
 #include "validate/compare/ulp.hpp"
 #include "validate/layout/convert.hpp"
@@ -68,6 +70,31 @@ const char* rounding_name(Rounding r) {
     default:
       return "none";
   }
+}
+
+std::vector<Rounding> roundings_to_try(DType logical) {
+  if (logical == DType::bfloat16) return {};
+  if (logical == DType::float16) return {Rounding::bfloat16};
+  return {Rounding::tf32, Rounding::bfloat16, Rounding::float16};
+}
+
+Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, const std::string& words,
+                                     const std::string& tf32_off) {
+  Hypothesis h;
+  h.code = "rounded_inputs";
+  h.tensor = tensors;
+  h.side = "numeric";
+  h.family = "numeric";
+  h.spec = std::string("round=") + rounding_name(r);
+  h.rank = 30;
+  h.params = {{"format", rounding_name(r)}};
+  h.description = fmt::format("recomputed with {} rounded to {} before the products", words, rounding_name(r));
+  h.cause = r == Rounding::tf32 ? "TF32 math mode (tensor cores) on a float32 case"
+                                : std::string("operands converted to ") + rounding_name(r);
+  h.fix = r == Rounding::tf32 ? "turn TF32 off (" + tf32_off + "), or accept it with --policy policies/tf32.json"
+                              : std::string("keep the operands in the case dtype; do not convert them to ") +
+                                    rounding_name(r);
+  return h;
 }
 
 float round_to_logical(double x, DType logical) {

@@ -232,29 +232,10 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
 
   // Numbers: inputs rounded before the products, the bias lost or doubled.
   s.family("numeric");
-  for (Rounding r : {Rounding::tf32, Rounding::bfloat16, Rounding::float16}) {
-    // Only roundings that change the case's values: bfloat16 values are already TF32 and float16
-    // values, float16 values are TF32 values.
-    if (in.logical == DType::bfloat16) continue;
-    if (in.logical == DType::float16 && r != Rounding::bfloat16) continue;
-    Hypothesis h;
-    h.code = "rounded_inputs";
-    h.tensor = "input";
-    h.side = "numeric";
-    h.family = "numeric";
-    h.spec = std::string("round=") + rounding_name(r);
-    h.rank = 30;
-    h.params = {{"format", rounding_name(r)}};
-    h.description = fmt::format("recomputed with the input and weight rounded to {} before the "
-                                "products",
-                                rounding_name(r));
-    h.cause = r == Rounding::tf32 ? "TF32 math mode (tensor cores) on a float32 case"
-                                  : std::string("operands converted to ") + rounding_name(r);
-    h.fix = r == Rounding::tf32
-                ? "turn TF32 off (CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), "
-                  "torch.backends.*.allow_tf32 = False), or accept it with --policy policies/tf32.json"
-                : std::string("keep the operands in the case dtype; do not convert them to ") +
-                      rounding_name(r);
+  for (Rounding r : roundings_to_try(in.logical)) {
+    Hypothesis h = rounded_inputs_hypothesis(
+        r, "input", "the input and weight",
+        "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
     run(h, Operand{xb.view, xb.declared, r}, Operand{wb.view, wb.declared, r}, 1.0);
   }
   if (P.bias) {

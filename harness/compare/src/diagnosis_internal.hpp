@@ -17,6 +17,14 @@ enum class Rounding { none, tf32, bfloat16, float16 };
 float round_as(float x, Rounding r);
 float round_to_logical(double x, DType logical);
 const char* rounding_name(Rounding r);
+// The operand roundings worth trying on a case of `logical` dtype: only those that change its
+// values (bfloat16 values are already TF32 and float16 values; float16 values are TF32 values).
+std::vector<Rounding> roundings_to_try(DType logical);
+// "Your operands were rounded to R before the products" (conv2d and matmul): code rounded_inputs,
+// the cause and the fix. `tensors` names them for the report ("input", "A,B"), `words` in the
+// sentence ("the input and weight"), `tf32_off` how to turn TF32 off in that op's library.
+Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, const std::string& words,
+                                     const std::string& tf32_off);
 
 // The element test of the gate (metrics.hpp), scalar. With no element gate configured, a guarded
 // relative error of 1e-2 stands in, so "agrees" still means something.

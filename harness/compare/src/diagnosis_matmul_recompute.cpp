@@ -109,24 +109,9 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     run(h, transposed(ab), transposed(bb), Rounding::none);
   }
   s.family("numeric");
-  for (Rounding r : {Rounding::tf32, Rounding::bfloat16, Rounding::float16}) {
-    if (in.logical == DType::bfloat16) continue;
-    if (in.logical == DType::float16 && r != Rounding::bfloat16) continue;
-    Hypothesis h;
-    h.code = "rounded_inputs";
-    h.tensor = "A,B";
-    h.side = "numeric";
-    h.family = "numeric";
-    h.spec = std::string("round=") + rounding_name(r);
-    h.rank = 30;
-    h.params = {{"format", rounding_name(r)}};
-    h.description = fmt::format("recomputed with A and B rounded to {} before the products",
-                                rounding_name(r));
-    h.cause = r == Rounding::tf32 ? "TF32 math mode (tensor cores) on a float32 case"
-                                  : std::string("operands converted to ") + rounding_name(r);
-    h.fix = r == Rounding::tf32 ? "turn TF32 off (CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul."
-                                  "allow_tf32 = False), or accept it with --policy policies/tf32.json"
-                                : std::string("keep the operands in the case dtype");
+  for (Rounding r : roundings_to_try(in.logical)) {
+    Hypothesis h = rounded_inputs_hypothesis(r, "A,B", "A and B",
+                                             "CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul.allow_tf32 = False");
     run(h, ab.declared, bb.declared, r);
   }
 }
