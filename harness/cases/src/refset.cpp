@@ -129,13 +129,22 @@ Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
   }
 }
 
-std::string metadata_hash(const Json& meta, Op op, const std::string& tensor) {
+const Json* metadata_tensor(const Json& meta, Op op, const std::string& tensor) {
   const Json* p = &meta;
-  for (const char* k : {"ops", op_name(op), "tensors", tensor.c_str(), "sha256"}) {
-    if (!p->is_object() || !p->contains(k)) return "";
-    p = &(*p)[k];
+  for (const char* k : {"ops", op_name(op), "tensors", tensor.c_str()}) {
+    if (!p->is_object()) return nullptr;
+    auto it = p->find(k);
+    if (it == p->end()) return nullptr;
+    p = &*it;
   }
-  return p->is_string() ? p->get<std::string>() : "";
+  return p->is_object() ? p : nullptr;
+}
+
+std::string metadata_hash(const Json& meta, Op op, const std::string& tensor) {
+  const Json* t = metadata_tensor(meta, op, tensor);
+  if (!t) return "";
+  auto it = t->find("sha256");
+  return it != t->end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 namespace {
@@ -158,16 +167,10 @@ bool metadata_entry(const std::string& rel, std::string& dtype, std::string& nam
 Status check_case_files(const RefCase& rc, const Json& files, const std::string& where) {
   for (Op op : {Op::conv2d, Op::matmul}) {
     if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
-    const Json* tensors = nullptr;
-    if (auto o = rc.metadata.find("ops"); o != rc.metadata.end() && o->is_object())
-      if (auto x = o->find(op_name(op)); x != o->end() && x->is_object())
-        if (auto t = x->find("tensors"); t != x->end() && t->is_object()) tensors = &*t;
     for (const auto& t : rc.c.tensors(op)) {
       const std::string want = rc.c.file_name(op, t.name);
-      if (tensors) {
-        auto tj = tensors->find(t.name);
-        if (tj != tensors->end() && tj->is_object() && tj->contains("file") &&
-            (!(*tj)["file"].is_string() || (*tj)["file"].get<std::string>() != want))
+      if (const Json* tj = metadata_tensor(rc.metadata, op, t.name)) {
+        if (tj->contains("file") && (!(*tj)["file"].is_string() || (*tj)["file"].get<std::string>() != want))
           return Error{where + ": ops." + op_name(op) + ".tensors." + t.name + ".file is " + (*tj)["file"].dump() +
                        ", but a set names it \"" + want + "\" (every file of a set is a plain name inside it)"};
       }

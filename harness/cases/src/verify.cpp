@@ -73,13 +73,9 @@ void check_case_tensors(const RefCase& rc, const VerifyHashes& hashes, VerifyRep
     if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
     for (const auto& t : rc.c.tensors(op)) {
       const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
-      const Json* tj = nullptr;
-      if (rc.metadata.contains("ops") && rc.metadata["ops"].contains(op_name(op)) &&
-          rc.metadata["ops"][op_name(op)].contains("tensors") &&
-          rc.metadata["ops"][op_name(op)]["tensors"].contains(t.name))
-        tj = &rc.metadata["ops"][op_name(op)]["tensors"][t.name];
+      const Json* tj = metadata_tensor(rc.metadata, op, t.name);
       const bool input = t.role == Role::input;
-      const bool has_max = tj && tj->is_object() && tj->contains("max_abs");
+      const bool has_max = tj && tj->contains("max_abs");
       std::string want;
       if (input) {
         want = metadata_hash(rc.metadata, op, t.name);
@@ -146,18 +142,20 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
   std::map<std::string, fs::TreeEntry> on_disk;
   for (const auto& e : walk->entries) on_disk.emplace(e.rel, e);
 
+  // The cases once, first: malformed metadata cannot be checked at all (exit 2), and the parallel
+  // hash pass needs their inputs.
+  std::vector<std::string> problems;
+  auto cases = load_cases(set_dir, *manifest, &problems);
+  if (!cases) return cases.status();
+
   VerifyReport rep;
   const Json& files = (*manifest)["files"];
-  const auto hashes = VerifyHashes::compute(set_dir, *manifest);  // all cores; looked up below
+  const auto hashes = VerifyHashes::compute(set_dir, *manifest, *cases);  // all cores; looked up below
   check_listed(set_dir, files, on_disk, hashes, rep);
   check_unlisted(set_dir, files, manifest->value("format", "") == std::string(kRunFormat), *walk, rep);
   if (manifest->contains("failed_cases"))
     for (auto& f : (*manifest)["failed_cases"])
       rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", f.dump()));
-
-  std::vector<std::string> problems;
-  auto cases = load_cases(set_dir, *manifest, &problems);
-  if (!cases) return cases.status();
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
   for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
   return rep;

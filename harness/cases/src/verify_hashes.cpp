@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
 
 namespace validate::cases {
@@ -11,26 +10,24 @@ namespace {
 std::string normal(const std::string& p) { return std::filesystem::path(p).lexically_normal().generic_string(); }
 }  // namespace
 
-VerifyHashes VerifyHashes::compute(const std::string& set_dir, const Json& manifest, int threads) {
+VerifyHashes VerifyHashes::compute(const std::string& set_dir, const Json& manifest, const std::vector<RefCase>& cases,
+                                   int threads) {
   std::map<std::string, FileHashRequest> want;  // one request per file, even when listed and an input
   if (manifest.contains("files") && manifest["files"].is_object())
     for (auto& [rel, entry] : manifest["files"].items()) {
       auto path = fs::join_inside(set_dir, rel);
       if (path) want.emplace(normal(*path), FileHashRequest{*path, false});
     }
-  // Cases whose metadata cannot be read are left to verify_set(), which reports them.
-  std::vector<std::string> ignored;  // verify_set() reports them
-  if (auto cases = load_cases(set_dir, manifest, &ignored))
-    for (const auto& rc : *cases)
-      for (Op op : {Op::conv2d, Op::matmul}) {
-        if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
-        for (const auto& t : rc.c.inputs(op)) {
-          std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
-          auto& rq = want[normal(path)];
-          if (rq.path.empty()) rq.path = path;
-          rq.value_hash = true;
-        }
+  for (const auto& rc : cases)
+    for (Op op : {Op::conv2d, Op::matmul}) {
+      if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+      for (const auto& t : rc.c.inputs(op)) {
+        std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
+        auto& rq = want[normal(path)];
+        if (rq.path.empty()) rq.path = path;
+        rq.value_hash = true;
       }
+    }
   std::vector<FileHashRequest> rqs;
   std::vector<std::string> keys;
   for (auto& [k, rq] : want) {

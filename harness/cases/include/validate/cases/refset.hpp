@@ -47,6 +47,8 @@ Result<std::vector<RefCase>> load_cases(const std::string& set_dir);
 Result<std::vector<RefCase>> load_cases(const std::string& set_dir, const Json& manifest,
                                         std::vector<std::string>* problems);
 
+// The metadata entry of one tensor (ops.<op>.tensors.<name>), or null when absent or not an object.
+const Json* metadata_tensor(const Json& meta, Op op, const std::string& tensor);
 // Expected input hash from metadata (ops.<op>.tensors.<name>.sha256); "" when absent.
 std::string metadata_hash(const Json& meta, Op op, const std::string& tensor);
 

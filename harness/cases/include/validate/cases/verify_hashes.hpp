@@ -7,7 +7,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "validate/cases/refset.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/parallel_hash.hpp"
 
@@ -15,8 +17,10 @@ namespace validate::cases {
 
 class VerifyHashes {
  public:
-  // `manifest` as read_manifest() returned it; set_dir as verify_set() got it.
-  static VerifyHashes compute(const std::string& set_dir, const Json& manifest, int threads = 0);
+  // `manifest` as read_manifest() returned it; set_dir as verify_set() got it; `cases` the set's
+  // cases as verify_set() loaded them (their inputs get value hashes too).
+  static VerifyHashes compute(const std::string& set_dir, const Json& manifest, const std::vector<RefCase>& cases,
+                              int threads = 0);
   // The file's SHA-256 when this pass hashed it.
   std::optional<std::string> file_sha256(const std::string& path) const;
   // Shape and value hash when this pass took them (float32 C-order .npy).
