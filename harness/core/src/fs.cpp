@@ -57,17 +57,27 @@ Status write_atomic(const std::string& path, std::string_view bytes) {
   return write_atomic(path, bytes.data(), bytes.size(), {});
 }
 
-Result<std::string> read_text(const std::string& path) {
-  // O_NONBLOCK + fstat: a FIFO (or a device) is refused instead of blocking or reading forever.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Error{"cannot open " + path + ": " + errno_text()};
+Result<OpenFile> open_regular(const std::string& path, bool follow_symlink) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_symlink ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    if (errno == ELOOP && !follow_symlink) return Error{path + " is a symbolic link: only regular files are read here"};
+    return Error{"cannot open " + path + ": " + errno_text()};
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error{path + ": not a regular file"};
+    return Error{path + " is not a regular file"};
   }
+  return OpenFile{fd, static_cast<std::uint64_t>(st.st_size)};
+}
+
+Result<std::string> read_text(const std::string& path) {
+  // Symlinks followed: a case file or policy the user names may well be one.
+  auto f = open_regular(path, /*follow_symlink=*/true);
+  if (!f) return f.status();
+  const int fd = f->fd;
   std::string out;
-  out.resize(static_cast<std::size_t>(st.st_size));
+  out.resize(static_cast<std::size_t>(f->size));
   std::size_t got = 0;
   for (;;) {
     if (got == out.size()) out.resize(out.size() + 4096);

@@ -8,25 +8,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "validate/core/fs.hpp"
+
 namespace validate {
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO put where a tensor belongs must not wait forever for a writer
-  // (it blocked verify, compare and run; issue 10). O_NOFOLLOW: a symlink in a set or a work
-  // directory could point anywhere (outside the set, /dev/zero); sets hold regular files only.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ELOOP) return Error{path + " is a symbolic link: only regular files are read here"};
-    return Error{"cannot open " + path + ": " + std::strerror(errno)};
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{path + " is not a regular file"};
-  }
+  auto f = fs::open_regular(path);
+  if (!f) return f.status();
+  const int fd = f->fd;
   MappedFile m;
   m.path_ = path;
-  m.size_ = static_cast<std::size_t>(st.st_size);
+  m.size_ = static_cast<std::size_t>(f->size);
   if (m.size_ > 0) {
     void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

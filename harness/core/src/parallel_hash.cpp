@@ -1,17 +1,13 @@
 #include "validate/core/parallel_hash.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <numeric>
 #include <thread>
 
+#include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/sha256_pair.hpp"
@@ -35,46 +31,26 @@ void hash_one(const FileHashRequest& rq, FileHashResult& r) {
     r.hashed = true;
     return;
   }
-  // O_NOFOLLOW: a symlink is the caller's to judge; O_NONBLOCK: opening a FIFO must not hang.
-  int fd = ::open(rq.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    r.error = std::strerror(errno);
+  // MappedFile opens as every reader does: no final symlink, no waiting on a FIFO, regular files only.
+  auto f = MappedFile::open(rq.path);
+  if (!f) {
+    r.error = f.message();
     return;
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    r.error = "not a regular file";
-    return;
-  }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  const unsigned char* data = nullptr;
-  if (size) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      r.error = std::strerror(errno);
-      ::close(fd);
-      return;
-    }
-    ::madvise(p, size, MADV_SEQUENTIAL);
-    data = static_cast<const unsigned char*>(p);
-  }
-  ::close(fd);
+  f->advise_sequential();
+  const auto* data = reinterpret_cast<const unsigned char*>(f->data());
+  const std::size_t size = f->size();
   r.size = size;
-  bool done = false;
-  if (rq.value_hash && size) {
-    auto h = npy::parse_header(reinterpret_cast<const std::byte*>(data), size, rq.path);
-    if (h && h->dtype == DType::float32 && !h->fortran_order) {
-      auto pair = sha256_header_payload(data, h->data_offset, data + h->data_offset, size - h->data_offset);
-      r.sha256 = std::move(pair.file);
-      r.value_sha256 = std::move(pair.payload);
-      r.shape = h->shape;
-      r.has_value = true;
-      done = true;
-    }
+  auto h = size ? npy::parse_header(f->data(), size, rq.path) : Result<npy::Header>(Error{"empty"});
+  if (h && h->dtype == DType::float32 && !h->fortran_order) {
+    auto pair = sha256_header_payload(data, h->data_offset, data + h->data_offset, size - h->data_offset);
+    r.sha256 = std::move(pair.file);
+    r.value_sha256 = std::move(pair.payload);
+    r.shape = h->shape;
+    r.has_value = true;
+  } else {
+    r.sha256 = sha256_hex(data, size);  // a float16 or foreign .npy: verify_set() takes its values itself
   }
-  if (!done) r.sha256 = sha256_hex_ni(data, size);
-  if (data) ::munmap(const_cast<unsigned char*>(data), size);
   r.hashed = true;
 }
 

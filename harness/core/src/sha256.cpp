@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cassert>
@@ -10,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "validate/core/mapped_file.hpp"
+#include "validate/core/fs.hpp"
 
 namespace validate {
 
@@ -56,18 +55,10 @@ std::string sha256_hex(const void* data, std::size_t size) {
 
 Result<std::string> sha256_file(const std::string& path) {
   // Streamed through a 1 MiB buffer, not mapped: a mapping read whole counts the file against the
-  // resident set (a 3 GB file hashed into a run manifest cost 3.4 GB RSS; issue 10). Same opening
-  // rules as MappedFile: no symlink, no FIFO (a FIFO used to block verify forever).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ELOOP) return Error{path + " is a symbolic link: only regular files are read here"};
-    return Error{"cannot open " + path + ": " + std::strerror(errno)};
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{path + " is not a regular file"};
-  }
+  // resident set (a 3 GB file hashed into a run manifest cost 3.4 GB RSS; issue 10).
+  auto f = fs::open_regular(path);
+  if (!f) return f.status();
+  const int fd = f->fd;
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 h;
   // One buffer per thread, reused: a fresh megabyte per file is churn (and under ASan each freed

@@ -2,6 +2,7 @@
 // File helpers. Every write is atomic: the bytes go to a temporary file in the same directory,
 // are flushed, and the file is renamed into place, so a crash never leaves a half-written file
 // under the final name.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,16 @@ Status write_atomic(const std::string& path, std::string_view bytes);
 Status write_atomic(const std::string& path, const void* data, std::size_t size,
                     std::string_view prefix = {});  // prefix bytes (e.g. a .npy header) go first
 Result<std::string> read_text(const std::string& path);
+
+// Opens a file others wrote, read-only, the one way every reader here does it: without blocking
+// (a FIFO where a file belongs is refused at once: it used to hang verify, compare and run), checked
+// with fstat to be a regular file, and unless `follow_symlink` not through a final symlink (a link
+// in a set or a work directory could point anywhere). The caller closes `fd`.
+struct OpenFile {
+  int fd = -1;
+  std::uint64_t size = 0;
+};
+Result<OpenFile> open_regular(const std::string& path, bool follow_symlink = false);
 Status make_dirs(const std::string& path);
 bool exists(const std::string& path);
 // Joins a directory and a relative name; refuses names that would leave the directory
