@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "validate/core/fs.hpp"
+#include "validate/core/sha256.hpp"
 
 namespace validate::npy {
 
@@ -203,6 +204,15 @@ Status write(const std::string& path, const Tensor& t) {
   if (!descr_of(t.dtype()))
     return Error{path + ": cannot write a " + std::string(dtype_name(t.dtype())) + " tensor to .npy (store bfloat16 as float32)"};
   return fs::write_atomic(path, t.bytes(), t.nbytes(), make_header(t.dtype(), t.shape()));
+}
+
+Result<Written> write_hashed(const std::string& path, const Tensor& t) {
+  VALIDATE_TRY(write(path, t));
+  const std::string header = make_header(t.dtype(), t.shape());
+  Sha256 h;
+  h.update(header.data(), header.size());
+  h.update(t.bytes(), t.nbytes());
+  return Written{header.size() + t.nbytes(), h.hex_digest()};
 }
 
 Result<MappedArray> MappedArray::open(const std::string& path) {

@@ -50,14 +50,11 @@ Status write_recorded(const std::string& root, const std::string& rel, const std
   return Status::ok();
 }
 
-// Writes a result tensor and records its size and file hash (read back from the page cache).
+// Writes a result tensor and records its size and file hash.
 Status write_tensor_recorded(const std::string& root, const std::string& rel, const Tensor& t, cases::FileMap& files) {
-  const std::string path = (stdfs::path(root) / rel).string();
-  VALIDATE_TRY(npy::write(path, t));
-  auto h = sha256_file(path);
-  if (!h) return h.status();
-  std::error_code ec;
-  files[rel] = {static_cast<std::uint64_t>(stdfs::file_size(path, ec)), *h};
+  auto w = npy::write_hashed((stdfs::path(root) / rel).string(), t);
+  if (!w) return w.status();
+  files[rel] = {w->size, w->sha256};
   return Status::ok();
 }
 

@@ -30,6 +30,13 @@ std::string make_header(DType dtype, const Shape& shape, bool fortran_order = fa
 Result<Tensor> read(const std::string& path);
 // Writes atomically (temporary file, then rename).
 Status write(const std::string& path, const Tensor& t);
+// The same, returning the file's size and SHA-256, computed from the bytes in memory (no read-back),
+// for a manifest entry of what was just written.
+struct Written {
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+Result<Written> write_hashed(const std::string& path, const Tensor& t);
 
 // A read-only, memory-mapped view of a .npy file's data: compare streams over this so gigabyte
 // tensors are never copied into RAM. Data is in file order; fortran_order is reported, not undone.
