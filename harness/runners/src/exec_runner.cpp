@@ -469,6 +469,17 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
 }
 
+// The placeholders of --cmd, in the order expand_command() takes their values.
+constexpr const char* kPlaceholders[] = {"{dir}", "{case}", "{op}", "{dtype}"};
+
+// Index in kPlaceholders of the placeholder that starts at cmd[i]; -1 when none does.
+int placeholder_at(const std::string& cmd, std::size_t i) {
+  if (cmd[i] != '{') return -1;
+  for (int k = 0; k < 4; ++k)
+    if (cmd.compare(i, std::char_traits<char>::length(kPlaceholders[k]), kPlaceholders[k]) == 0) return k;
+  return -1;
+}
+
 }  // namespace
 
 Status check_placeholders_unquoted(const std::string& cmd) {
@@ -477,11 +488,11 @@ Status check_placeholders_unquoted(const std::string& cmd) {
   enum { none, single, dbl } q = none;
   for (std::size_t i = 0; i < cmd.size(); ++i) {
     const char ch = cmd[i];
-    if (q != none && ch == '{')
-      for (const char* key : {"{dir}", "{case}", "{op}", "{dtype}"})
-        if (cmd.compare(i, std::char_traits<char>::length(key), key) == 0)
-          return Error{std::string("--cmd: ") + key + " is inside quotes; validate quotes every placeholder itself, so write " +
-                       key + " without quotes around it (not \"" + key + "\" or '" + key + "')"};
+    if (const int k = q != none ? placeholder_at(cmd, i) : -1; k >= 0) {
+      const std::string key = kPlaceholders[k];
+      return Error{"--cmd: " + key + " is inside quotes; validate quotes every placeholder itself, so write " + key +
+                   " without quotes around it (not \"" + key + "\" or '" + key + "')"};
+    }
     if (q == single) {
       if (ch == '\'') q = none;
       continue;
@@ -509,22 +520,15 @@ Status check_placeholders_unquoted(const std::string& cmd) {
 std::string expand_command(const std::string& cmd, const std::string& dir,
                            const std::string& case_name, const std::string& op,
                            const std::string& dtype) {
-  const std::pair<const char*, const std::string*> keys[] = {
-      {"{dir}", &dir}, {"{case}", &case_name}, {"{op}", &op}, {"{dtype}", &dtype}};
+  const std::string* values[] = {&dir, &case_name, &op, &dtype};  // kPlaceholders' order
   std::string out;
   for (std::size_t i = 0; i < cmd.size();) {
-    bool hit = false;
-    if (cmd[i] == '{')
-      for (const auto& [key, value] : keys) {
-        const std::size_t n = std::char_traits<char>::length(key);
-        if (cmd.compare(i, n, key) == 0) {
-          out += shell_quote(*value);
-          i += n;
-          hit = true;
-          break;
-        }
-      }
-    if (!hit) out += cmd[i++];
+    if (const int k = placeholder_at(cmd, i); k >= 0) {
+      out += shell_quote(*values[k]);
+      i += std::char_traits<char>::length(kPlaceholders[k]);
+    } else {
+      out += cmd[i++];
+    }
   }
   return out;
 }
