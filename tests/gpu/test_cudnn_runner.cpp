@@ -97,9 +97,9 @@ TEST_P(CudnnConv, MatchesTheFloat64Reference) {
       EXPECT_EQ(results[0].variant, "");
       expect_close(results[0], ref, tolerance(dt),
                    std::string(lc.preset) + "/" + lc.conv_mode + "/bias=" + bias);
-      EXPECT_TRUE(results[0].info.contains("activation_path"));
+      EXPECT_TRUE(results[0].notes.paths.count("activation"));
       if (std::string(lc.preset) == "fortran") {
-        EXPECT_NE(results[0].info["activation_path"], "native");
+        EXPECT_NE(results[0].notes.paths["activation"], "native");
       }
       if (p.bias) {
         const std::string add = results[0].info.value("bias_add", "");
@@ -179,7 +179,7 @@ TEST(CudnnConvLayouts, FlippedAndOddActivationLayoutsAreConvertedOrStrided) {
     auto results = run({}, ls, c, cases::Op::conv2d, in);
     ASSERT_EQ(results.size(), 1u);
     expect_close(results[0], testing_gpu::conv_reference(c, in), 2e-5, s);
-    EXPECT_EQ(results[0].info["filter_path"], "converted") << s;
+    EXPECT_EQ(results[0].notes.paths["filter"], "converted") << s;
   }
 }
 

@@ -292,8 +292,9 @@ TEST(Oracle, RunnerLossIsTakenOnTheOutputInTheCaseDtype) {
     ASSERT_TRUE(got.is_ok()) << got.message();
     const double loss = got->at("loss").get(0);
     EXPECT_NEAR(loss, on_rounded, 1e-7 * on_rounded);
-    if (dt != DType::float32)  // the test can tell the two definitions apart
+    if (dt != DType::float32) {  // the test can tell the two definitions apart
       EXPECT_GT(std::abs(exact.at("loss")[0] - on_rounded), 1e-6 * on_rounded);
+    }
     // float64 results keep the exact output, and so the exact loss.
     auto exact_mode = runners::oracle_compute(c, cases::Op::matmul, in.view(),
                                               layout::load_layout("torch")->ops.at("matmul"),

@@ -27,10 +27,10 @@ class Annotating final : public runners::Runner {
     if (task.c->name == "k0144_ic016" && task.op == cases::Op::matmul) throw std::runtime_error("boom");
     auto res = oracle_->run(task);
     const bool conv = task.op == cases::Op::conv2d;
-    res[0].info["activation_path"] = conv && task.c->name == "k0072_ic008" ? "strided" : "native";
+    res[0].notes.paths["activation"] = conv && task.c->name == "k0072_ic008" ? "strided" : "native";
     if (conv && task.c->name == "odd_n3_c5_h11_w6") {
-      res[0].info["bitwise_deterministic"] = false;
-      res[0].info["nondeterministic_tensors"] = {"grad_weight", "grad_input"};
+      res[0].notes.bitwise_deterministic = false;
+      res[0].notes.nondeterministic_tensors = {"grad_weight", "grad_input"};
     }
     return res;
   }

@@ -11,6 +11,12 @@ namespace validate::cases {
 
 const char* op_name(Op op) { return op == Op::conv2d ? "conv2d" : "matmul"; }
 
+std::optional<Op> op_from_name(const std::string& name) {
+  for (Op op : kAllOps)
+    if (name == op_name(op)) return op;
+  return std::nullopt;
+}
+
 const char* role_name(Role r) {
   switch (r) {
     case Role::input: return "input";

@@ -156,12 +156,11 @@ class Comparer {
 
  private:
   static bool matches(const std::regex& re, const PairItem& it) {
-    const std::string base = it.dtype + "/" + it.case_name + (it.op.empty() ? "" : "/" + it.op);
+    const std::string base = it.dtype + "/" + it.case_name + (it.op ? "/" + std::string(cases::op_name(*it.op)) : "");
     if (std::regex_search(it.tensor.empty() ? base : base + "/" + it.tensor, re)) return true;
     if (it.kind == PairItem::Kind::op_outcome &&
         it.ref) {  // an op-level entry stands for all its tensors
-      for (const auto& t :
-           it.ref->c.tensors(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul))
+      for (const auto& t : it.ref->c.tensors(*it.op))
         if (std::regex_search(base + "/" + t.name, re)) return true;
     }
     return false;
@@ -189,15 +188,15 @@ class Comparer {
     e.variant = run.label;
     e.dtype = it.dtype;
     e.case_name = it.case_name;
-    e.op = it.op;
+    e.op = it.op ? cases::op_name(*it.op) : "";
     e.tensor = it.tensor;
     e.message = it.message;
-    if (it.ref && !it.op.empty()) {
-      const Json* k = find_path(it.ref->metadata, {"ops", it.op.c_str(), "K"});
+    if (it.ref && it.op) {
+      const Json* k = find_path(it.ref->metadata, {"ops", e.op.c_str(), "K"});
       if (k && k->is_number_integer()) e.K = k->get<std::int64_t>();
       if (!it.tensor.empty()) {
         const Json* tj =
-            find_path(it.ref->metadata, {"ops", it.op.c_str(), "tensors", it.tensor.c_str()});
+            find_path(it.ref->metadata, {"ops", e.op.c_str(), "tensors", it.tensor.c_str()});
         if (tj) {
           e.role = tj->value("role", std::string());
           e.axes = tj->value("layout", std::string());
@@ -207,7 +206,7 @@ class Comparer {
       }
     }
     if (!e.tensor.empty() && it.kind != PairItem::Kind::tensor)
-      (void)opt_.policy.resolve(TensorKey{it.dtype, it.op, e.role, it.tensor});
+      (void)opt_.policy.resolve(TensorKey{it.dtype, e.op, e.role, it.tensor});
     switch (it.kind) {
       case PairItem::Kind::not_run:
         e.verdict = Verdict::not_run;
@@ -215,13 +214,14 @@ class Comparer {
       case PairItem::Kind::not_requested:
         e.verdict = Verdict::not_requested;
         break;
-      case PairItem::Kind::op_outcome: {
-        const std::string o = it.message.substr(0, it.message.find(':'));
-        e.verdict = o == "error"     ? Verdict::error
-                    : o == "skipped" ? Verdict::skipped
-                                     : Verdict::unsupported;
+      case PairItem::Kind::op_outcome:
+        switch (it.outcome) {
+          case cases::Outcome::error: e.verdict = Verdict::error; break;
+          case cases::Outcome::skipped: e.verdict = Verdict::skipped; break;
+          case cases::Outcome::unsupported: e.verdict = Verdict::unsupported; break;
+          case cases::Outcome::ok: e.verdict = Verdict::error; break;  // pair_run never makes one
+        }
         break;
-      }
       case PairItem::Kind::input_hash:
       case PairItem::Kind::unknown:
         e.verdict = Verdict::failed;
@@ -266,7 +266,7 @@ class Comparer {
       return;
     }
     const DType logical = it.ref->c.dtype;
-    e.gates = opt_.policy.resolve(TensorKey{it.dtype, it.op, e.role, it.tensor});
+    e.gates = opt_.policy.resolve(TensorKey{it.dtype, e.op, e.role, it.tensor});
     const Gates& gt = *e.gates;
 
     if (e.role == "loss" || e.shape.empty()) {
@@ -301,7 +301,7 @@ class Comparer {
     if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
     mo.threads = opt_.threads;
     if (const Json* m = find_path(it.ref->metadata,
-                                  {"ops", it.op.c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
+                                  {"ops", e.op.c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
       if (m->is_number()) mo.ref_max_abs = m->get<double>();
     auto st = compute_metrics(ref->view(), run_arr->view(), mo);
     if (!st) return invalid(e, it.run_file + ": " + st.message());
@@ -413,14 +413,12 @@ class Comparer {
   std::string oracle_file(const PairItem& it) const {
     auto c = oracle_->cases.find(it.dtype + "/" + it.case_name);
     if (c == oracle_->cases.end()) return "";
-    auto o = c->second.ops.find(it.op);
-    if (o == c->second.ops.end() || o->second.outcome != "ok") return "";
-    if (std::find(o->second.produced.begin(), o->second.produced.end(), it.tensor) ==
-        o->second.produced.end())
-      return "";
+    const cases::OpRunRecord* o = c->second.op(*it.op);
+    if (!o || o->outcome != cases::Outcome::ok) return "";
+    if (std::find(o->produced.begin(), o->produced.end(), it.tensor) == o->produced.end()) return "";
     const std::string f =
         (stdfs::path(oracle_->root) / it.dtype /
-         it.ref->c.file_name(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul, it.tensor))
+         it.ref->c.file_name(*it.op, it.tensor))
             .string();
     return fs::exists(f) ? f : "";
   }
@@ -465,7 +463,7 @@ class Comparer {
     in.shape = e.shape;
     in.run_shape = run.header.shape;
     in.axes = e.axes;
-    in.op = it.op;
+    in.op = cases::op_name(*it.op);
     in.tensor = it.tensor;
     in.role = e.role;
     in.logical = it.ref->c.dtype;
@@ -487,18 +485,18 @@ class Comparer {
   // The layouts the run declared for every tensor of the op (what the program was handed / wrote).
   static void declared_layouts(const PairItem& it, DiagnosisInput& in) {
     if (!it.run) return;
-    auto o = it.run->ops.find(it.op);
-    if (o == it.run->ops.end()) return;
-    in.declared = o->second.layouts;
-    auto l = o->second.layouts.find(it.tensor);
-    if (l != o->second.layouts.end()) in.declared_layout = l->second;
+    const cases::OpRunRecord* o = it.run->op(*it.op);
+    if (!o || !o->layouts) return;
+    in.declared = *o->layouts;
+    auto l = o->layouts->find(it.tensor);
+    if (l != o->layouts->end()) in.declared_layout = l->second;
   }
 
   // The op's reference inputs (target included), its reference output and geometry.
   static void add_reference_tensors(const PairItem& it, DiagnosisInput& in,
                                     std::vector<Mapped>& keep) {
     keep.reserve(8);
-    const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
+    const cases::Op op = *it.op;
     for (const auto& t : it.ref->c.tensors(op)) {
       if (t.name != "output" && t.role != cases::Role::input) continue;
       auto m = open_npy((stdfs::path(it.ref->dtype_dir) / it.ref->c.file_name(op, t.name)).string());
@@ -523,7 +521,7 @@ class Comparer {
     DiagnosisInput in;
     in.ref = ref.view();
     in.run = run.view();
-    in.op = it.op;
+    in.op = cases::op_name(*it.op);
     in.tensor = it.tensor;
     in.role = e.role;
     in.logical = it.ref->c.dtype;

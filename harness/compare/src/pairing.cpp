@@ -17,54 +17,6 @@ namespace {
 
 const char* const kDtypeDirs[] = {"float32", "bfloat16", "float16"};
 
-Result<RunCaseRecord> parse_run_case(const Json& j, const std::string& path) {
-  RunCaseRecord rc;
-  rc.path = path;
-  if (!j.is_object()) return Error{path + ": not a JSON object"};
-  if (!j.contains("ops") || !j["ops"].is_object()) return Error{path + ": missing \"ops\" object"};
-  rc.name = j.value("case", std::string());
-  rc.dtype = j.value("dtype", std::string());
-  for (auto it = j["ops"].begin(); it != j["ops"].end(); ++it) {
-    const std::string where = path + ": ops." + it.key();
-    const Json& o = it.value();
-    if (!o.is_object()) return Error{where + " is not an object"};
-    RunOpRecord r;
-    if (!o.contains("outcome") || !o["outcome"].is_string())
-      return Error{where + ": missing \"outcome\""};
-    r.outcome = o["outcome"].get<std::string>();
-    if (r.outcome != "ok" && r.outcome != "error" && r.outcome != "skipped" &&
-        r.outcome != "unsupported")
-      return Error{where + ": outcome \"" + r.outcome +
-                   "\" is not one of ok, error, skipped, unsupported"};
-    if (o.contains("message") && o["message"].is_string())
-      r.message = o["message"].get<std::string>();
-    if (o.contains("produced")) {
-      if (!o["produced"].is_array()) return Error{where + ".produced is not a list"};
-      for (const auto& p : o["produced"]) {
-        if (!p.is_string()) return Error{where + ".produced holds a non-string"};
-        r.produced.push_back(p.get<std::string>());
-      }
-    } else if (r.outcome == "ok") {
-      return Error{where + ": outcome ok but no \"produced\" list"};
-    }
-    if (o.contains("input_hashes") && o["input_hashes"].is_object()) {
-      r.has_input_hashes = true;
-      for (auto h = o["input_hashes"].begin(); h != o["input_hashes"].end(); ++h)
-        if (h.value().is_string()) r.input_hashes[h.key()] = h.value().get<std::string>();
-    }
-    // Issue 12: results the runner did not ask for (exec: left out of the layout file).
-    if (o.contains("info") && o["info"].is_object() && o["info"].contains("not_requested") &&
-        o["info"]["not_requested"].is_array())
-      for (const auto& n : o["info"]["not_requested"])
-        if (n.is_string()) r.not_requested.push_back(n.get<std::string>());
-    if (o.contains("layouts") && o["layouts"].is_object())
-      for (auto l = o["layouts"].begin(); l != o["layouts"].end(); ++l)
-        if (l.value().is_string()) r.layouts[l.key()] = l.value().get<std::string>();
-    rc.ops[it.key()] = std::move(r);
-  }
-  return rc;
-}
-
 // The value at a key path, or null when any step is missing.
 const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
   const Json* p = &j;
@@ -145,18 +97,19 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
       const std::string f = (stdfs::path(dir) / rel).string();
       auto j = read_listed_json(rd, rel);
       if (!j) return j.status();
-      auto rc = parse_run_case(*j, f);
-      if (!rc) return rc.status();
+      auto parsed = cases::case_record_from_json(*j, f);
+      if (!parsed) return parsed.status();
+      std::optional<RunCaseRecord> rc(RunCaseRecord{std::move(*parsed), rel});
       const std::string fname = stdfs::path(f).filename().string();
       const std::string from_name = fname.substr(0, fname.size() - std::string("_run.json").size());
-      if (rc->name.empty()) rc->name = from_name;
-      if (rc->name != from_name)
-        return Error{f + ": \"case\" is \"" + rc->name + "\" but the file is named for " +
+      if (rc->case_name.empty()) rc->case_name = from_name;
+      if (rc->case_name != from_name)
+        return Error{f + ": \"case\" is \"" + rc->case_name + "\" but the file is named for " +
                      from_name};
       if (!rc->dtype.empty() && rc->dtype != d)
         return Error{f + ": \"dtype\" is \"" + rc->dtype + "\" but the file is in " + d + "/"};
       rc->dtype = d;
-      rd.cases[rc->dtype + "/" + rc->name] = std::move(*rc);
+      rd.cases[rc->dtype + "/" + rc->case_name] = std::move(*rc);
     }
   }
   return rd;
@@ -202,7 +155,7 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
     known_cases.insert(key);
     auto rit = run.cases.find(key);
     const RunCaseRecord* rcase = rit == run.cases.end() ? nullptr : &rit->second;
-    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+    for (cases::Op op : cases::kAllOps) {
       if ((op == cases::Op::conv2d && !rc.c.has_conv) ||
           (op == cases::Op::matmul && !rc.c.has_matmul))
         continue;
@@ -213,18 +166,14 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
         it.kind = k;
         it.dtype = dt;
         it.case_name = rc.c.name;
-        it.op = opn;
+        it.op = op;
         it.tensor = tensor;
         it.ref = &rc;
         it.run = rcase;
         it.message = std::move(msg);
         return it;
       };
-      const RunOpRecord* opr = nullptr;
-      if (rcase) {
-        auto oit = rcase->ops.find(opn);
-        if (oit != rcase->ops.end()) opr = &oit->second;
-      }
+      const cases::OpRunRecord* opr = rcase ? rcase->op(op) : nullptr;
       if (!opr) {
         for (const auto& t : tensors)
           if (t.role != cases::Role::input)
@@ -233,9 +182,12 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
                 rcase ? "the run has no " + opn + " for this case" : "the run has no such case"));
         continue;
       }
-      if (opr->outcome != "ok") {
-        items.push_back(base(PairItem::Kind::op_outcome, "",
-                             opr->outcome + (opr->message.empty() ? "" : ": " + opr->message)));
+      if (opr->outcome != cases::Outcome::ok) {
+        PairItem it = base(PairItem::Kind::op_outcome, "",
+                           std::string(cases::outcome_name(opr->outcome)) +
+                               (opr->message.empty() ? "" : ": " + opr->message));
+        it.outcome = opr->outcome;
+        items.push_back(std::move(it));
         continue;
       }
       for (const auto& t : tensors) {
@@ -246,16 +198,20 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
           if (ih && ih->is_string()) expected = ih->get<std::string>();
         }
         if (expected.empty()) continue;  // the reference cannot prove it; verify reports that
-        auto h = opr->input_hashes.find(t.name);
-        if (h == opr->input_hashes.end())
+        const std::string* got = nullptr;
+        if (opr->input_hashes) {
+          auto h = opr->input_hashes->find(t.name);
+          if (h != opr->input_hashes->end()) got = &h->second;
+        }
+        if (!got)
           items.push_back(base(PairItem::Kind::input_hash, t.name,
                                "the run recorded no hash for input '" + t.name +
                                    "', so it cannot show it consumed the reference data"));
-        else if (h->second != expected)
+        else if (*got != expected)
           items.push_back(base(PairItem::Kind::input_hash, t.name,
                                "input hash mismatch: the run consumed different '" + t.name +
                                    "' data than the reference (run sha256 " +
-                                   h->second.substr(0, 16) + "…, reference " +
+                                   got->substr(0, 16) + "…, reference " +
                                    expected.substr(0, 16) + "…)"));
       }
       std::set<std::string> declared(opr->produced.begin(), opr->produced.end());
@@ -263,8 +219,8 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
       for (const auto& t : tensors) {
         names.insert(t.name);
         if (!declared.count(t.name)) {
-          const bool asked = std::find(opr->not_requested.begin(), opr->not_requested.end(),
-                                       t.name) == opr->not_requested.end();
+          const auto& left_out = opr->notes.not_requested;
+          const bool asked = !left_out || std::find(left_out->begin(), left_out->end(), t.name) == left_out->end();
           if (t.role != cases::Role::input)
             items.push_back(asked ? base(PairItem::Kind::not_run, t.name,
                                          "not declared in \"produced\" by the runner")
@@ -293,7 +249,7 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
     PairItem it;
     it.kind = PairItem::Kind::unknown;
     it.dtype = rcase.dtype;
-    it.case_name = rcase.name;
+    it.case_name = rcase.case_name;
     it.run = &rcase;
     it.message = "the run has case " + key +
                  ", which the reference does not have (a run of another reference set?)";

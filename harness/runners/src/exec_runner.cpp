@@ -152,6 +152,39 @@ Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_f
   return layout::from_layout(*a, e.info.canonical_axes, e.info.shape, c_order);
 }
 
+// One task's files in its work directory: what the program reads and what it must write.
+struct TaskFiles {
+  std::string dir, tmp;  // the work directory (absolute, normal) and its scratch tmp/
+  bool npy_format = false;
+  struct stat dir_before {};  // the work directory before the program ran: it must stay that one
+  std::vector<Expected> inputs, results;
+  Json layouts_used() const {
+    Json j = Json::object();
+    for (const auto* group : {&inputs, &results})
+      for (const auto& e : *group) j[e.info.name] = layout::to_string(e.spec);
+    return j;
+  }
+};
+
+// What running the program did: its exit, anything it changed outside its work directory, and
+// the tail of its stderr.
+struct ProgramRun {
+  std::string dir;
+  exec::ProcessResult pr;
+  std::vector<std::string> changed;  // guarded files it wrote, removed or replaced
+  std::string outside;               // "" or "the program wrote outside its work directory: ..."
+  std::string stderr_tail;
+  // A failure message with the context a user needs: a write outside the work directory first
+  // (it may have damaged something else: the reference set, another case's results), then the
+  // program's stderr (or stdout when stderr is empty).
+  std::string explain(const std::string& what) const {
+    std::string m = (outside.empty() ? what : outside + "; " + what) + " (work dir " + dir + ")";
+    if (!stderr_tail.empty()) return m + "; stderr: " + stderr_tail;
+    const std::string out_tail = exec::file_tail(dir + "/stdout.log", kTailBytes);
+    return m + (out_tail.empty() ? "; nothing on stderr or stdout" : "; nothing on stderr; stdout: " + out_tail);
+  }
+};
+
 class ExecRunner final : public Runner {
  public:
   ExecRunner(ExecOptions opt, layout::LayoutSet layouts)
@@ -197,23 +230,30 @@ class ExecRunner final : public Runner {
 
   // Issue 12: the results the layout file does not ask for (a forward-only program leaves the
   // gradients out). Recorded in the op's info so compare says "not requested", not "not run".
-  Json not_requested(const std::string& op, const std::vector<cases::TensorInfo>& tensors) const {
-    Json out = Json::array();
+  std::vector<std::string> not_requested(const std::string& op, const std::vector<cases::TensorInfo>& tensors) const {
+    std::vector<std::string> out;
     for (const auto& t : tensors)
       if (t.role != cases::Role::input && !wants(op, t)) out.push_back(t.name);
     return out;
   }
 
+  // One task, in named steps: plan the files, prepare the work directory, write case.json and
+  // the inputs, run the program between snapshots, check how it ended, read its results.
   void run_one(const OpTask& task, OpResult& r) const;
+  TaskFiles plan_files(const OpTask& task) const;
+  Status prepare_work_dir(const OpTask& task, TaskFiles& f) const;
+  Status write_case_json(const OpTask& task, const TaskFiles& f) const;
+  Status write_inputs(const OpTask& task, const TaskFiles& f) const;
+  std::vector<std::string> program_env(const OpTask& task, const TaskFiles& f) const;
+  ProgramRun run_program(const OpTask& task, const TaskFiles& f, const std::string& cmd) const;
+  static Status check_work_dir_kept(const TaskFiles& f);
 
-  // The trees a task's program must leave alone: the run directory (when `dir` is the driver's
-  // RUN/work/<dtype>/<case>/<op>) and the guard dirs; a tree inside another is covered by it, one
-  // inside the work dir belongs to the program.
-  std::vector<std::string> guarded_roots(const std::string& dir) const {
+  // The trees a task's program must leave alone: the run directory the driver passes and the
+  // guard dirs; a tree inside another is covered by it, one inside the work dir `dir` belongs to
+  // the program (the driver's work dirs lie inside the run directory).
+  std::vector<std::string> guarded_roots(const OpTask& task, const std::string& dir) const {
     std::vector<std::string> c = guard_;
-    const stdfs::path work = stdfs::path(dir).parent_path().parent_path().parent_path();
-    if (work.filename() == "work" && work.has_parent_path())
-      c.push_back(work.parent_path().string());
+    if (!task.run_dir.empty()) c.push_back(normal_dir(task.run_dir));
     std::sort(c.begin(), c.end());
     std::vector<std::string> roots;
     for (const auto& x : c) {
@@ -231,111 +271,192 @@ class ExecRunner final : public Runner {
   std::optional<Declared> declared_;
 };
 
-void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
+// The op's parameters as case.json "params" (everything a program with a JSON parser needs).
+Json op_params(const OpTask& task) {
   const cases::Case& c = *task.c;
-  const std::string op = cases::op_name(task.op);
+  if (task.op == cases::Op::matmul) return {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
+  const auto& p = c.conv;
+  return {{"N", p.n},
+          {"C", p.c},
+          {"H", p.h},
+          {"W", p.w},
+          {"O", p.o},
+          {"KH", p.kh},
+          {"KW", p.kw},
+          {"stride", {p.stride[0], p.stride[1]}},
+          {"padding", {p.padding[0], p.padding[1]}},
+          {"dilation", {p.dilation[0], p.dilation[1]}},
+          {"groups", p.groups},
+          {"bias", p.bias},
+          {"Hout", p.hout()},
+          {"Wout", p.wout()}};
+}
+
+// The op's parameters as VALIDATE_* environment variables (for programs without a JSON parser).
+std::vector<std::pair<const char*, std::int64_t>> op_env(const OpTask& task) {
+  const cases::Case& c = *task.c;
+  if (task.op == cases::Op::matmul)
+    return {{"VALIDATE_M", c.matmul.m}, {"VALIDATE_K", c.matmul.k}, {"VALIDATE_NCOLS", c.matmul.n}};
+  const auto& p = c.conv;
+  return {{"VALIDATE_N", p.n},          {"VALIDATE_C", p.c},           {"VALIDATE_H", p.h},
+          {"VALIDATE_W", p.w},          {"VALIDATE_O", p.o},           {"VALIDATE_KH", p.kh},
+          {"VALIDATE_KW", p.kw},        {"VALIDATE_SH", p.stride[0]},  {"VALIDATE_SW", p.stride[1]},
+          {"VALIDATE_PH", p.padding[0]}, {"VALIDATE_PW", p.padding[1]}, {"VALIDATE_DH", p.dilation[0]},
+          {"VALIDATE_DW", p.dilation[1]}, {"VALIDATE_GROUPS", p.groups}, {"VALIDATE_HOUT", p.hout()},
+          {"VALIDATE_WOUT", p.wout()},  {"VALIDATE_BIAS", p.bias ? 1 : 0}};
+}
+
+// A failure message for a program that did not exit cleanly; "" when it did.
+std::string exit_failure(const exec::ProcessResult& pr, double timeout_s) {
+  if (pr.timed_out)
+    return fmt::format("timed out after {:g} s: the program's process group was killed (--timeout)", timeout_s);
+  if (pr.signal) return "the program was killed by " + exec::signal_description(pr.signal);
+  if (pr.exit_code == 0) return "";
+  // The shell reports a command that a signal ended as status 128 + N (139: a segfault).
+  // 126/127: the shell found the command but could not run it / did not find it.
+  std::string how;
+  if (pr.exit_code > 128 && pr.exit_code < 128 + 65)
+    how = " (128 + " + std::to_string(pr.exit_code - 128) + ": a command it ran was killed by " +
+          exec::signal_description(pr.exit_code - 128) + ")";
+  else if (pr.exit_code == 127)
+    how = " (127: the shell did not find the command)";
+  else if (pr.exit_code == 126)
+    how = " (126: the command is not executable)";
+  return fmt::format("the program exited with status {}{}", pr.exit_code, how);
+}
+
+}  // namespace
+
+void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   auto fail = [&](const std::string& m) {
     r.outcome = RunOutcome::error;
     r.message = m;
   };
+  const std::string op = cases::op_name(task.op);
   if (!layouts_.has_op(op)) {
     r.outcome = RunOutcome::skipped;
     r.message = "op not in the layout file";
     return;
   }
   if (task.work_dir.empty()) return fail("exec: no work directory for this task");
-  std::error_code ec;
-  const std::string dir = normal_dir(task.work_dir);
-  const std::string tmp = dir + "/tmp";
-  if (Status st = fs::make_dirs(dir); !st) return fail(st.message());
-  struct stat dir_before {};
-  if (::lstat(dir.c_str(), &dir_before) != 0 || !S_ISDIR(dir_before.st_mode))
-    return fail("exec: work directory " + dir + " is not a directory");
+  TaskFiles files = plan_files(task);
+  if (Status st = prepare_work_dir(task, files); !st) return fail(st.message());
+  if (Status st = write_case_json(task, files); !st) return fail(st.message());
+  if (Status st = write_inputs(task, files); !st) return fail(st.message());
 
-  const bool npy_format = layouts_.format == "npy";
-  const std::string ext = npy_format ? ".npy" : ".bin";
+  const std::string cmd =
+      expand_command(opt_.cmd, files.dir, task.c->name, op, std::string(dtype_name(task.c->dtype)));
+  const ProgramRun run = run_program(task, files, cmd);
+  r.info = {{"command", cmd},          {"work_dir", files.dir}, {"format", layouts_.format},
+            {"layouts", files.layouts_used()}, {"program_s", run.pr.seconds}, {"exit_status", run.pr.exit_code}};
+  r.notes.not_requested = not_requested(op, task.c->tensors(task.op));
+  if (!run.changed.empty()) r.info["written_outside"] = run.changed;
+  if (!run.stderr_tail.empty()) r.info["stderr_tail"] = run.stderr_tail;
+
+  if (!run.pr.spawn_error.empty()) return fail(run.pr.spawn_error);
+  if (run.pr.interrupted)
+    return fail(run.explain(fmt::format(
+        "interrupted: validate received {} and forwarded it to the program's process group{}",
+        exec::signal_description(run.pr.interrupted),
+        run.pr.exit_code >= 0 || run.pr.signal ? "" : fmt::format(", which was killed after {:g} s", kInterruptGraceSeconds))));
+  if (Status st = check_work_dir_kept(files); !st) return fail(run.explain(st.message()));
+  if (const std::string why = exit_failure(run.pr, opt_.timeout_s); !why.empty()) return fail(run.explain(why));
+
+  std::string problems;
+  for (const auto& e : files.results) {
+    auto t = read_result(files.dir, e, files.npy_format);
+    if (!t) {
+      problems += (problems.empty() ? "" : "; ") + t.message();
+      continue;
+    }
+    r.outputs.emplace(e.info.name, std::move(*t));
+  }
+  if (!problems.empty() || !run.outside.empty()) {
+    r.outputs.clear();
+    return fail(run.explain(problems.empty() ? "its results are not used" : problems));
+  }
+  if (!opt_.keep_work) {
+    std::error_code ec;
+    for (const auto* group : {&files.inputs, &files.results})
+      for (const auto& e : *group) stdfs::remove(files.dir + "/" + e.file, ec);
+    (void)fs::remove_tree(files.tmp);  // a leftover scratch file is not a failure of the case
+  }
+}
+
+TaskFiles ExecRunner::plan_files(const OpTask& task) const {
+  const cases::Case& c = *task.c;
+  TaskFiles f;
+  f.dir = normal_dir(task.work_dir);
+  f.tmp = f.dir + "/tmp";
+  f.npy_format = layouts_.format == "npy";
+  const std::string ext = f.npy_format ? ".npy" : ".bin";
   const DType storage = storage_dtype(c.dtype);
+  const std::string op = cases::op_name(task.op);
   const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
-
-  // Files an earlier run left here must never be read as this run's results.
-  for (const auto& t : c.tensors(task.op))
-    for (const char* x : {".bin", ".npy"}) stdfs::remove(dir + "/" + t.name + x, ec);
-  for (const char* f : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(dir + "/" + f, ec);
-  if (Status st = fs::remove_tree(tmp); !st) return fail(st.message());
-  if (Status st = fs::make_dirs(tmp); !st) return fail(st.message());
-
-  std::vector<Expected> inputs, results;
   for (const auto& t : c.tensors(task.op)) {
     auto it = specs.find(t.name);
     Expected e{t, it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes),
                t.role == cases::Role::loss ? DType::float32 : storage, t.name + ext};
     if (t.role == cases::Role::input)
-      inputs.push_back(std::move(e));
+      f.inputs.push_back(std::move(e));
     else if (wants(op, t))
-      results.push_back(std::move(e));
+      f.results.push_back(std::move(e));
   }
+  return f;
+}
 
-  // case.json: everything a program with a JSON parser needs.
-  Json params;
-  if (task.op == cases::Op::conv2d) {
-    const auto& p = c.conv;
-    params = {{"N", p.n},
-              {"C", p.c},
-              {"H", p.h},
-              {"W", p.w},
-              {"O", p.o},
-              {"KH", p.kh},
-              {"KW", p.kw},
-              {"stride", {p.stride[0], p.stride[1]}},
-              {"padding", {p.padding[0], p.padding[1]}},
-              {"dilation", {p.dilation[0], p.dilation[1]}},
-              {"groups", p.groups},
-              {"bias", p.bias},
-              {"Hout", p.hout()},
-              {"Wout", p.wout()}};
-  } else {
-    params = {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
-  }
+Status ExecRunner::prepare_work_dir(const OpTask& task, TaskFiles& f) const {
+  VALIDATE_TRY(fs::make_dirs(f.dir));
+  if (::lstat(f.dir.c_str(), &f.dir_before) != 0 || !S_ISDIR(f.dir_before.st_mode))
+    return Error{"exec: work directory " + f.dir + " is not a directory"};
+  // Files an earlier run left here must never be read as this run's results.
+  std::error_code ec;
+  for (const auto& t : task.c->tensors(task.op))
+    for (const char* x : {".bin", ".npy"}) stdfs::remove(f.dir + "/" + t.name + x, ec);
+  for (const char* name : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(f.dir + "/" + name, ec);
+  VALIDATE_TRY(fs::remove_tree(f.tmp));
+  return fs::make_dirs(f.tmp);
+}
+
+Status ExecRunner::write_case_json(const OpTask& task, const TaskFiles& f) const {
+  const cases::Case& c = *task.c;
   Json tensors = Json::object();
-  Json layouts_used = Json::object();
-  for (const auto* group : {&inputs, &results})
-    for (const auto& e : *group) {
-      tensors[e.info.name] = {
-          {"file", e.file},
-          {"layout", layout::to_string(e.spec)},
-          {"shape", layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)},
-          {"role", cases::role_name(e.info.role)},
-          {"dtype", dtype_name(e.dtype)}};
-      layouts_used[e.info.name] = layout::to_string(e.spec);
-    }
+  for (const auto* group : {&f.inputs, &f.results})
+    for (const auto& e : *group)
+      tensors[e.info.name] = {{"file", e.file},
+                              {"layout", layout::to_string(e.spec)},
+                              {"shape", layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)},
+                              {"role", cases::role_name(e.info.role)},
+                              {"dtype", dtype_name(e.dtype)}};
   const Json doc = {{"protocol", kProtocol},
-                    {"op", op},
+                    {"op", cases::op_name(task.op)},
                     {"case", c.name},
                     {"dtype", dtype_name(c.dtype)},
-                    {"storage_dtype", dtype_name(storage)},
-                    {"params", params},
+                    {"storage_dtype", dtype_name(storage_dtype(c.dtype))},
+                    {"params", op_params(task)},
                     {"format", layouts_.format},
                     {"tensors", tensors}};
-  if (Status st = write_json(dir + "/case.json", doc); !st) return fail(st.message());
+  return write_json(f.dir + "/case.json", doc);
+}
 
-  // The inputs, in their layouts.
-  for (const auto& e : inputs) {
+// The inputs, in their layouts.
+Status ExecRunner::write_inputs(const OpTask& task, const TaskFiles& f) const {
+  for (const auto& e : f.inputs) {
     auto it = task.inputs.find(e.info.name);
-    if (it == task.inputs.end() || !it->second)
-      return fail("exec: input '" + e.info.name + "' was not given");
+    if (it == task.inputs.end() || !it->second) return Error{"exec: input '" + e.info.name + "' was not given"};
     const Tensor& x = *it->second;
     if (x.shape() != e.info.shape || x.dtype() != e.dtype)
-      return fail(fmt::format("exec: input '{}' is {} {}, expected {} {}", e.info.name,
-                              dtype_name(x.dtype()), shape_to_string(x.shape()),
-                              dtype_name(e.dtype), shape_to_string(e.info.shape)));
+      return Error{fmt::format("exec: input '{}' is {} {}, expected {} {}", e.info.name, dtype_name(x.dtype()),
+                               shape_to_string(x.shape()), dtype_name(e.dtype), shape_to_string(e.info.shape))};
     const Tensor laid = layout::to_layout(x, e.info.canonical_axes, e.spec);
-    const std::string header =
-        npy_format ? npy::make_header(e.dtype, laid.shape(), e.spec.fortran) : std::string();
-    if (Status st = fs::write_atomic(dir + "/" + e.file, laid.bytes(), laid.nbytes(), header); !st)
-      return fail(st.message());
+    const std::string header = f.npy_format ? npy::make_header(e.dtype, laid.shape(), e.spec.fortran) : std::string();
+    VALIDATE_TRY(fs::write_atomic(f.dir + "/" + e.file, laid.bytes(), laid.nbytes(), header));
   }
+  return Status::ok();
+}
 
-  // The environment: the harness's own, less stale protocol variables, plus this task's.
+// The environment: the harness's own, less stale protocol variables, plus this task's.
+std::vector<std::string> ExecRunner::program_env(const OpTask& task, const TaskFiles& f) const {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv(*e);
@@ -345,129 +466,51 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
     if (!ours) env.push_back(kv);
   }
   auto set = [&](const char* k, const auto& v) { env.push_back(fmt::format("{}={}", k, v)); };
-  set("VALIDATE_OP", op);
-  set("VALIDATE_CASE", c.name);
-  set("VALIDATE_DTYPE", dtype_name(c.dtype));
-  set("VALIDATE_DIR", dir);
+  set("VALIDATE_OP", cases::op_name(task.op));
+  set("VALIDATE_CASE", task.c->name);
+  set("VALIDATE_DTYPE", dtype_name(task.c->dtype));
+  set("VALIDATE_DIR", f.dir);
   set("VALIDATE_FORMAT", layouts_.format);
   // Its temporary files belong in its work directory, not in a /tmp shared with everything else.
-  for (const char* k : {"TMPDIR", "TMP", "TEMP"}) set(k, tmp);
-  std::vector<std::pair<const char*, std::int64_t>> sizes;
-  if (task.op == cases::Op::conv2d) {
-    const auto& p = c.conv;
-    sizes = {{"VALIDATE_N", p.n},
-             {"VALIDATE_C", p.c},
-             {"VALIDATE_H", p.h},
-             {"VALIDATE_W", p.w},
-             {"VALIDATE_O", p.o},
-             {"VALIDATE_KH", p.kh},
-             {"VALIDATE_KW", p.kw},
-             {"VALIDATE_SH", p.stride[0]},
-             {"VALIDATE_SW", p.stride[1]},
-             {"VALIDATE_PH", p.padding[0]},
-             {"VALIDATE_PW", p.padding[1]},
-             {"VALIDATE_DH", p.dilation[0]},
-             {"VALIDATE_DW", p.dilation[1]},
-             {"VALIDATE_GROUPS", p.groups},
-             {"VALIDATE_HOUT", p.hout()},
-             {"VALIDATE_WOUT", p.wout()},
-             {"VALIDATE_BIAS", p.bias ? 1 : 0}};
-  } else {
-    sizes = {
-        {"VALIDATE_M", c.matmul.m}, {"VALIDATE_K", c.matmul.k}, {"VALIDATE_NCOLS", c.matmul.n}};
-  }
-  for (const auto& [k, v] : sizes) set(k, v);
-
-  const std::string cmd =
-      expand_command(opt_.cmd, dir, c.name, op, std::string(dtype_name(c.dtype)));
-  // Snapshots of the guarded trees around the program: anything it changed there is named.
-  const std::vector<std::string> roots = guarded_roots(dir);
-  std::vector<exec::TreeSnapshot> before;
-  for (const auto& root : roots) before.push_back(exec::snapshot_tree(root, {dir}));
-  const auto pr =
-      exec::run_shell(cmd, env, dir + "/stdout.log", dir + "/stderr.log", opt_.timeout_s);
-  std::vector<std::string> changed;
-  for (std::size_t i = 0; i < roots.size(); ++i)
-    for (auto& change : exec::tree_changes(before[i], exec::snapshot_tree(roots[i], {dir})))
-      changed.push_back(std::move(change));
-  std::string outside;
-  if (!changed.empty()) {
-    outside = "the program wrote outside its work directory: ";
-    for (std::size_t i = 0; i < changed.size() && i < kMaxOutsideListed; ++i)
-      outside += (i ? ", " : "") + changed[i];
-    if (changed.size() > kMaxOutsideListed)
-      outside += fmt::format(" and {} more", changed.size() - kMaxOutsideListed);
-  }
-  const std::string tail = exec::file_tail(dir + "/stderr.log", kTailBytes);
-  r.info = {{"command", cmd},          {"work_dir", dir},         {"format", layouts_.format},
-            {"layouts", layouts_used}, {"program_s", pr.seconds}, {"exit_status", pr.exit_code}};
-  r.info["not_requested"] = not_requested(op, c.tensors(task.op));
-  if (!changed.empty()) r.info["written_outside"] = changed;
-  if (!tail.empty()) r.info["stderr_tail"] = tail;
-  auto with_stderr = [&](const std::string& what) {
-    // A write outside the work directory comes first: it is the one that may have damaged
-    // something else (the reference set, another case's results).
-    std::string m = (outside.empty() ? what : outside + "; " + what) + " (work dir " + dir + ")";
-    if (!tail.empty()) return m + "; stderr: " + tail;
-    const std::string out_tail = exec::file_tail(dir + "/stdout.log", kTailBytes);
-    return m + (out_tail.empty() ? "; nothing on stderr or stdout"
-                                 : "; nothing on stderr; stdout: " + out_tail);
-  };
-
-  if (!pr.spawn_error.empty()) return fail(pr.spawn_error);
-  if (pr.interrupted)
-    return fail(with_stderr(fmt::format(
-        "interrupted: validate received {} and forwarded it to the program's process group{}",
-        exec::signal_description(pr.interrupted),
-        pr.exit_code >= 0 || pr.signal ? "" : fmt::format(", which was killed after {:g} s", kInterruptGraceSeconds))));
-  {
-    // A program that replaced its work directory (by a symlink to elsewhere, say) would have the
-    // harness read and delete through it.
-    struct stat now {};
-    if (::lstat(dir.c_str(), &now) != 0 || !S_ISDIR(now.st_mode) || now.st_ino != dir_before.st_ino ||
-        now.st_dev != dir_before.st_dev)
-      return fail(with_stderr("the program removed or replaced its work directory " + dir));
-    ::chmod(dir.c_str(), 0755);  // one it made unreadable (mode 000) is ours to read back
-  }
-  if (pr.timed_out)
-    return fail(with_stderr(
-        fmt::format("timed out after {:g} s: the program's process group was killed (--timeout)",
-                    opt_.timeout_s)));
-  if (pr.signal)
-    return fail(with_stderr("the program was killed by " + exec::signal_description(pr.signal)));
-  if (pr.exit_code != 0) {
-    // The shell reports a command that a signal ended as status 128 + N (139: a segfault).
-    // 126/127: the shell found the command but could not run it / did not find it.
-    std::string how;
-    if (pr.exit_code > 128 && pr.exit_code < 128 + 65)
-      how = " (128 + " + std::to_string(pr.exit_code - 128) + ": a command it ran was killed by " +
-            exec::signal_description(pr.exit_code - 128) + ")";
-    else if (pr.exit_code == 127)
-      how = " (127: the shell did not find the command)";
-    else if (pr.exit_code == 126)
-      how = " (126: the command is not executable)";
-    return fail(with_stderr(fmt::format("the program exited with status {}{}", pr.exit_code, how)));
-  }
-
-  std::string problems;
-  for (const auto& e : results) {
-    auto t = read_result(dir, e, npy_format);
-    if (!t) {
-      problems += (problems.empty() ? "" : "; ") + t.message();
-      continue;
-    }
-    r.outputs.emplace(e.info.name, std::move(*t));
-  }
-  if (!problems.empty() || !outside.empty()) {
-    r.outputs.clear();
-    return fail(with_stderr(problems.empty() ? "its results are not used" : problems));
-  }
-  if (!opt_.keep_work) {
-    for (const auto* group : {&inputs, &results})
-      for (const auto& e : *group) stdfs::remove(dir + "/" + e.file, ec);
-    (void)fs::remove_tree(tmp);  // a leftover scratch file is not a failure of the case
-  }
+  for (const char* k : {"TMPDIR", "TMP", "TEMP"}) set(k, f.tmp);
+  for (const auto& [k, v] : op_env(task)) set(k, v);
+  return env;
 }
+
+// Runs the program between snapshots of the guarded trees: anything it changed there is named.
+ProgramRun ExecRunner::run_program(const OpTask& task, const TaskFiles& f, const std::string& cmd) const {
+  const std::vector<std::string> roots = guarded_roots(task, f.dir);
+  std::vector<exec::TreeSnapshot> before;
+  for (const auto& root : roots) before.push_back(exec::snapshot_tree(root, {f.dir}));
+  ProgramRun run;
+  run.dir = f.dir;
+  run.pr = exec::run_shell(cmd, program_env(task, f), f.dir + "/stdout.log", f.dir + "/stderr.log", opt_.timeout_s);
+  for (std::size_t i = 0; i < roots.size(); ++i)
+    for (auto& change : exec::tree_changes(before[i], exec::snapshot_tree(roots[i], {f.dir})))
+      run.changed.push_back(std::move(change));
+  if (!run.changed.empty()) {
+    run.outside = "the program wrote outside its work directory: ";
+    for (std::size_t i = 0; i < run.changed.size() && i < kMaxOutsideListed; ++i)
+      run.outside += (i ? ", " : "") + run.changed[i];
+    if (run.changed.size() > kMaxOutsideListed)
+      run.outside += fmt::format(" and {} more", run.changed.size() - kMaxOutsideListed);
+  }
+  run.stderr_tail = exec::file_tail(f.dir + "/stderr.log", kTailBytes);
+  return run;
+}
+
+// A program that replaced its work directory (by a symlink to elsewhere, say) would have the
+// harness read and delete through it.
+Status ExecRunner::check_work_dir_kept(const TaskFiles& f) {
+  struct stat now {};
+  if (::lstat(f.dir.c_str(), &now) != 0 || !S_ISDIR(now.st_mode) || now.st_ino != f.dir_before.st_ino ||
+      now.st_dev != f.dir_before.st_dev)
+    return Error{"the program removed or replaced its work directory " + f.dir};
+  ::chmod(f.dir.c_str(), 0755);  // one it made unreadable (mode 000) is ours to read back
+  return Status::ok();
+}
+
+namespace {
 
 // The placeholders of --cmd, in the order expand_command() takes their values.
 constexpr const char* kPlaceholders[] = {"{dir}", "{case}", "{op}", "{dtype}"};

@@ -266,8 +266,8 @@ void run_repeated(const Context& ctx, OpResult& r, const Execute& execute) {
       if (std::find(moved.begin(), moved.end(), n) == moved.end()) moved.push_back(n);
   }
   if (ctx.parsed.repeat > 1) {
-    r.info["bitwise_deterministic"] = moved.empty();
-    r.info["nondeterministic_tensors"] = moved;
+    r.notes.bitwise_deterministic = moved.empty();
+    r.notes.nondeterministic_tensors = moved;
   }
   r.outcome = RunOutcome::ok;
   r.outputs = std::move(*first);

@@ -100,6 +100,18 @@ class ConvCase {
   // supported".
   Result<std::map<std::string, Tensor>> execute(const Combo& combo, nlohmann::json* timing);
   const Failure& last_failure() const { return failure_; }
+  // How the activations and the filter reach cuDNN: "native", "strided" or "converted" (the run's
+  // notes; run_info.json gathers them per op under "paths").
+  std::map<std::string, std::string> paths() const {
+    std::string act = "native";
+    for (const ActPlan* a : {&xp_, &yp_, &dxp_}) {
+      if (a->path == "converted")
+        act = "converted";
+      else if (a->path == "strided" && act == "native")
+        act = "strided";
+    }
+    return {{"activation", act}, {"filter", wp_.path}};
+  }
 
  private:
   Status build(bool convert, nlohmann::json& info);
@@ -241,15 +253,6 @@ Status ConvCase::build(bool convert, nlohmann::json& info) {
        {{"spec", layout::to_string(gw_spec_)},
         {"cudnn_writes", layout::to_string(cudnn_grad_weight_spec(wp_, w_spec_))}}},
   };
-  std::string path = "native";
-  for (const ActPlan* a : {&xp_, &yp_, &dxp_}) {
-    if (a->path == "converted")
-      path = "converted";
-    else if (a->path == "strided" && path == "native")
-      path = "strided";
-  }
-  info["activation_path"] = path;
-  info["filter_path"] = wp_.path;
   for (Direction d : kDirections) VALIDATE_TRY(query(d));
   return Status::ok();
 }
@@ -624,11 +627,13 @@ nlohmann::json choice_json(Direction d, const Choice& c) {
 
 std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
   nlohmann::json info{{"device", fmt::format("cuda:{}", ctx.device.index)}, {"backend", "cudnn"}};
+  std::map<std::string, std::string> paths;  // known once the case is set up
   auto single = [&](RunOutcome o, const std::string& msg) {
     OpResult r;
     r.outcome = o;
     r.message = msg;
     r.info = info;
+    r.notes.paths = paths;
     std::vector<OpResult> v;
     v.push_back(std::move(r));
     return v;
@@ -640,12 +645,14 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
 
   ConvCase cc(ctx, task);
   if (Status st = cc.setup(info); !st) return single(RunOutcome::error, st.message());
+  paths = cc.paths();
 
   // Every execution is a real run (with --repeat); the selection keeps the ones it reports.
   std::vector<OpResult> attempts;
   auto try_combo = [&](const Combo& combo) -> Attempt {
     OpResult r;
     r.info = info;
+    r.notes.paths = cc.paths();
     for (Direction d : kDirections)
       r.info["algorithms"][direction_name(d)] = choice_json(d, combo.c[static_cast<int>(d)]);
     // --repeat: the same algorithms again; any bit that moves is cuDNN nondeterminism (ALGO_0 and
@@ -670,6 +677,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
     // convert to NCHW and choose again, as setup does when nothing is listed at all.
     auto fell = cc.fall_back(sel.message, info);
     if (!fell) return single(RunOutcome::error, fell.message());
+    paths = cc.paths();
     if (*fell) {
       attempts.clear();
       const std::string first = sel.message;
@@ -693,6 +701,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
       r = std::move(attempts[static_cast<std::size_t>(p.attempt_index)]);
     } else {
       r.info = info;
+      r.notes.paths = paths;
       for (Direction d : kDirections)
         r.info["algorithms"][direction_name(d)] = choice_json(d, p.combo.c[static_cast<int>(d)]);
     }

@@ -85,7 +85,7 @@ class Timer {
 
 // Runs `execute` once (timed into info["time_ms"]) and ctx.parsed.repeat - 1 more times, comparing
 // every result bit for bit with the first; fills r's outputs, outcome and info. Nondeterminism is
-// recorded (info["bitwise_deterministic"], ["nondeterministic_tensors"]), not failed: it is a fact
+// recorded (notes.bitwise_deterministic, notes.nondeterministic_tensors), not failed: it is a fact
 // about the algorithm that compare's gates then judge.
 using Execute = std::function<Result<std::map<std::string, Tensor>>(nlohmann::json* timing)>;
 void run_repeated(const Context& ctx, OpResult& r, const Execute& execute);

@@ -3,6 +3,7 @@
 // canonical axes and shapes of every tensor each op reads or writes.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct MatmulParams {
 
 enum class Op { conv2d, matmul };
 const char* op_name(Op op);
+std::optional<Op> op_from_name(const std::string& name);  // nullopt: not an op of this harness
+inline constexpr Op kAllOps[] = {Op::conv2d, Op::matmul};
 
 enum class Role { input, output, loss, grad };
 const char* role_name(Role r);

@@ -3,29 +3,24 @@
 // reference set: every tensor listed in a case's "produced" is paired by dtype, case, op and name;
 // reference tensors nobody declared are "not run", never "passed".
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "validate/cases/refset.hpp"
+#include "validate/cases/run_record.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/result.hpp"
 
 namespace validate::compare {
 
-struct RunOpRecord {
-  std::string outcome = "ok";  // ok | error | skipped | unsupported
-  std::string message;
-  std::vector<std::string> produced;
-  bool has_input_hashes = false;
-  std::map<std::string, std::string> input_hashes;  // tensor -> sha256 of what the backend consumed
-  std::map<std::string, std::string> layouts;       // tensor -> declared layout spec
-  std::vector<std::string> not_requested;  // info.not_requested: results the runner did not ask for
-};
-
-struct RunCaseRecord {
+// A case's record as the run wrote it (cases/run_record.hpp) and the file it came from.
+struct RunCaseRecord : cases::CaseRunRecord {
   std::string path;  // <dtype>/<case>_run.json
-  std::string dtype, name;
-  std::map<std::string, RunOpRecord> ops;
+  const cases::OpRunRecord* op(cases::Op o) const {
+    auto it = ops.find(o);
+    return it == ops.end() ? nullptr : &it->second;
+  }
 };
 
 struct RunDirectory {
@@ -53,7 +48,9 @@ struct PairItem {
     unknown,     // the run declares a tensor or case the reference does not have
   };
   Kind kind = Kind::tensor;
-  std::string dtype, case_name, op, tensor;  // tensor "" for op-level items
+  std::string dtype, case_name, tensor;  // tensor "" for op-level items
+  std::optional<cases::Op> op;           // none for a case the reference does not have
+  cases::Outcome outcome = cases::Outcome::ok;  // kind op_outcome: error, skipped or unsupported
   const cases::RefCase* ref = nullptr;       // null for unknown cases
   const RunCaseRecord* run = nullptr;
   std::string ref_file, run_file;  // paths of the two .npy files (kind tensor)

@@ -11,13 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "validate/cases/case.hpp"
+#include "validate/cases/run_record.hpp"
 #include "validate/core/result.hpp"
 #include "validate/core/tensor.hpp"
 
 namespace validate::runners {
 
-enum class RunOutcome { ok, error, skipped, unsupported };
-const char* outcome_name(RunOutcome o);
+// The outcome of one op as the run records it (cases/run_record.hpp).
+using RunOutcome = cases::Outcome;
+using cases::outcome_name;
 
 struct OpTask {
   const cases::Case* c = nullptr;
@@ -26,6 +28,7 @@ struct OpTask {
   // float16 for float16): "input", "weight", "bias", "target" or "A", "B", "target".
   std::map<std::string, const Tensor*> inputs;
   std::string work_dir;  // a scratch directory the runner may use (exec writes its files here)
+  std::string run_dir;   // the run directory being written (a program must leave it alone); "" outside `run`
 };
 
 struct OpResult {
@@ -34,7 +37,10 @@ struct OpResult {
   // Canonical-layout results in the reference's storage dtype: "output", "loss" (0-d float32),
   // grads. A runner lists only what it computed.
   std::map<std::string, Tensor> outputs;
-  nlohmann::json info = nlohmann::json::object();  // layouts used, algorithms, timings
+  // What other components act on (not requested, --repeat determinism, how tensors reached the
+  // backend), as fields; `info` is backend detail for people: layouts used, algorithms, timings.
+  cases::RunnerNotes notes;
+  nlohmann::json info = nlohmann::json::object();
   std::string variant;  // e.g. a cuDNN algorithm combination; "" for the single default variant
 };
 
