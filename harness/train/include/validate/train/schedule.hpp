@@ -1,0 +1,39 @@
+#pragma once
+// What a case's "train" block asks for (docs/training.md): how many optimizer steps, which
+// optimizer with which hyper-parameters, and at which steps parameters and gradients are kept.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "validate/core/json_io.hpp"
+#include "validate/core/result.hpp"
+
+namespace validate::train {
+
+enum class Optimizer { sgd };  // SGD, with momentum / weight decay / Nesterov as PyTorch's torch.optim.SGD
+
+struct TrainConfig {
+  std::int64_t steps = 1;
+  Optimizer optimizer = Optimizer::sgd;
+  double lr = 0.01;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  // Parameters and gradients are kept at step 0, at the last step and every k-th step (0: only
+  // the first and the last).
+  std::int64_t checkpoint_every = 0;
+};
+
+// Reads {"steps": N, "optimizer": "sgd", "lr": …, "momentum": …, "dampening": …,
+// "weight_decay": …, "nesterov": …, "checkpoint_every": k}. Errors start with `where` and name the
+// key: unknown keys, wrong types, steps outside [1, kMaxSteps], a non-finite or negative rate,
+// Nesterov without momentum or with dampening (PyTorch refuses both).
+inline constexpr std::int64_t kMaxSteps = 100000;
+Result<TrainConfig> read_train_config(const Json& j, const std::string& where);
+Json to_json(const TrainConfig& c);
+
+// The steps whose parameters and gradients are kept, ascending, without repeats.
+std::vector<std::int64_t> checkpoint_steps(const TrainConfig& c);
+
+}  // namespace validate::train

@@ -1,0 +1,74 @@
+#include "validate/train/schedule.hpp"
+
+#include <cmath>
+#include <set>
+
+namespace validate::train {
+
+namespace {
+
+Status read_number(const Json& j, const char* key, double& out, const std::string& where) {
+  if (!j.contains(key)) return Status::ok();
+  if (!j[key].is_number()) return Error{where + ": \"" + key + "\" must be a number, not " + j[key].dump()};
+  out = j[key].get<double>();
+  if (!std::isfinite(out) || out < 0) return Error{where + ": \"" + key + "\" must be finite and >= 0, not " + j[key].dump()};
+  return Status::ok();
+}
+
+Status read_count(const Json& j, const char* key, std::int64_t& out, std::int64_t lo, std::int64_t hi,
+                  const std::string& where) {
+  if (!j.contains(key)) return Status::ok();
+  if (!j[key].is_number_integer())
+    return Error{where + ": \"" + key + "\" must be an integer, not " + j[key].dump()};
+  const auto v = j[key].get<std::int64_t>();
+  if (v < lo || v > hi)
+    return Error{where + ": \"" + key + "\" is " + std::to_string(v) + "; it must be in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]"};
+  out = v;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
+  if (!j.is_object()) return Error{where + ": \"train\" must be an object"};
+  static const std::set<std::string> kKeys = {"steps", "optimizer", "lr", "momentum", "dampening",
+                                              "weight_decay", "nesterov", "checkpoint_every"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!kKeys.count(it.key())) return Error{where + ": unknown key \"" + it.key() + "\" in \"train\""};
+  TrainConfig c;
+  if (!j.contains("steps")) return Error{where + ": \"train\" needs \"steps\""};
+  VALIDATE_TRY(read_count(j, "steps", c.steps, 1, kMaxSteps, where));
+  if (j.contains("optimizer")) {
+    if (!j["optimizer"].is_string() || j["optimizer"].get<std::string>() != "sgd")
+      return Error{where + ": \"optimizer\" is " + j["optimizer"].dump() + "; the supported optimizer is \"sgd\""};
+  }
+  VALIDATE_TRY(read_number(j, "lr", c.lr, where));
+  VALIDATE_TRY(read_number(j, "momentum", c.momentum, where));
+  VALIDATE_TRY(read_number(j, "dampening", c.dampening, where));
+  VALIDATE_TRY(read_number(j, "weight_decay", c.weight_decay, where));
+  if (j.contains("nesterov")) {
+    if (!j["nesterov"].is_boolean()) return Error{where + ": \"nesterov\" must be true or false"};
+    c.nesterov = j["nesterov"].get<bool>();
+  }
+  VALIDATE_TRY(read_count(j, "checkpoint_every", c.checkpoint_every, 0, kMaxSteps, where));
+  if (c.lr == 0) return Error{where + ": \"lr\" is 0: every step would leave the parameters as they are"};
+  if (c.nesterov && (c.momentum == 0 || c.dampening != 0))
+    return Error{where + ": Nesterov momentum needs \"momentum\" > 0 and \"dampening\" 0 (as torch.optim.SGD)"};
+  return c;
+}
+
+Json to_json(const TrainConfig& c) {
+  return {{"steps", c.steps},          {"optimizer", "sgd"}, {"lr", c.lr},
+          {"momentum", c.momentum},    {"dampening", c.dampening}, {"weight_decay", c.weight_decay},
+          {"nesterov", c.nesterov},    {"checkpoint_every", c.checkpoint_every}};
+}
+
+std::vector<std::int64_t> checkpoint_steps(const TrainConfig& c) {
+  std::set<std::int64_t> s = {0, c.steps - 1};
+  if (c.checkpoint_every > 0)
+    for (std::int64_t k = c.checkpoint_every; k < c.steps; k += c.checkpoint_every) s.insert(k);
+  return {s.begin(), s.end()};
+}
+
+}  // namespace validate::train

@@ -1,0 +1,172 @@
+// Issue 15 building blocks against hand-computed values (torch.optim.SGD's documented update) and
+// the drift/mistake figures measured with bench/training/drift.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "validate/train/schedule.hpp"
+#include "validate/train/sgd.hpp"
+#include "validate/train/trajectory_gate.hpp"
+
+namespace validate::train {
+namespace {
+
+TrainConfig momentum_config() {
+  TrainConfig c;
+  c.steps = 3;
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.weight_decay = 0.01;
+  return c;
+}
+
+TEST(TrainSgd, MomentumAndWeightDecayMatchHandComputedSteps) {
+  // By hand: g = grad + 0.01 p; b = g (step 0), 0.9 b + g after; p -= 0.1 b.
+  const double grads[] = {0.5, 0.25, -0.5};
+  const double want[] = {0.949, 0.877151, 0.861609749};
+  SgdState<double> st;
+  double p = 1.0;
+  for (int s = 0; s < 3; ++s) {
+    sgd_step(&p, &grads[s], 1, st, momentum_config());
+    EXPECT_NEAR(p, want[s], 1e-15) << "step " << s;
+  }
+  EXPECT_NEAR(st.momentum[0], 0.15541251, 1e-15);
+}
+
+TEST(TrainSgd, NesterovLooksAheadByTheBuffer) {
+  TrainConfig c = momentum_config();
+  c.weight_decay = 0;
+  c.nesterov = true;
+  SgdState<double> st;
+  double p = 1.0;
+  const double g0 = 0.5;
+  sgd_step(&p, &g0, 1, st, c);
+  EXPECT_NEAR(p, 1.0 - 0.1 * (0.5 + 0.9 * 0.5), 1e-15);
+}
+
+TEST(TrainSgd, AnUpdateWithoutTheBufferPartsOnceTheBufferHasHistory) {
+  // The trap the trajectory check exists for: p -= lr * (momentum * g_prev + g) looks like
+  // momentum and matches steps 0 and 1 (b1 = momentum * g0 + g1 either way); from step 2 the
+  // missing momentum^2 * g0 term shows. A one-step check can never see it.
+  const TrainConfig c = momentum_config();
+  SgdState<double> st;
+  double p = 1.0, q = 1.0, g_prev = 0;
+  const double grads[] = {0.5, 0.25, -0.5};
+  for (int s = 0; s < 3; ++s) {
+    sgd_step(&p, &grads[s], 1, st, c);
+    const double g = grads[s] + c.weight_decay * q;
+    q -= c.lr * (s == 0 ? g : c.momentum * g_prev + g);
+    g_prev = g;
+    if (s < 2) EXPECT_NEAR(p, q, 1e-15) << "step " << s;
+    else EXPECT_NEAR(std::fabs(p - q), 0.1 * 0.81 * 0.51, 1e-4) << "step 2 misses lr * momentum^2 * g0";
+  }
+}
+
+TEST(TrainSgd, Float32UpdateStaysWithinRoundingOfFloat64) {
+  const TrainConfig c = momentum_config();
+  SgdState<double> sd;
+  SgdState<float> sf;
+  std::vector<double> pd = {1.0, -0.3, 0.7, 2.5, -1.25};
+  std::vector<float> pf(pd.begin(), pd.end());
+  for (int s = 0; s < 50; ++s) {
+    std::vector<double> gd(pd.size());
+    std::vector<float> gf(pd.size());
+    for (std::size_t i = 0; i < pd.size(); ++i) {
+      gf[i] = static_cast<float>(0.3 * std::sin(0.7 * s + static_cast<double>(i)));
+      gd[i] = gf[i];
+    }
+    sgd_step(pd.data(), gd.data(), pd.size(), sd, c);
+    sgd_step(pf.data(), gf.data(), pf.size(), sf, c);
+  }
+  for (std::size_t i = 0; i < pd.size(); ++i) EXPECT_NEAR(pf[i], pd[i], 1e-5 * (1 + std::fabs(pd[i]))) << i;
+}
+
+TEST(TrainSchedule, CheckpointsAreFirstLastAndEveryKth) {
+  TrainConfig c;
+  c.steps = 10;
+  c.checkpoint_every = 4;
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 4, 8, 9}));
+  c.checkpoint_every = 0;
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 9}));
+  c.steps = 1;
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0}));
+}
+
+TEST(TrainSchedule, ReadsAndRoundTripsAConfig) {
+  const Json j = {{"steps", 100}, {"optimizer", "sgd"}, {"lr", 0.05}, {"momentum", 0.9},
+                  {"weight_decay", 1e-4}, {"checkpoint_every", 25}};
+  auto c = read_train_config(j, "cases/train.json: case t1");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->steps, 100);
+  EXPECT_EQ(c->momentum, 0.9);
+  auto again = read_train_config(to_json(*c), "x");
+  ASSERT_TRUE(again.is_ok()) << again.message();
+  EXPECT_EQ(to_json(*again), to_json(*c));
+}
+
+TEST(TrainSchedule, BadConfigsAreNamedErrors) {
+  struct Bad {
+    Json j;
+    const char* says;
+  };
+  const Bad bad[] = {
+      {Json::array(), "\"train\" must be an object"},
+      {{{"lr", 0.1}}, "needs \"steps\""},
+      {{{"steps", 0}}, "\"steps\" is 0"},
+      {{{"steps", 5}, {"lr", -1}}, "\"lr\" must be finite and >= 0"},
+      {{{"steps", 5}, {"lr", 0}}, "\"lr\" is 0"},
+      {{{"steps", 5}, {"optimizer", "adam"}}, "the supported optimizer is \"sgd\""},
+      {{{"steps", 5}, {"nesterov", true}}, "Nesterov momentum needs"},
+      {{{"steps", 5}, {"step", 3}}, "unknown key \"step\""},
+      {{{"steps", 2.5}}, "\"steps\" must be an integer"},
+  };
+  for (const auto& b : bad) {
+    auto c = read_train_config(b.j, "cases/t.json: case c");
+    ASSERT_FALSE(c.is_ok()) << b.j.dump();
+    EXPECT_NE(c.message().find(b.says), std::string::npos) << c.message();
+    EXPECT_EQ(c.message().rfind("cases/t.json: case c", 0), 0u) << c.message();
+  }
+}
+
+// Figures from bench/training/drift.py (docs/training.md): clean float32 within 2.3e-7 of
+// float64 over 100 steps; the dW-in-filter-layout update 2.4e-3 off at step 1 (lr 0.01).
+TEST(TrainGate, CleanDriftPassesAndThePlantedUpdateIsAMistakeAtStepOne) {
+  const double r0 = 1e-6;  // the float32 single-step loss gate
+  std::vector<double> clean(100);
+  for (std::size_t s = 0; s < clean.size(); ++s) clean[s] = 2.3e-7 * (0.5 + 0.5 * std::sin(static_cast<double>(s)));
+  EXPECT_EQ(classify_divergence(clean, r0).kind, Divergence::Kind::none);
+
+  const std::vector<double> planted = {7.2e-8, 2.4e-3, 1.2e-2, 4.0e-2, 0.1, 0.3, 0.86};
+  const Divergence d = classify_divergence(planted, r0);
+  EXPECT_EQ(d.kind, Divergence::Kind::mistake);
+  EXPECT_EQ(d.first_bad_step, 1);
+  EXPECT_NE(d.sentence().find("step 1"), std::string::npos) << d.sentence();
+}
+
+TEST(TrainGate, SlowGrowthPastTheGateIsDriftAndNaNIsAMistake) {
+  const double r0 = 1e-6;
+  std::vector<double> drift(60);
+  for (std::size_t s = 0; s < drift.size(); ++s) drift[s] = 1e-6 * (1.0 + 0.5 * static_cast<double>(s));
+  const Divergence d = classify_divergence(drift, r0);
+  EXPECT_EQ(d.kind, Divergence::Kind::drift) << d.sentence();
+  EXPECT_GT(d.first_bad_step, 0);
+  EXPECT_LT(d.growth, kMistakeGrowth);
+
+  std::vector<double> nan = {1e-8, 1e-8, std::numeric_limits<double>::quiet_NaN()};
+  const Divergence n = classify_divergence(nan, r0);
+  EXPECT_EQ(n.kind, Divergence::Kind::mistake);
+  EXPECT_EQ(n.first_bad_step, 2);
+}
+
+TEST(TrainGate, GateGrowsAsTheSquareRootOfTheStep) {
+  EXPECT_DOUBLE_EQ(loss_gate(0, 1e-6), 1e-6);
+  EXPECT_DOUBLE_EQ(loss_gate(99, 1e-6), 1e-5);
+  const auto e = relative_errors({1.0, 2.2, 5.0}, {1.0, 2.0});
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0], 0.0);
+  EXPECT_NEAR(e[1], 0.1, 1e-15);
+}
+
+}  // namespace
+}  // namespace validate::train
