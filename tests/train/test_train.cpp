@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "validate/train/schedule.hpp"
 #include "validate/train/sgd.hpp"
+#include "validate/train/trajectory.hpp"
 #include "validate/train/trajectory_gate.hpp"
 
 namespace validate::train {
@@ -166,6 +168,89 @@ TEST(TrainGate, GateGrowsAsTheSquareRootOfTheStep) {
   ASSERT_EQ(e.size(), 2u);
   EXPECT_EQ(e[0], 0.0);
   EXPECT_NEAR(e[1], 0.1, 1e-15);
+}
+
+}  // namespace
+}  // namespace validate::train
+
+// The loop on a model whose answer is known in closed form: y = w x + b with the same four
+// points every step, MSE loss. Gradient descent converges to the least-squares line, computed here
+// from the normal equations — an expectation independent of the loop and of sgd_step.
+namespace validate::train {
+namespace {
+
+TEST(TrainTrajectory, GradientDescentReachesTheLeastSquaresLine) {
+  const double x[] = {-1.0, 0.5, 2.0, 3.5}, y[] = {-2.0, 1.5, 3.0, 7.0};
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < 4; ++i) sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
+  const double w_star = (4 * sxy - sx * sy) / (4 * sxx - sx * sx), b_star = (sy - w_star * sx) / 4;
+
+  std::vector<Tensors<double>> seen;
+  StepFunction<double> step = [&](std::int64_t, const Tensors<double>& p) -> Result<StepOutcome<double>> {
+    seen.push_back(p);
+    const double w = p.at("weight")[0], b = p.at("bias")[0];
+    StepOutcome<double> o;
+    double gw = 0, gb = 0;
+    for (int i = 0; i < 4; ++i) {
+      const double r = w * x[i] + b - y[i];
+      o.loss += r * r / 4;
+      gw += 2 * r * x[i] / 4;
+      gb += 2 * r / 4;
+    }
+    o.grads = {{"grad_weight", {gw}}, {"grad_bias", {gb}}};
+    return o;
+  };
+  TrainConfig c;
+  c.steps = 400;
+  c.lr = 0.05;
+  c.momentum = 0.5;
+  c.checkpoint_every = 100;
+  auto t = run_trajectory<double>(c, {{"weight", {0.0}}, {"bias", {0.0}}}, step);
+  ASSERT_TRUE(t.is_ok()) << t.message();
+  EXPECT_NEAR(t->final_params.at("weight")[0], w_star, 1e-9);
+  EXPECT_NEAR(t->final_params.at("bias")[0], b_star, 1e-9);
+  ASSERT_EQ(t->losses.size(), 400u);
+  EXPECT_LT(t->losses.back(), t->losses.front());
+  // Checkpoints: steps 0, 100, 200, 300, 399, each with the parameters that step used.
+  ASSERT_EQ(t->checkpoints.size(), 5u);
+  for (const auto& cp : t->checkpoints) EXPECT_EQ(cp.params, seen.at(static_cast<std::size_t>(cp.step))) << cp.step;
+  EXPECT_EQ(t->checkpoints.back().step, 399);
+}
+
+TEST(TrainTrajectory, ABlownUpOrIncompleteStepIsANamedError) {
+  TrainConfig c;
+  c.steps = 5;
+  c.lr = 0.1;
+  StepFunction<float> blows_up = [](std::int64_t s, const Tensors<float>&) -> Result<StepOutcome<float>> {
+    StepOutcome<float> o;
+    o.loss = s == 3 ? std::numeric_limits<double>::infinity() : 1.0;
+    o.grads = {{"grad_weight", {0.1f, 0.2f}}};
+    return o;
+  };
+  auto t = run_trajectory<float>(c, {{"weight", {1.0f, 2.0f}}}, blows_up);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.message().find("training step 3: the loss is inf"), std::string::npos) << t.message();
+
+  StepFunction<float> short_grad = [](std::int64_t, const Tensors<float>&) -> Result<StepOutcome<float>> {
+    StepOutcome<float> o;
+    o.grads = {{"grad_weight", {0.1f}}};
+    return o;
+  };
+  t = run_trajectory<float>(c, {{"weight", {1.0f, 2.0f}}}, short_grad);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.message().find("grad_weight has 1 elements, parameter 'weight' 2"), std::string::npos) << t.message();
+}
+
+TEST(TrainTrajectory, StepZeroDrawsTheSingleStepStreamAndLaterStepsDrawNewOnes) {
+  const Philox base(42, "odd_n2_c6_h7_w9_g2", "conv2d", "input");
+  EXPECT_EQ(step_stream(base, 0).key(), base.key());
+  std::vector<float> a(64), b(64), a2(64);
+  step_stream(base, 1).fill_normal(a.data(), a.size());
+  step_stream(base, 2).fill_normal(b.data(), b.size());
+  step_stream(base, 1).fill_normal(a2.data(), a2.size());
+  EXPECT_EQ(a, a2);  // a pure function of (key, step)
+  EXPECT_NE(a, b);
+  EXPECT_NE(step_stream(base, 1).key(), step_stream(Philox(42, "odd_n2_c6_h7_w9_g2", "conv2d", "weight"), 1).key());
 }
 
 }  // namespace
