@@ -21,7 +21,7 @@ struct Draw {
 
 Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill, unsigned threads) {
   Philox rng(seed, c.name, cases::op_name(op), d.name);
-  Tensor f32(DType::float32, d.shape);
+  Tensor f32 = Tensor::uninitialized(DType::float32, d.shape);  // part() below writes every element
   float* p = f32.data<float>();
   const auto n = static_cast<std::uint64_t>(f32.numel());
   const double span = 2.0 * d.exact_max_abs + 1.0;
