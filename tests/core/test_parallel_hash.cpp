@@ -2,6 +2,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,6 +85,87 @@ TEST(ParallelHash, FileAndValueHashesMatchOneByOneAndSkipNonRegularFiles) {
   EXPECT_FALSE(r[3].has_value);
   for (int i = 4; i < 7; ++i) EXPECT_FALSE(r[i].hashed) << rq[i].path;  // returned at once, no hang on the FIFO
   for (const char* n : {"a.npy", "b.npy", "f.npy", "raw.bin", "link.npy", "fifo.npy"}) std::remove((dir + "/" + n).c_str());
+  ::rmdir(dir.c_str());
+}
+
+// Float32Scan against a plain loop (NaN count; max |x| over the non-NaN values with fmax's NaN
+// skipping), fed in uneven pieces as the hash pass feeds it, on values with NaNs of both signs,
+// -0, denormals and, in a second array, an infinity.
+TEST(Float32Scan, MatchesAPlainLoopFedInPieces) {
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> v(100003);
+  for (auto& x : v) x = nd(g);
+  v[7] = std::nanf("");
+  v[8] = -std::nanf("");
+  v[99999] = std::nanf("");
+  v[11] = -0.0f;
+  v[12] = 1e-42f;
+  v[50000] = -97.5f;  // the largest magnitude, negative
+  for (int with_inf = 0; with_inf < 2; ++with_inf) {
+    if (with_inf) v[777] = -std::numeric_limits<float>::infinity();
+    std::int64_t nans = 0;
+    double m = 0;
+    for (float x : v) {
+      nans += std::isnan(x);
+      if (!std::isnan(x)) m = std::max(m, std::fabs(static_cast<double>(x)));
+    }
+    Float32Scan scan;
+    for (std::size_t off = 0, piece = 1; off < v.size(); off += piece, piece = piece * 3 + 1)
+      scan.add(v.data() + off, std::min(piece, v.size() - off));
+    EXPECT_EQ(scan.nans, nans);
+    EXPECT_EQ(scan.nans, 3);
+    if (with_inf) {
+      EXPECT_FALSE(scan.finite_max().has_value());
+    } else {
+      ASSERT_TRUE(scan.finite_max().has_value());
+      EXPECT_EQ(*scan.finite_max(), m);
+      EXPECT_EQ(*scan.finite_max(), 97.5);
+    }
+    Tensor t = Tensor::uninitialized(DType::float32, {static_cast<std::int64_t>(v.size())});
+    std::memcpy(t.bytes(), v.data(), t.nbytes());
+    EXPECT_EQ(finite_max_abs(t), scan.finite_max());
+  }
+}
+
+// A result's scan (value_scan) comes from the hash pass itself: same file hash as OpenSSL over the
+// file, NaN count and max |x| as npy::read + a plain loop, over a payload of several 256 KiB chunks
+// with a NaN in the last, partial one; not scanned when it is not float32 C-order.
+TEST(ParallelHash, ResultScanInTheHashPassMatchesReadingTheFile) {
+  char tmpl[] = "/tmp/validate_phash_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  Tensor a(DType::float32, {3, 70001});  // 840 012 bytes: three whole chunks and a partial one
+  for (std::int64_t i = 0; i < a.numel(); ++i) a.set(i, std::sin(0.001 * static_cast<double>(i)) * (i % 1000));
+  a.data<float>()[a.numel() - 5] = std::nanf("");
+  a.data<float>()[123456] = -2048.5f;
+  Tensor b(DType::float64, {4, 2});
+  ASSERT_TRUE(npy::write(dir + "/a.npy", a));
+  ASSERT_TRUE(npy::write(dir + "/b.npy", b));
+  std::vector<FileHashRequest> rq{{dir + "/a.npy", false, true}, {dir + "/b.npy", false, true}};
+  auto r = hash_files(rq, 2);
+  ASSERT_TRUE(r[0].hashed && r[1].hashed);
+  EXPECT_EQ(r[0].sha256, *sha256_file(rq[0].path));
+  EXPECT_EQ(r[1].sha256, *sha256_file(rq[1].path));
+  ASSERT_TRUE(r[0].has_scan);
+  EXPECT_FALSE(r[0].has_value);
+  EXPECT_EQ(r[0].shape, (Shape{3, 70001}));
+  auto back = npy::read(rq[0].path);
+  ASSERT_TRUE(back);
+  std::int64_t nans = 0;
+  double m = 0;
+  for (std::int64_t i = 0; i < back->numel(); ++i) {
+    const float x = back->data<float>()[i];
+    nans += std::isnan(x);
+    if (!std::isnan(x)) m = std::max(m, std::fabs(static_cast<double>(x)));
+  }
+  EXPECT_EQ(r[0].nans, nans);
+  EXPECT_EQ(r[0].nans, 1);
+  ASSERT_TRUE(r[0].max_abs.has_value());
+  EXPECT_EQ(*r[0].max_abs, m);
+  EXPECT_EQ(*r[0].max_abs, 2048.5);
+  EXPECT_FALSE(r[1].has_scan);  // float64: verify reads it itself
+  for (const char* n : {"a.npy", "b.npy"}) std::remove((dir + "/" + n).c_str());
   ::rmdir(dir.c_str());
 }
 

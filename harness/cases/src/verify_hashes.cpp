@@ -21,11 +21,14 @@ VerifyHashes VerifyHashes::compute(const std::string& set_dir, const Json& manif
   for (const auto& rc : cases)
     for (Op op : {Op::conv2d, Op::matmul}) {
       if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
-      for (const auto& t : rc.c.inputs(op)) {
+      for (const auto& t : rc.c.tensors(op)) {
         std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
         auto& rq = want[normal(path)];
         if (rq.path.empty()) rq.path = path;
-        rq.value_hash = true;
+        if (t.role == Role::input)
+          rq.value_hash = true;
+        else
+          rq.value_scan = true;  // NaN count and max|x| in the hash pass: verify_set() need not read it again
       }
     }
   std::vector<FileHashRequest> rqs;
@@ -55,6 +58,11 @@ std::optional<std::string> VerifyHashes::file_sha256(const std::string& path) co
 const FileHashResult* VerifyHashes::value(const std::string& path) const {
   const auto* r = find(path);
   return r && r->has_value ? r : nullptr;
+}
+
+const FileHashResult* VerifyHashes::scan(const std::string& path) const {
+  const auto* r = find(path);
+  return r && r->has_scan ? r : nullptr;
 }
 
 }  // namespace validate::cases

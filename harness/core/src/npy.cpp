@@ -172,7 +172,7 @@ Result<Tensor> read(const std::string& path) {
   if (!file) return file.status();
   auto h = parse_header(file->data(), file->size(), path);
   if (!h) return h.status();
-  Tensor t(h->dtype, h->shape);
+  Tensor t = Tensor::uninitialized(h->dtype, h->shape);  // both branches write every byte
   const std::byte* src = file->data() + h->data_offset;
   if (!h->fortran_order || h->shape.size() < 2) {
     if (t.nbytes()) std::memcpy(t.bytes(), src, t.nbytes());

@@ -17,7 +17,7 @@ namespace validate {
 namespace {
 
 void hash_one(const FileHashRequest& rq, FileHashResult& r) {
-  if (!rq.value_hash) {
+  if (!rq.value_hash && !rq.value_scan) {
     // A plain file hash streams through a buffer (sha256_file): a whole-file mapping would count
     // the file against the resident set (hostile.cli.metadata: a 100 MB listed file; issue 10).
     auto h = sha256_file(rq.path);
@@ -42,7 +42,17 @@ void hash_one(const FileHashRequest& rq, FileHashResult& r) {
   const std::size_t size = f->size();
   r.size = size;
   auto h = size ? npy::parse_header(f->data(), size, rq.path) : Result<npy::Header>(Error{"empty"});
-  if (h && h->dtype == DType::float32 && !h->fortran_order) {
+  if (h && h->dtype == DType::float32 && !h->fortran_order && !rq.value_hash) {
+    Float32Scan scan;
+    r.sha256 = sha256_header_payload_visit(data, h->data_offset, data + h->data_offset, size - h->data_offset,
+                                           [&](const void* chunk, std::size_t n) {
+                                             scan.add(static_cast<const float*>(chunk), n / sizeof(float));
+                                           });
+    r.shape = h->shape;
+    r.has_scan = true;
+    r.nans = scan.nans;
+    r.max_abs = scan.finite_max();
+  } else if (h && h->dtype == DType::float32 && !h->fortran_order) {
     auto pair = sha256_header_payload(data, h->data_offset, data + h->data_offset, size - h->data_offset);
     r.sha256 = std::move(pair.file);
     r.value_sha256 = std::move(pair.payload);

@@ -82,30 +82,46 @@ void scalar_normal_block(std::uint64_t key, std::uint64_t block, float scale, fl
 }
 }  // namespace
 
+RngPath rng_best_path() {
+  if (detail::normal_avx512_available()) return RngPath::avx512;
+  if (detail::normal_avx2_available()) return RngPath::avx2;
+  return RngPath::scalar;
+}
+
 void Philox::fill_normal(float* out, std::uint64_t n, float scale, std::uint64_t first) const {
+  static const RngPath best = rng_best_path();
+  fill_normal_on(best, out, n, scale, first);
+}
+
+void Philox::fill_normal_on(RngPath path, float* out, std::uint64_t n, float scale, std::uint64_t first) const {
   float v[4];
   std::uint64_t i = 0;
-  // Up to the first whole block, then batches of 8 blocks on the vector path, then the tail.
+  // Up to the first whole block, then batches of 16 or 8 blocks on the vector paths, then the tail.
   while (i < n && (first + i) % 4 != 0) {
     std::uint64_t g = first + i;
     box_muller(block(g / 4), v);
     for (std::uint64_t j = g % 4; j < 4 && i < n; ++j, ++i) out[i] = v[j] * scale;
   }
-  if (detail::normal_avx2_available()) {
 #if VALIDATE_RNG_AVX2
-    std::uint64_t block0 = (first + i) / 4, batches = (n - i) / 32;
+  // Batches of `width` blocks; a batch shares the counter's high word, so none may straddle a
+  // multiple of 2^32 blocks (the scalar tail takes the few blocks before one).
+  const auto run = [&](std::uint64_t width, auto kernel) {
+    std::uint64_t block0 = (first + i) / 4, batches = (n - i) / (4 * width);
     while (batches) {
-      // A batch shares the counter's high word: never let one straddle a multiple of 2^32 blocks.
-      const std::uint64_t to_wrap = ((block0 | 0xffffffffull) + 1 - block0) / 8;
+      const std::uint64_t to_wrap = ((block0 | 0xffffffffull) + 1 - block0) / width;
       const std::uint64_t nb = std::min(batches, to_wrap);
       if (nb == 0) break;
-      detail::normal_blocks_avx2(key_, block0, nb, scale, out + i, &scalar_normal_block);
-      i += nb * 32;
-      block0 += nb * 8;
+      kernel(key_, block0, nb, scale, out + i, &scalar_normal_block);
+      i += nb * 4 * width;
+      block0 += nb * width;
       batches -= nb;
     }
+  };
+  if (path == RngPath::avx512 && detail::normal_avx512_available()) run(16, &detail::normal_blocks_avx512);
+  if (path != RngPath::scalar && detail::normal_avx2_available()) run(8, &detail::normal_blocks_avx2);
+#else
+  (void)path;
 #endif
-  }
   while (i < n) {
     std::uint64_t g = first + i;
     box_muller(block(g / 4), v);

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to rng.cpp: the AVX2 + libmvec batch of Philox::fill_normal (rng_normal_avx2.cpp).
+// Internal to rng.cpp: the AVX2 / AVX-512 + libmvec batches of Philox::fill_normal (rng_normal_avx2.cpp).
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GLIBC__) && !defined(VALIDATE_NO_LIBMVEC) && (defined(__GNUC__) || defined(__clang__))
@@ -17,8 +17,13 @@ bool normal_avx2_available();
 // says the vector result might round differently. The blocks must not cross a multiple of 2^32.
 void normal_blocks_avx2(std::uint64_t key, std::uint64_t first_block, std::uint64_t nbatches, float scale,
                         float* out, void (*scalar_block)(std::uint64_t, std::uint64_t, float, float*));
+// The same with AVX-512F/DQ: batches of 16 blocks (64 floats), identical bytes.
+bool normal_avx512_available();
+void normal_blocks_avx512(std::uint64_t key, std::uint64_t first_block, std::uint64_t nbatches, float scale,
+                          float* out, void (*scalar_block)(std::uint64_t, std::uint64_t, float, float*));
 #else
 inline bool normal_avx2_available() { return false; }
+inline bool normal_avx512_available() { return false; }
 #endif
 
 }  // namespace validate::detail

@@ -24,6 +24,21 @@ std::string hex_of(const std::uint32_t h[8]) {
   return s;
 }
 
+constexpr std::size_t kVisitChunk = 256 << 10;  // a multiple of 64: every chunk but the last is whole blocks
+
+std::string visit_openssl(const void* header, std::size_t header_size, const void* payload, std::size_t payload_size,
+                          const std::function<void(const void*, std::size_t)>& visit) {
+  const auto* p = static_cast<const unsigned char*>(payload);
+  Sha256 file;
+  file.update(header, header_size);
+  for (std::size_t off = 0; off < payload_size; off += kVisitChunk) {
+    const std::size_t n = payload_size - off < kVisitChunk ? payload_size - off : kVisitChunk;
+    file.update(p + off, n);
+    visit(p + off, n);
+  }
+  return file.hex_digest();
+}
+
 }  // namespace
 
 #ifdef VALIDATE_SHA_NI
@@ -125,6 +140,28 @@ std::string sha256_hex_ni(const void* data, std::size_t size) {
   return finish(st, p + size / 64 * 64, size % 64, size);
 }
 
+std::string sha256_header_payload_visit(const void* header, std::size_t header_size, const void* payload,
+                                        std::size_t payload_size,
+                                        const std::function<void(const void*, std::size_t)>& visit) {
+  constexpr std::size_t kChunk = kVisitChunk;
+  const auto* p = static_cast<const unsigned char*>(payload);
+  if (sha256_cpu_has_sha_ni() && header_size % 64 == 0) {
+    State st;
+    State* one[1] = {&st};
+    compress<1>(one, static_cast<const unsigned char*>(header), header_size / 64);
+    std::size_t off = 0;
+    for (; off + kChunk <= payload_size; off += kChunk) {
+      compress<1>(one, p + off, kChunk / 64);
+      visit(p + off, kChunk);
+    }
+    const std::size_t rest = payload_size - off;
+    compress<1>(one, p + off, rest / 64);
+    if (rest) visit(p + off, rest);
+    return finish(st, p + off + rest / 64 * 64, rest % 64, header_size + payload_size);
+  }
+  return visit_openssl(header, header_size, payload, payload_size, visit);
+}
+
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
                                  std::size_t payload_size) {
   if (sha256_cpu_has_sha_ni() && header_size % 64 == 0) {
@@ -142,6 +179,11 @@ Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, co
 #else
 bool sha256_cpu_has_sha_ni() { return false; }
 std::string sha256_hex_ni(const void* data, std::size_t size) { return sha256_hex(data, size); }
+std::string sha256_header_payload_visit(const void* header, std::size_t header_size, const void* payload,
+                                        std::size_t payload_size,
+                                        const std::function<void(const void*, std::size_t)>& visit) {
+  return visit_openssl(header, header_size, payload, payload_size, visit);
+}
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
                                  std::size_t payload_size) {
 #endif

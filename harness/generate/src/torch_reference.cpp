@@ -39,7 +39,7 @@ Tensor from_torch(const at::Tensor& x, DType storage) {
   at::ScalarType st = storage == DType::float16 ? at::kHalf : storage == DType::float64 ? at::kDouble : at::kFloat;
   at::Tensor c = x.detach().to(at::kCPU).to(st).contiguous();
   Shape shape(c.sizes().begin(), c.sizes().end());
-  Tensor t(storage, shape);
+  Tensor t = Tensor::uninitialized(storage, shape);  // filled by the memcpy below
   if (t.nbytes()) std::memcpy(t.bytes(), c.data_ptr(), t.nbytes());
   return t;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The hashing half of `validate verify`, done up front on all cores (core/parallel_hash.hpp):
-// every file the manifest lists, and for every input of every case its float32 value hash, taken
-// in the same pass as its file hash. verify_set() then only looks results up; a file this pass
+// every file the manifest lists, for every input of every case its float32 value hash, and for
+// every result its NaN count and max|x|, each taken in the same pass as the file hash. verify_set() then only looks results up; a file this pass
 // did not hash (missing, a symlink, a FIFO, not float32 C-order) goes through verify_set()'s own
 // checks exactly as before, so nothing is skipped and no check is weakened.
 #include <map>
@@ -25,6 +25,8 @@ class VerifyHashes {
   std::optional<std::string> file_sha256(const std::string& path) const;
   // Shape and value hash when this pass took them (float32 C-order .npy).
   const FileHashResult* value(const std::string& path) const;
+  // Shape, NaN count and max|x| of a result when this pass scanned it (float32 C-order .npy).
+  const FileHashResult* scan(const std::string& path) const;
 
  private:
   const FileHashResult* find(const std::string& path) const;

@@ -5,8 +5,10 @@
 // the file is little-endian float32 in C order its payload is exactly the hashed bytes, so both
 // digests come from one pass (sha256_pair.hpp). Files are opened without following a final
 // symlink and without blocking on FIFOs; anything that is not a regular file is left unhashed
-// for the caller's own checks to name.
+// for the caller's own checks to name. A result file can have its values scanned (NaN count,
+// max|x|) in the same pass.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ namespace validate {
 struct FileHashRequest {
   std::string path;
   bool value_hash = false;
+  // A result: its NaN count and finite max|x| (Float32Scan) from the same pass as its file hash,
+  // so verify does not read the file again. Ignored when value_hash is set.
+  bool value_scan = false;
 };
 
 struct FileHashResult {
@@ -28,6 +33,10 @@ struct FileHashResult {
   bool has_value = false;
   Shape shape;
   std::string value_sha256;
+  // Set when value_scan was asked and the file is a valid float32 C-order .npy (shape too).
+  bool has_scan = false;
+  std::int64_t nans = 0;
+  std::optional<double> max_abs;  // none when a value is infinite, as finite_max_abs
 };
 
 // threads <= 0: all hardware threads. Results are in request order.

@@ -8,6 +8,12 @@
 
 namespace validate {
 
+// The code paths of Philox::fill_normal. All give the same bytes (the scalar path defines the
+// stream; the vector paths recompute any value they cannot prove rounds identically); tests and
+// bench_rng run each against the definition.
+enum class RngPath { scalar, avx2, avx512 };
+RngPath rng_best_path();  // the widest this CPU (and build) supports
+
 class Philox {
  public:
   using Block = std::array<std::uint32_t, 4>;
@@ -22,6 +28,8 @@ class Philox {
   float normal(std::uint64_t i) const;
   // Fills out[0..n) with normal(first + k) scaled; vectorised by blocks.
   void fill_normal(float* out, std::uint64_t n, float scale = 1.0f, std::uint64_t first = 0) const;
+  // The same on a given path (a wider path than the CPU has falls back to a narrower one).
+  void fill_normal_on(RngPath path, float* out, std::uint64_t n, float scale = 1.0f, std::uint64_t first = 0) const;
   void fill_uniform(float* out, std::uint64_t n, std::uint64_t first = 0) const;
   std::uint64_t key() const { return key_; }
 

@@ -6,6 +6,7 @@
 // costing far less than hashing the bytes twice. Without SHA-NI (or with a header that is not a
 // multiple of 64 bytes) it falls back to two OpenSSL streams over the same cache-hot chunks.
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace validate {
@@ -17,6 +18,14 @@ struct Sha256Pair {
 
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
                                  std::size_t payload_size);
+
+// sha256(header || payload) in one pass, calling visit(chunk, bytes) on each ~256 KiB of the payload
+// right after hashing it, while it is in cache (verify scans a result's values for NaN and
+// max|x| this way instead of reading the file a second time). SHA-NI when the header is a
+// multiple of 64 bytes, OpenSSL otherwise.
+std::string sha256_header_payload_visit(const void* header, std::size_t header_size, const void* payload,
+                                        std::size_t payload_size,
+                                        const std::function<void(const void*, std::size_t)>& visit);
 
 // Whether this CPU has the SHA extensions (CPUID.7.0:EBX[29]); tests use it to say which path ran.
 bool sha256_cpu_has_sha_ni();

@@ -22,6 +22,10 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
+  // Storage left unwritten, for a caller that writes every element next (the input RNG, a copy out
+  // of LibTorch, a file read): the zero-fill would be one more pass over up to a gigabyte, and the
+  // pages are then first touched by the threads that fill them.
+  static Tensor uninitialized(DType dtype, Shape shape);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
   Tensor(const Tensor&) = delete;  // copies of gigabyte tensors are explicit: clone()
@@ -49,6 +53,8 @@ class Tensor {
   void reshape(Shape shape);
 
  private:
+  struct Uninit {};
+  Tensor(DType dtype, Shape shape, Uninit);
   struct AlignedFree {
     void operator()(std::byte* p) const;
   };
@@ -61,5 +67,15 @@ class Tensor {
 // max |x| over the non-NaN values; none when a value is infinite (JSON has no infinity). generate
 // records it per result as `max_abs`; verify and compare check it against the data.
 std::optional<double> finite_max_abs(const Tensor& t);
+
+// The NaN count and finite_max_abs of float32 values, accumulated a chunk at a time: verify's hash
+// pass scans each chunk of a result file right after hashing it, while it is in cache, instead of
+// reading the whole file again.
+struct Float32Scan {
+  std::int64_t nans = 0;
+  float max_abs = 0;  // over the non-NaN values; +inf when one is infinite
+  void add(const float* p, std::size_t n);
+  std::optional<double> finite_max() const;
+};
 
 }  // namespace validate
