@@ -487,3 +487,132 @@ TEST(Diagnosis, LossAsASumAndGradientsScaled) {
   ASSERT_NE(gx.named(), nullptr) << gx.summary;
   EXPECT_EQ(gx.named()->code, "loss_sum");
 }
+
+namespace {
+
+// Round to `bits` significant bits, ties to even (std::nearbyint in the default mode), from the
+// definition: the expectation of the narrow-accumulation tests, independent of the harness's
+// bit-twiddling round_as. bfloat16: 8 bits, float16: 11 bits (normal range only: the sums here
+// stay far from 2^-14 and 65504).
+double round_bits(double v, int bits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  int e;
+  std::frexp(v, &e);
+  const double scale = std::ldexp(1.0, bits - e);
+  return std::nearbyint(v * scale) / scale;
+}
+
+// conv2d with the running sum (started at the bias) rounded after every add, in the order
+// (c, kh, kw) or (kh, kw, c), or `reversed` (c, kh, kw all descending).
+template <class R>
+Tensor conv_narrow(const Conv& g, const Tensor& x, const Tensor& w, const Tensor* b, R round,
+                   bool channels_inner, bool reversed = false) {
+  Tensor y(DType::float32, {g.N, g.O, g.HO(), g.WO()});
+  const std::int64_t CG = g.C / g.G, OG = g.O / g.G;
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.O; ++o)
+      for (std::int64_t oh = 0; oh < g.HO(); ++oh)
+        for (std::int64_t ow = 0; ow < g.WO(); ++ow) {
+          double s = round(b ? b->get(o) : 0.0);
+          auto add = [&](std::int64_t c, std::int64_t u, std::int64_t v) {
+            const std::int64_t ih = oh * g.SH - g.PH + u * g.DH, iw = ow * g.SW - g.PW + v * g.DW;
+            if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return;
+            s = round(s + static_cast<double>(x.get(((n * g.C + (o / OG) * CG + c) * g.H + ih) * g.W + iw)) *
+                              w.get(((o * CG + c) * g.KH + u) * g.KW + v));
+          };
+          if (reversed) {  // neither order the diagnosis tries
+            for (std::int64_t c = CG; c-- > 0;)
+              for (std::int64_t u = g.KH; u-- > 0;)
+                for (std::int64_t v = g.KW; v-- > 0;) add(c, u, v);
+          } else if (channels_inner) {
+            for (std::int64_t u = 0; u < g.KH; ++u)
+              for (std::int64_t v = 0; v < g.KW; ++v)
+                for (std::int64_t c = 0; c < CG; ++c) add(c, u, v);
+          } else {
+            for (std::int64_t c = 0; c < CG; ++c)
+              for (std::int64_t u = 0; u < g.KH; ++u)
+                for (std::int64_t v = 0; v < g.KW; ++v) add(c, u, v);
+          }
+          y.set(((n * g.O + o) * g.HO() + oh) * g.WO() + ow, s);
+        }
+  return y;
+}
+
+bool names_code(const Diagnosis& dx, const std::string& code) {
+  for (const auto& h : dx.matches)
+    if (h.code == code) return true;
+  return false;
+}
+
+}  // namespace
+
+// Accumulation in a narrow type on the all-distinct geometries of cases/smoke.json (batch 2 and 3,
+// stride, dilation, groups, with and without bias), float32 cases: named with its format and
+// summation order, and not taken for operands rounded before the products.
+TEST(Diagnosis, NarrowAccumulationIsNamedWithItsFormatAndOrder) {
+  const Conv odd3{3, 5, 11, 6, 7, 2, 3, 1, 2, 0, 1, 2, 1, 1};  // odd_n3_c5_h11_w6 (bias)
+  struct Row {
+    Conv g;
+    bool bias, inner;
+    int bits;
+    const char *format, *order;
+  };
+  for (const Row& r : {Row{kOdd, false, false, 8, "bfloat16", "c,kh,kw"},
+                       Row{odd3, true, true, 11, "float16", "kh,kw,c"},
+                       Row{odd3, true, false, 8, "bfloat16", "c,kh,kw"}}) {
+    const Conv& g = r.g;
+    Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 41), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 42),
+           b = random_tensor({g.O}, 43);
+    const Tensor* bp = r.bias ? &b : nullptr;
+    auto exact = [](double v) { return v; };
+    Tensor ref = conv_narrow(g, x, w, bp, exact, false);
+    Tensor run = conv_narrow(g, x, w, bp, [&](double v) { return round_bits(static_cast<float>(v), r.bits); }, r.inner);
+    auto dx = diagnose(conv_input(g, ref, run, x, w, bp));
+    ASSERT_NE(dx.named(), nullptr) << r.format << " " << dx.summary;
+    EXPECT_EQ(dx.named()->code, "narrow_accumulation") << dx.summary;
+    EXPECT_EQ(dx.named()->params["format"], r.format) << dx.summary;
+    EXPECT_EQ(dx.named()->params["order"], r.order) << dx.summary;
+    EXPECT_EQ(dx.named()->side, "numeric");
+    EXPECT_FALSE(names_code(dx, "rounded_inputs")) << dx.summary;
+    // The clear-factor rule: its residual is a small fraction of the clean recompute's.
+    EXPECT_LE(dx.named()->max_abs * 4, dx.named()->params["clean_residual"].get<double>());
+    EXPECT_NE(dx.summary.find("running sum rounded to " + std::string(r.format)), std::string::npos)
+        << dx.summary;
+  }
+}
+
+// The other side of the distinction: inputs rounded to bfloat16 before the products (summed
+// exactly) are rounded_inputs, never a narrow accumulator; and float32 summation-order noise that
+// fails an (absurdly) tight gate is explained by nothing, narrow accumulation included.
+TEST(Diagnosis, RoundedInputsAndReorderingNoiseAreNotNarrowAccumulation) {
+  const Conv g = kOdd;
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 44), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 45);
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return static_cast<double>(x.get(((n * g.C + c) * g.H + h) * g.W + ww));
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return static_cast<double>(w.get(((o * (g.C / g.G) + c) * g.KH + u) * g.KW + v));
+  };
+  Tensor ref = g.run(X, Wt, nullptr);
+  {
+    Tensor run = g.run([&](auto... i) { return round_bits(X(i...), 8); },
+                       [&](auto... i) { return round_bits(Wt(i...), 8); }, nullptr);
+    auto dx = diagnose(conv_input(g, ref, run, x, w, nullptr));
+    ASSERT_NE(dx.named(), nullptr) << dx.summary;
+    EXPECT_EQ(dx.named()->code, "rounded_inputs") << dx.summary;
+    EXPECT_EQ(dx.named()->params["format"], "bfloat16");
+    EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
+  }
+  {
+    // float32 accumulation in an order the search does not try: a few float32 units from the
+    // float64 reference, and no closer to a float32 accumulator in another order.
+    Tensor run = conv_narrow(g, x, w, nullptr, [](double v) { return static_cast<double>(static_cast<float>(v)); },
+                             false, true);
+    auto in = conv_input(g, ref, run, x, w, nullptr);
+    in.rtol = 0;
+    in.max_ulp = 0;  // bitwise: the reordering fails it
+    auto dx = diagnose(in);
+    EXPECT_GT(dx.baseline_max_abs, 0) << "the reordering must fail the bitwise gate";
+    EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
+  }
+}

@@ -9,9 +9,11 @@
 //   rounded   = MSE of the float64 output (reference inputs) rounded to the case dtype,
 //   unrounded = MSE of that float64 output unrounded.
 // The run fails when its loss is at least 4x closer to `unrounded` than to both `stored` and
-// `rounded`. A run whose loss is the MSE of its stored output to float32 summation noise is not
-// recomputed at all (the passing path costs one pass over the output), so only suspicious losses
-// pay the float64 forward pass (DiagnosisInput::full_forward_budget; beyond it, no check).
+// `rounded`, and rounding moves the loss by more than 8 float32 units (below that, the float32
+// reduction of an honest loss could sit nearer the unrounded one). A loss within 8 float32 units
+// of its stored output's MSE or of the reference's loss is not recomputed at all (the passing path
+// costs one pass over the output), so only suspicious losses pay the float64 forward pass
+// (DiagnosisInput::full_forward_budget, 2^27 multiply-adds; beyond it, no check).
 #include <optional>
 #include <string>
 
