@@ -140,8 +140,8 @@ void search_gradient_scale(const DiagnosisInput& in, Search& s);
 
 // Pairs: one read-side mistake and one write-side mistake at once (diagnosis_pairs.cpp). The
 // input-side families hand over their commonest read hypotheses with a recompute function; each
-// is combined with the commonest write readings of the output bytes. Searched only when no single
-// hypothesis fits (a pair would otherwise alias simpler explanations).
+// is combined with the commonest write readings of the output bytes. Searched when no read or
+// arithmetic hypothesis fits alone (a write-only match does not stop it: see diagnosis_pairs.cpp).
 struct ReadCandidate {
   Hypothesis h;                                  // the read-side hypothesis, as named alone
   std::function<double(std::int64_t)> value;     // float64 output at a flat canonical position
