@@ -3,10 +3,16 @@
 //   A. a mistake nothing explains (every hypothesis is tried and rejected: the worst case), on
 //      the full 1x32x32x32 output of that case;
 //   B. the input read with H and W exchanged (the matching hypothesis is recomputed on every
-//      sampled position), on an 8x8 spatial output with the same K (the per-position cost is K).
+//      sampled position), on an 8x8 spatial output with the same K (the per-position cost is K);
+//   C. the same misread AND the output written column-major (NCHW:F): no single hypothesis fits,
+//      the read + write pairs are searched and one is recomputed on every sampled position;
+//   D. the output summed with a bfloat16 accumulator (the narrow-accumulation hypothesis and the
+//      clean recompute it is held against, both on every sampled position).
+// A also pays the pair search (every read hypothesis x every common write reading, no match).
 // Next to it, compare's metric pass over the same pair (compute_metrics), the work every tensor
 // costs whether it fails or not. Usage: bench_diagnosis [repeats=3]. Prints seconds (best of N).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -27,8 +33,17 @@ Tensor random_tensor(const Shape& s, unsigned seed, float scale) {
   return t;
 }
 
-// conv2d 3x3, padding 1, stride 1, no bias; swap: read the input as [N, C, W, H].
-Tensor conv(const Tensor& x, const Tensor& w, bool swap) {
+float bf16(double v) {  // round to 8 significant bits, ties to even
+  if (v == 0) return 0;
+  int e;
+  std::frexp(v, &e);
+  const double scale = std::ldexp(1.0, 8 - e);
+  return static_cast<float>(std::nearbyint(static_cast<double>(static_cast<float>(v)) * scale) / scale);
+}
+
+// conv2d 3x3, padding 1, stride 1, no bias; swap: read the input as [N, C, W, H]; narrow: the
+// running sum rounded to bfloat16 after every add (order c, kh, kw).
+Tensor conv(const Tensor& x, const Tensor& w, bool swap, bool narrow = false) {
   const auto& xs = x.shape();
   const std::int64_t C = xs[1], H = xs[2], W = xs[3], O = w.shape()[0];
   Tensor y(DType::float32, {1, O, H, W});
@@ -45,6 +60,7 @@ Tensor conv(const Tensor& x, const Tensor& w, bool swap) {
               if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
               const std::int64_t xi = swap ? (c * W + iw) * H + ih : (c * H + ih) * W + iw;
               s += static_cast<double>(xp[xi]) * wp[((o * C + c) * 3 + u) * 3 + v];
+              if (narrow) s = bf16(s);
             }
         y.set((o * H + h) * W + ww, s);
       }
@@ -104,6 +120,30 @@ int main(int argc, char** argv) {
                 "named: %s on %lld positions)\n",
                 t, dx.tried, dx.named() ? dx.named()->code.c_str() : "none",
                 dx.named() ? static_cast<long long>(dx.named()->checked) : 0LL);
+  }
+  {
+    const Tensor x = random_tensor({1, C, 8, 8}, 5, 1.f);
+    const Tensor ref = conv(x, w, false), bad = conv(x, w, true);
+    Tensor run(DType::float32, ref.shape());  // bad's column-major bytes, read as C order
+    const auto& s = ref.shape();
+    for (std::int64_t o = 0; o < s[1]; ++o)
+      for (std::int64_t h = 0; h < s[2]; ++h)
+        for (std::int64_t ww = 0; ww < s[3]; ++ww)
+          run.set((ww * s[2] + h) * s[1] + o, bad.get((o * s[2] + h) * s[3] + ww));
+    Diagnosis dx;
+    const double t = best_of(reps, [&] { dx = diagnose(make_input(ref, run, x, w)); });
+    std::printf("C input H/W exchanged + output written F order, output 1x32x8x8, K=73728: diagnose "
+                "%.3f s (%d hypotheses, named: %s)\n",
+                t, dx.tried, dx.named() ? dx.named()->code.c_str() : "none");
+  }
+  {
+    const Tensor x = random_tensor({1, C, 8, 8}, 5, 1.f);
+    const Tensor ref = conv(x, w, false), run = conv(x, w, false, true);
+    Diagnosis dx;
+    const double t = best_of(reps, [&] { dx = diagnose(make_input(ref, run, x, w)); });
+    std::printf("D bfloat16 accumulator, output 1x32x8x8, K=73728: diagnose %.3f s (%d hypotheses, "
+                "named: %s)\n",
+                t, dx.tried, dx.named() ? dx.named()->code.c_str() : "none");
   }
   return 0;
 }

@@ -219,6 +219,21 @@ static const char *spec_for(const char *tensor) {
       {"mm_transpose_A", "A", {"KM", "KM", "MK"}},
       {"mm_transpose_A", "grad_A", {"KM", "KM", "MK"}},
       {"mm_out_transposed", "mm_output", {"NM", "NM", "MN"}},
+      /* two mistakes at once: one in how an input is read, one in how the output is written */
+      {"in_hw_swap_out_fortran", "input", {"NWHC", "NCWH", "CWHN:F"}},
+      {"in_hw_swap_out_fortran", "grad_input", {"NWHC", "NCWH", "CWHN:F"}},
+      {"in_hw_swap_out_fortran", "output", {"NHWC:F", "NCHW:F", "CHWN"}},
+      {"data_flip_out_hw_swap", "input", {"NHWC+flip=HW", "NCHW+flip=HW", "CHWN:F+flip=HW"}},
+      {"data_flip_out_hw_swap", "grad_input", {"NHWC+flip=HW", "NCHW+flip=HW", "CHWN:F+flip=HW"}},
+      {"data_flip_out_hw_swap", "weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"data_flip_out_hw_swap", "grad_weight", {"HWIO+flip=HW", "OIHW+flip=HW", "WHIO:F"}},
+      {"data_flip_out_hw_swap", "output", {"NWHC", "NCWH", "CWHN:F"}},
+      {"weight_as_ohwi_out_fortran", "weight", {"OHWI", "OHWI", "OHWI+flip=HW"}},
+      {"weight_as_ohwi_out_fortran", "grad_weight", {"OHWI", "OHWI", "OHWI+flip=HW"}},
+      {"weight_as_ohwi_out_fortran", "output", {"NHWC:F", "NCHW:F", "CHWN"}},
+      {"mm_transpose_A_out_transposed", "A", {"KM", "KM", "MK"}},
+      {"mm_transpose_A_out_transposed", "grad_A", {"KM", "KM", "MK"}},
+      {"mm_transpose_A_out_transposed", "mm_output", {"NM", "NM", "MN"}},
       /* what each family declares */
       {"*", "input", {"NHWC", "NCHW", "CHWN:F"}},
       {"*", "target", {"NHWC", "NCHW", "CHWN:F"}},
@@ -248,6 +263,17 @@ static const char *operand_rounding(void) {
   if (is("bf16_inputs")) return "bfloat16";
   if (is("fp16_inputs")) return "float16";
   return NULL;
+}
+/* Accumulation in a narrow type: the running sum rounded to it after every add (through float32,
+ * as a float add stored into a bfloat16/half variable). Products stay exact (float x float). */
+static const char *accumulator(void) {
+  if (is("bf16_accumulate")) return "bfloat16";
+  if (is("fp16_accumulate")) return "float16";
+  return NULL;
+}
+static double acc_add(double s, double p) {
+  const char *a = accumulator();
+  return a ? round_to((double)(float)(s + p), a) : s + p;
 }
 static void round_all(double *v, long n) {
   const char *r = operand_rounding();
@@ -302,7 +328,7 @@ static void conv2d(void) {
     for (long o = 0; o < O; ++o)
       for (long oh = 0; oh < HO; ++oh)
         for (long ow = 0; ow < WO; ++ow) {
-          double s = bias_scale * b[o];
+          double s = acc_add(0, bias_scale * b[o]);
           const long c0 = (o / OG) * CG;
           for (long c = 0; c < CG; ++c)
             for (long u = 0; u < KH; ++u) {
@@ -311,7 +337,7 @@ static void conv2d(void) {
               for (long v = 0; v < KW; ++v) {
                 const long iw = ow * SW - PW + v * DW;
                 if (iw < 0 || iw >= W) continue;
-                s += x[XI(n, c0 + c, ih, iw)] * w[WI(o, c, u, v)];
+                s = acc_add(s, x[XI(n, c0 + c, ih, iw)] * w[WI(o, c, u, v)]);
               }
             }
           y[YI(n, o, oh, ow)] = s;
@@ -360,7 +386,7 @@ static void matmul(void) {
   double *ga = calloc((size_t)(M * K), sizeof(double)), *gb = calloc((size_t)(K * N), sizeof(double));
   for (long m = 0; m < M; ++m)
     for (long k = 0; k < K; ++k)
-      for (long n = 0; n < N; ++n) y[m * N + n] += a[m * K + k] * b[k * N + n];
+      for (long n = 0; n < N; ++n) y[m * N + n] = acc_add(y[m * N + n], a[m * K + k] * b[k * N + n]);
   const double loss = mse(y, t, dy, M * N, M);
   for (long m = 0; m < M; ++m)
     for (long k = 0; k < K; ++k)

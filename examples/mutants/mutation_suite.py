@@ -50,6 +50,14 @@ MUTANTS = OrderedDict([
     ("mm_transpose_B", ("matmul", "transposed")),
     ("mm_transpose_A", ("matmul", "transposed")),
     ("mm_out_transposed", ("matmul", "transposed")),
+    ("bf16_accumulate", ("*", "narrow_accumulation")),
+    ("fp16_accumulate", ("*", "narrow_accumulation")),
+    # Two mistakes at once: named as one read_write_pair whose params name both (cell label
+    # "pair:<read code>@<read tensor>+<write code>", see label()).
+    ("in_hw_swap_out_fortran", ("conv2d", "pair:hw_swapped@input+fortran_order")),
+    ("data_flip_out_hw_swap", ("conv2d", "pair:flip_on_data@input+hw_swapped")),
+    ("weight_as_ohwi_out_fortran", ("conv2d", "pair:weight_layout@weight+fortran_order")),
+    ("mm_transpose_A_out_transposed", ("matmul", "pair:transposed@A+transposed")),
 ])
 
 FAMILIES = {"channels_last": "layouts.json", "torch": "layouts_torch.json",
@@ -79,14 +87,32 @@ EXCEPTIONS = [
      "bfloat16 inputs are already bfloat16"),
     ("loss_unrounded", lambda c: dtype(c) == "float32", "-",
      "a float32 output is not rounded before the loss: nothing to see"),
-    ("loss_unrounded", lambda c: dtype(c) == "bfloat16", "-",
-     "the unrounded loss differs by about 1e-4, the bfloat16 loss gate: it fails only where the "
-     "difference is larger (docs/runners.md: round to the case dtype first)"),
+    ("loss_unrounded", lambda c: dtype(c) == "bfloat16" and "/k0072_ic008/conv2d" in c, "-",
+     "on this cell rounding the output moves the loss by 2 float32 units (1.90298450 vs 1.90298474): "
+     "within the float32 reduction noise of an honest loss, so the loss_on_stored_output check "
+     "cannot decide, and the loss agrees with the reference's to 2 units anyway"),
+    ("fp16_accumulate", lambda c: dtype(c) == "bfloat16", "-",
+     "a float16 accumulator is finer than bfloat16's own rounding of the output: output and loss pass "
+     "every gate"),
+    ("fp16_accumulate", lambda c: dtype(c) == "bfloat16" and "/k0144_ic016/matmul" in c, "none",
+     "output and loss pass; grad_A, computed from dL/dy of the slightly different output, moves one "
+     "bfloat16 unit on 5 of 147456 elements just above the near-zero floor: no hypothesis models "
+     "gradients of a perturbed output, so nothing is named (honestly: \"no hypothesis explains\")"),
     ("bias_missing", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("bias_doubled", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("loss_mean_batch", lambda c: "/k0" in c and c.endswith("/conv2d"), "loss_sum",
      "batch 1: a mean over the batch is the sum, numerically the same mistake"),
 ]
+
+
+def label(d):
+    """The code a diagnosis names; a read + write pair is spelled with both of its codes."""
+    code = d.get("code", "none")
+    if code == "read_write_pair":
+        p = d.get("params") or {}
+        r, w = p.get("read", {}), p.get("write", {})
+        return f'pair:{r.get("code")}@{r.get("tensor")}+{w.get("code")}'
+    return code
 
 
 def allowed(mutant, cell):
@@ -135,7 +161,7 @@ def run_mutant(validate, program, ref, family, work, mutant):
         failing.sort(key=lambda e: order.get(e.get("role", ""), 3))
         e = failing[0]
         d = e.get("diagnosis") or {}
-        named[cell] = (d.get("code", "none"), d.get("summary", e.get("message", "")))
+        named[cell] = (label(d), d.get("summary", e.get("message", "")))
         # The same bytes through a size-1 axis: the planted mistake may be the alias that was
         # listed with the named one (docs/compare.md "Diagnosis").
         for a in (d.get("params") or {}).get("same_bytes_as", []):
@@ -143,8 +169,8 @@ def run_mutant(validate, program, ref, family, work, mutant):
         # Every failing entry that names something must name the same mistake.
         for other in failing[1:]:
             od = other.get("diagnosis") or {}
-            if od.get("code", "none") not in ("none", named[cell][0]):
-                named[cell] = (f'{named[cell][0]}|{other["tensor"]}:{od.get("code")}', named[cell][1])
+            if label(od) not in ("none", named[cell][0]):
+                named[cell] = (f'{named[cell][0]}|{other["tensor"]}:{label(od)}', named[cell][1])
     for cell, codes in aliases.items():
         named[cell] = named[cell] + (codes,)
     return named

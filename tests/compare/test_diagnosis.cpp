@@ -7,6 +7,7 @@
 
 #include "fixture.hpp"
 #include "validate/compare/diagnosis.hpp"
+#include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 
 using namespace validate;
@@ -486,4 +487,304 @@ TEST(Diagnosis, LossAsASumAndGradientsScaled) {
   auto gx = diagnose(g);
   ASSERT_NE(gx.named(), nullptr) << gx.summary;
   EXPECT_EQ(gx.named()->code, "loss_sum");
+}
+
+namespace {
+
+// Round to `bits` significant bits, ties to even (std::nearbyint in the default mode), from the
+// definition: the expectation of the narrow-accumulation tests, independent of the harness's
+// bit-twiddling round_as. bfloat16: 8 bits, float16: 11 bits (normal range only: the sums here
+// stay far from 2^-14 and 65504).
+double round_bits(double v, int bits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  int e;
+  std::frexp(v, &e);
+  const double scale = std::ldexp(1.0, bits - e);
+  return std::nearbyint(v * scale) / scale;
+}
+
+// conv2d with the running sum (started at the bias) rounded after every add, in the order
+// (c, kh, kw) or (kh, kw, c), or `reversed` (c, kh, kw all descending).
+template <class R>
+Tensor conv_narrow(const Conv& g, const Tensor& x, const Tensor& w, const Tensor* b, R round,
+                   bool channels_inner, bool reversed = false) {
+  Tensor y(DType::float32, {g.N, g.O, g.HO(), g.WO()});
+  const std::int64_t CG = g.C / g.G, OG = g.O / g.G;
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.O; ++o)
+      for (std::int64_t oh = 0; oh < g.HO(); ++oh)
+        for (std::int64_t ow = 0; ow < g.WO(); ++ow) {
+          double s = round(b ? b->get(o) : 0.0);
+          auto add = [&](std::int64_t c, std::int64_t u, std::int64_t v) {
+            const std::int64_t ih = oh * g.SH - g.PH + u * g.DH, iw = ow * g.SW - g.PW + v * g.DW;
+            if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return;
+            s = round(s + static_cast<double>(x.get(((n * g.C + (o / OG) * CG + c) * g.H + ih) * g.W + iw)) *
+                              w.get(((o * CG + c) * g.KH + u) * g.KW + v));
+          };
+          if (reversed) {  // neither order the diagnosis tries
+            for (std::int64_t c = CG; c-- > 0;)
+              for (std::int64_t u = g.KH; u-- > 0;)
+                for (std::int64_t v = g.KW; v-- > 0;) add(c, u, v);
+          } else if (channels_inner) {
+            for (std::int64_t u = 0; u < g.KH; ++u)
+              for (std::int64_t v = 0; v < g.KW; ++v)
+                for (std::int64_t c = 0; c < CG; ++c) add(c, u, v);
+          } else {
+            for (std::int64_t c = 0; c < CG; ++c)
+              for (std::int64_t u = 0; u < g.KH; ++u)
+                for (std::int64_t v = 0; v < g.KW; ++v) add(c, u, v);
+          }
+          y.set(((n * g.O + o) * g.HO() + oh) * g.WO() + ow, s);
+        }
+  return y;
+}
+
+bool names_code(const Diagnosis& dx, const std::string& code) {
+  for (const auto& h : dx.matches)
+    if (h.code == code) return true;
+  return false;
+}
+
+}  // namespace
+
+// Accumulation in a narrow type on the all-distinct geometries of cases/smoke.json (batch 2 and 3,
+// stride, dilation, groups, with and without bias), float32 cases: named with its format and
+// summation order, and not taken for operands rounded before the products.
+TEST(Diagnosis, NarrowAccumulationIsNamedWithItsFormatAndOrder) {
+  const Conv odd3{3, 5, 11, 6, 7, 2, 3, 1, 2, 0, 1, 2, 1, 1};  // odd_n3_c5_h11_w6 (bias)
+  struct Row {
+    Conv g;
+    bool bias, inner;
+    int bits;
+    const char *format, *order;
+  };
+  for (const Row& r : {Row{kOdd, false, false, 8, "bfloat16", "c,kh,kw"},
+                       Row{odd3, true, true, 11, "float16", "kh,kw,c"},
+                       Row{odd3, true, false, 8, "bfloat16", "c,kh,kw"}}) {
+    const Conv& g = r.g;
+    Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 41), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 42),
+           b = random_tensor({g.O}, 43);
+    const Tensor* bp = r.bias ? &b : nullptr;
+    auto exact = [](double v) { return v; };
+    Tensor ref = conv_narrow(g, x, w, bp, exact, false);
+    Tensor run = conv_narrow(g, x, w, bp, [&](double v) { return round_bits(static_cast<float>(v), r.bits); }, r.inner);
+    auto dx = diagnose(conv_input(g, ref, run, x, w, bp));
+    ASSERT_NE(dx.named(), nullptr) << r.format << " " << dx.summary;
+    EXPECT_EQ(dx.named()->code, "narrow_accumulation") << dx.summary;
+    EXPECT_EQ(dx.named()->params["format"], r.format) << dx.summary;
+    EXPECT_EQ(dx.named()->params["order"], r.order) << dx.summary;
+    EXPECT_EQ(dx.named()->side, "numeric");
+    EXPECT_FALSE(names_code(dx, "rounded_inputs")) << dx.summary;
+    // The clear-factor rule: its residual is a small fraction of the clean recompute's.
+    EXPECT_LE(dx.named()->max_abs * 4, dx.named()->params["clean_residual"].get<double>());
+    EXPECT_NE(dx.summary.find("running sum rounded to " + std::string(r.format)), std::string::npos)
+        << dx.summary;
+  }
+}
+
+// The other side of the distinction: inputs rounded to bfloat16 before the products (summed
+// exactly) are rounded_inputs, never a narrow accumulator; and float32 summation-order noise that
+// fails an (absurdly) tight gate is explained by nothing, narrow accumulation included.
+TEST(Diagnosis, RoundedInputsAndReorderingNoiseAreNotNarrowAccumulation) {
+  const Conv g = kOdd;
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 44), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 45);
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return static_cast<double>(x.get(((n * g.C + c) * g.H + h) * g.W + ww));
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return static_cast<double>(w.get(((o * (g.C / g.G) + c) * g.KH + u) * g.KW + v));
+  };
+  Tensor ref = g.run(X, Wt, nullptr);
+  {
+    Tensor run = g.run([&](auto... i) { return round_bits(X(i...), 8); },
+                       [&](auto... i) { return round_bits(Wt(i...), 8); }, nullptr);
+    auto dx = diagnose(conv_input(g, ref, run, x, w, nullptr));
+    ASSERT_NE(dx.named(), nullptr) << dx.summary;
+    EXPECT_EQ(dx.named()->code, "rounded_inputs") << dx.summary;
+    EXPECT_EQ(dx.named()->params["format"], "bfloat16");
+    EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
+  }
+  {
+    // float32 accumulation in an order the search does not try: a few float32 units from the
+    // float64 reference, and no closer to a float32 accumulator in another order.
+    Tensor run = conv_narrow(g, x, w, nullptr, [](double v) { return static_cast<double>(static_cast<float>(v)); },
+                             false, true);
+    auto in = conv_input(g, ref, run, x, w, nullptr);
+    in.rtol = 0;
+    in.max_ulp = 0;  // bitwise: the reordering fails it
+    auto dx = diagnose(in);
+    EXPECT_GT(dx.baseline_max_abs, 0) << "the reordering must fail the bitwise gate";
+    EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
+  }
+}
+
+// Two mistakes at once, on the all-distinct geometry: the input read with H and W exchanged AND
+// the output handed over column-major (its bytes NCHW:F under an NCHW declaration). Neither family
+// alone explains it; the pair search names both.
+TEST(Diagnosis, InputReadHwSwappedAndOutputWrittenFortranOrder) {
+  const Conv g = kOdd;
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 51), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 52);
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return x.get(((n * g.C + c) * g.H + h) * g.W + ww);
+  };
+  auto Xswapped = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return x.get(((n * g.C + c) * g.W + ww) * g.H + h);
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return w.get(((o * (g.C / g.G) + c) * g.KH + u) * g.KW + v);
+  };
+  Tensor ref = g.run(X, Wt, nullptr);
+  Tensor run = permuted_bytes(g.run(Xswapped, Wt, nullptr), {3, 2, 1, 0});
+  auto dx = diagnose(conv_input(g, ref, run, x, w, nullptr));
+  ASSERT_NE(dx.named(), nullptr) << dx.summary;
+  const Hypothesis& h = *dx.named();
+  EXPECT_EQ(h.code, "read_write_pair") << dx.summary;
+  EXPECT_EQ(h.params["read"]["code"], "hw_swapped");
+  EXPECT_EQ(h.params["read"]["tensor"], "input");
+  EXPECT_EQ(h.params["read"]["read_as"], "NCWH");
+  EXPECT_EQ(h.params["write"]["code"], "fortran_order");
+  EXPECT_EQ(h.params["write"]["bytes"], "NCHW:F");
+  EXPECT_EQ(h.tensor, "input,output");
+  EXPECT_NE(dx.summary.find("two mistakes at once"), std::string::npos) << dx.summary;
+  EXPECT_NE(dx.summary.find("read input.bin with H and W exchanged"), std::string::npos) << dx.summary;
+  EXPECT_NE(dx.summary.find("wrote output.bin in the opposite memory order"), std::string::npos)
+      << dx.summary;
+  // Neither mistake alone was enough.
+  for (const auto& m : dx.matches) EXPECT_EQ(m.code, "read_write_pair") << m.description;
+}
+
+// Weights read in another layout (OHWI bytes declared HWIO: here the file holds C-order OIHW and
+// the program reads it as HWIO) AND the output written with H and W exchanged.
+TEST(Diagnosis, WeightLayoutAndOutputHwSwapped) {
+  const Conv g = kOdd;
+  const std::int64_t I = g.C / g.G;
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 53), w = random_tensor({g.O, I, g.KH, g.KW}, 54);
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return x.get(((n * g.C + c) * g.H + h) * g.W + ww);
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return w.get(((o * I + c) * g.KH + u) * g.KW + v);
+  };
+  auto Whwio = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return w.get(((u * g.KW + v) * I + c) * g.O + o);
+  };
+  Tensor ref = g.run(X, Wt, nullptr);
+  Tensor run = permuted_bytes(g.run(X, Whwio, nullptr), {0, 1, 3, 2});
+  auto dx = diagnose(conv_input(g, ref, run, x, w, nullptr));
+  ASSERT_NE(dx.named(), nullptr) << dx.summary;
+  EXPECT_EQ(dx.named()->code, "read_write_pair") << dx.summary;
+  EXPECT_EQ(dx.named()->params["read"]["code"], "weight_layout");
+  EXPECT_EQ(dx.named()->params["read"]["read_as"], "HWIO");
+  EXPECT_EQ(dx.named()->params["write"]["code"], "hw_swapped");
+}
+
+// matmul: A read transposed AND the output written transposed; M, K, N all different.
+TEST(Diagnosis, MatmulATransposedAndOutputTransposed) {
+  const std::int64_t M = 9, K = 6, N = 4;
+  Tensor A = random_tensor({M, K}, 55), B = random_tensor({K, N}, 56);
+  Tensor ref(DType::float32, {M, N}), bad(DType::float32, {M, N});
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      double s = 0, t = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        s += A.get(m * K + k) * B.get(k * N + n);
+        t += A.get(k * M + m) * B.get(k * N + n);  // A's bytes read as [K, M]
+      }
+      ref.set(m * N + n, s);
+      bad.set(m * N + n, t);
+    }
+  Tensor run = permuted_bytes(bad, {1, 0});
+  auto in = input_for(ref, run, "MN", "output", "matmul", "output");
+  in.inputs = {{"A", view_of(A)}, {"B", view_of(B)}};
+  in.input_shapes = {{"A", A.shape()}, {"B", B.shape()}};
+  auto dx = diagnose(in);
+  ASSERT_NE(dx.named(), nullptr) << dx.summary;
+  EXPECT_EQ(dx.named()->code, "read_write_pair") << dx.summary;
+  EXPECT_EQ(dx.named()->params["read"]["code"], "transposed");
+  EXPECT_EQ(dx.named()->params["read"]["tensor"], "A");
+  EXPECT_EQ(dx.named()->params["write"]["code"], "transposed");
+}
+
+// The loss held against the program's own stored output (bfloat16 case, all-distinct geometry):
+// a loss on the unrounded output fails even where it is inside the loss gate; the loss of the
+// stored output, or the reference's, or a right loss next to a wrongly written output, do not.
+TEST(LossRoundingCheck, UnroundedLossFailsAndHonestLossesDoNot) {
+  const Conv g = kOdd;
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 61), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 62);
+  auto bf16 = [](double v) { return round_bits(static_cast<float>(v), 8); };
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, bf16(x.get(i)));
+  for (std::int64_t i = 0; i < w.numel(); ++i) w.set(i, bf16(w.get(i)));
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return static_cast<double>(x.get(((n * g.C + c) * g.H + h) * g.W + ww));
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return static_cast<double>(w.get(((o * (g.C / g.G) + c) * g.KH + u) * g.KW + v));
+  };
+  // y in float64 (kept in a double vector: the float32 Tensor would round it), stored as bf16.
+  Tensor y32 = g.run(X, Wt, nullptr);
+  std::vector<double> y(static_cast<std::size_t>(y32.numel()));
+  {
+    const std::int64_t CG = g.C / g.G, OG = g.O / g.G;
+    std::size_t i = 0;
+    for (std::int64_t n = 0; n < g.N; ++n)
+      for (std::int64_t o = 0; o < g.O; ++o)
+        for (std::int64_t oh = 0; oh < g.HO(); ++oh)
+          for (std::int64_t ow = 0; ow < g.WO(); ++ow, ++i) {
+            double s = 0;
+            for (std::int64_t c = 0; c < CG; ++c)
+              for (std::int64_t u = 0; u < g.KH; ++u)
+                for (std::int64_t v = 0; v < g.KW; ++v) {
+                  const std::int64_t ih = oh * g.SH - g.PH + u * g.DH, iw = ow * g.SW - g.PW + v * g.DW;
+                  if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                  s += X(n, (o / OG) * CG + c, ih, iw) * Wt(o, c, u, v);
+                }
+            y[i] = s;
+          }
+  }
+  Tensor t = random_tensor(y32.shape(), 63), stored(DType::float32, y32.shape());
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, bf16(t.get(i)));
+  double lu = 0, ls = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double r = bf16(y[i]);
+    stored.set(static_cast<std::int64_t>(i), r);
+    lu += (y[i] - t.get(static_cast<std::int64_t>(i))) * (y[i] - t.get(static_cast<std::int64_t>(i)));
+    ls += (r - t.get(static_cast<std::int64_t>(i))) * (r - t.get(static_cast<std::int64_t>(i)));
+  }
+  lu /= static_cast<double>(y.size());
+  ls /= static_cast<double>(y.size());
+  ASSERT_GT(std::fabs(lu - ls), 1e-5 * ls) << "the geometry must make the rounding visible";
+  auto in = conv_input(g, stored, stored, x, w, nullptr);
+  in.role = "loss";
+  in.logical = DType::bfloat16;
+  in.inputs["target"] = view_of(t);
+  in.input_shapes["target"] = t.shape();
+  in.input_shapes["output"] = t.shape();
+  in.ref_loss = static_cast<float>(ls);
+  // The mistake: the loss of the unrounded output (as float32), with the right stored output.
+  in.run_loss = static_cast<float>(lu);
+  auto c = check_loss_rounding(in, view_of(stored));
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(c->failed) << c->ratio;
+  EXPECT_LT(c->ratio, LossRoundingCheck::kLimit);
+  EXPECT_NEAR(c->unrounded, lu, 1e-12 * lu);
+  EXPECT_NEAR(c->stored, ls, 1e-12 * ls);
+  EXPECT_NE(c->message.find("loss taken on the unrounded output"), std::string::npos) << c->message;
+  EXPECT_NE(c->message.find("round the output to bfloat16 first"), std::string::npos) << c->message;
+  // Honest: the loss of the stored output, to float32.
+  in.run_loss = static_cast<float>(ls);
+  c = check_loss_rounding(in, view_of(stored));
+  EXPECT_TRUE(!c || !c->failed);
+  // A reduction noisier than 8 float32 units (a naive float32 sum): decided, and still honest.
+  in.run_loss = ls * (1 + 40 * std::ldexp(1.0, -24));
+  c = check_loss_rounding(in, view_of(stored));
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->failed) << c->ratio;
+  // The right loss next to an output written in the wrong layout: the loss is the rounded one.
+  in.run_loss = static_cast<float>(ls) * (1 + 20 * std::ldexp(1.0, -24));
+  Tensor swapped = permuted_bytes(stored, {0, 1, 3, 2});
+  c = check_loss_rounding(in, view_of(swapped));
+  EXPECT_TRUE(!c || !c->failed) << (c ? c->ratio : 0);
+  // float32 cases: nothing to check.
+  in.logical = DType::float32;
+  EXPECT_FALSE(check_loss_rounding(in, view_of(stored)).has_value());
 }

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/pairing.hpp"
 #include "validate/compare/ulp.hpp"
@@ -375,6 +376,11 @@ class Comparer {
       why.push_back(
           fmt::format("loss differs by {:.3g} relative (> {:.3g}): ref {:.9g}, run {:.9g}",
                       l.rel_diff, *gt.loss_rel, l.ref, l.run));
+    // The loss of the output as stored, not of the unrounded one (diagnosis_loss_check.hpp).
+    if (finite)
+      if (auto c = loss_rounding_check(it, l))
+        if (!check("loss_on_stored_output", c->ratio, LossRoundingCheck::kLimit, false))
+          why.push_back(c->message);
     if (!why.empty()) {
       e.verdict = Verdict::failed;
       std::string msg;
@@ -514,6 +520,27 @@ class Comparer {
     in.conv.dilation[1] = p.dilation[1];
     in.conv.groups = p.groups;
     in.conv.bias = p.bias;
+  }
+
+  std::optional<LossRoundingCheck> loss_rounding_check(const PairItem& it, const LossStats& l) {
+    if (it.ref->c.dtype == DType::float32 || !it.run) return std::nullopt;
+    auto o = it.run->ops.find(it.op);
+    if (o == it.run->ops.end() || std::find(o->second.produced.begin(), o->second.produced.end(),
+                                            "output") == o->second.produced.end())
+      return std::nullopt;
+    const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
+    auto out = open_npy(
+        (stdfs::path(it.run_file).parent_path() / it.ref->c.file_name(op, "output")).string());
+    if (!out) return std::nullopt;
+    DiagnosisInput in;
+    in.op = it.op;
+    in.role = "loss";
+    in.logical = it.ref->c.dtype;
+    in.ref_loss = l.ref;
+    in.run_loss = l.run;
+    std::vector<Mapped> keep;
+    add_reference_tensors(it, in, keep);
+    return check_loss_rounding(in, out->view());
   }
 
   Diagnosis loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,

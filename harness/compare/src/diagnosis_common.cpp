@@ -54,9 +54,41 @@ float round_as(float x, Rounding r) {
       return bfloat16_bits_to_float(float_to_bfloat16_bits(x));
     case Rounding::float16:
       return float16_bits_to_float(float_to_float16_bits(x));
-    default:
+    default:  // none, float32: x is a float already
       return x;
   }
+}
+
+double round_accumulator(double s, Rounding r) {
+  return r == Rounding::none ? s : static_cast<double>(round_as(static_cast<float>(s), r));
+}
+
+std::vector<Rounding> accumulators_to_try(DType logical) {
+  if (logical == DType::float32) return {Rounding::float32, Rounding::bfloat16, Rounding::float16};
+  return {Rounding::bfloat16, Rounding::float16};
+}
+
+Hypothesis narrow_accumulation_hypothesis(Rounding r, const std::string& tensors,
+                                          const std::string& order, const std::string& order_words) {
+  Hypothesis h;
+  h.code = "narrow_accumulation";
+  h.tensor = tensors;
+  h.side = "numeric";
+  h.family = "numeric";
+  h.spec = std::string("acc=") + rounding_name(r);  // one kind whatever the order that fits
+  h.rank = 31;
+  h.params = {{"format", rounding_name(r)}, {"order", order}};
+  h.description = fmt::format("recomputed with the running sum rounded to {} after every add ({})",
+                              rounding_name(r), order_words);
+  h.cause = r == Rounding::float32
+                ? "a long sum accumulated one term at a time in float32 (the reference sums in "
+                  "blocks or in double)"
+                : std::string("the accumulator declared as ") + rounding_name(r) +
+                      " (a half-precision register or variable holding the partial sum)";
+  h.fix = r == Rounding::float32
+              ? "accumulate in double, or in float32 blocks (pairwise / per-tile partial sums)"
+              : "accumulate in float32 (or wider) and round once, when the result is stored";
+  return h;
 }
 
 const char* rounding_name(Rounding r) {
@@ -67,6 +99,8 @@ const char* rounding_name(Rounding r) {
       return "bfloat16";
     case Rounding::float16:
       return "float16";
+    case Rounding::float32:
+      return "float32";
     default:
       return "none";
   }

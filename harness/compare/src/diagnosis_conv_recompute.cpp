@@ -40,12 +40,38 @@ struct ConvProblem {
   ConvGeometry g;
   bool bias = false;
   ArrayView b;
-  // The float64 output at a flat canonical output index.
-  double at(std::int64_t i, const Operand& x, const Operand& w, double bias_scale) const {
+  // The float64 output at a flat canonical output index. `acc` other than none: the running sum
+  // (started at the bias) rounded to it after every add, in the order (c, kh, kw) or, with
+  // `channels_inner`, (kh, kw, c) (a channels-last loop nest): accumulation in a narrow type.
+  double at(std::int64_t i, const Operand& x, const Operand& w, double bias_scale,
+            Rounding acc = Rounding::none, bool channels_inner = false) const {
     const std::int64_t ow = i % os[3], oh = (i / os[3]) % os[2], o = (i / (os[3] * os[2])) % os[1],
                        n = i / (os[3] * os[2] * os[1]);
     const std::int64_t cg = ws[1], kh = ws[2], kw = ws[3], c0 = (o / (ws[0] / g.groups)) * cg;
     double s = bias ? bias_scale * read_value(b, o) : 0.0;
+    if (acc != Rounding::none) {
+      s = round_accumulator(s, acc);
+      auto term = [&](std::int64_t c, std::int64_t u, std::int64_t v) {
+        const std::int64_t y = oh * g.stride[0] - g.padding[0] + u * g.dilation[0],
+                           xx = ow * g.stride[1] - g.padding[1] + v * g.dilation[1];
+        if (y < 0 || y >= xs[2] || xx < 0 || xx >= xs[3]) return;
+        const double p = x.load(x.base + n * x.stride[0] + (c0 + c) * x.stride[1] + y * x.stride[2] +
+                                xx * x.stride[3]) *
+                         w.load(w.base + o * w.stride[0] + c * w.stride[1] + u * w.stride[2] +
+                                v * w.stride[3]);
+        s = round_accumulator(s + p, acc);
+      };
+      if (channels_inner) {
+        for (std::int64_t u = 0; u < kh; ++u)
+          for (std::int64_t v = 0; v < kw; ++v)
+            for (std::int64_t c = 0; c < cg; ++c) term(c, u, v);
+      } else {
+        for (std::int64_t c = 0; c < cg; ++c)
+          for (std::int64_t u = 0; u < kh; ++u)
+            for (std::int64_t v = 0; v < kw; ++v) term(c, u, v);
+      }
+      return s;
+    }
     const bool plain = x.round == Rounding::none && w.round == Rounding::none &&
                        x.bytes.storage == DType::float32 && w.bytes.storage == DType::float32;
     const float* xp = reinterpret_cast<const float*>(x.bytes.data);
@@ -84,7 +110,8 @@ bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem&
 
 }  // namespace
 
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y) {
+bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                      Rounding acc, bool channels_inner) {
   ConvProblem P;
   if (in.op != "conv2d" || !make_problem(in, out_shape, P)) return false;
   const std::int64_t numel = shape_numel(out_shape);
@@ -98,7 +125,8 @@ bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vec
   x.prepare();
   w.prepare();
   y.resize(static_cast<std::size_t>(numel));
-  for (std::int64_t i = 0; i < numel; ++i) y[static_cast<std::size_t>(i)] = P.at(i, x, w, 1.0);
+  for (std::int64_t i = 0; i < numel; ++i)
+    y[static_cast<std::size_t>(i)] = P.at(i, x, w, 1.0, acc, channels_inner);
   return true;
 }
 
@@ -129,6 +157,12 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         eval_recompute(in, t, positions, [&](std::int64_t p) { return P.at(p, x, w, bias_scale); });
     finish_recompute(h, e, numel);
     s.add(std::move(h));
+  };
+  std::vector<ReadCandidate> reads;  // the commonest read mistakes, for the read + write pairs
+  auto read_candidate = [&](const Hypothesis& h, Operand x, Operand w) {
+    x.prepare();
+    w.prepare();
+    reads.push_back({h, [&P, x, w](std::int64_t p) { return P.at(p, x, w, 1.0); }});
   };
   const bool x_fortran = dx_decl.find(":F") != std::string::npos,
              w_fortran = dw_decl.find(":F") != std::string::npos;
@@ -162,6 +196,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     h.fix = "check the loop order (or the index expression) where you read input.bin; it is " +
             dx_decl;
     add_aliases(rd, h);
+    if (rd.rank <= 3) read_candidate(h, Operand{xb.view, rd.m}, w0);
     run(h, Operand{xb.view, rd.m}, w0, 1.0);
   }
 
@@ -198,6 +233,9 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       h.cause = "a weight-layout confusion (OIHW / IOHW / HWIO / WHIO / OHWI)";
       h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + dw_decl;
     }
+    // Every other weight layout (the OIHW/IOHW/HWIO/WHIO/OHWI family is most of the 24 orders)
+    // and a flip alone; not layouts and flips together.
+    if (rd.flips.empty() || rd.perm_code.empty()) read_candidate(h, x0, Operand{wb.view, rd.m});
     run(h, x0, Operand{wb.view, rd.m}, 1.0);
   }
 
@@ -227,6 +265,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         axis_words(f));
     h.cause = "the spatial flip applied to the data instead of the weights";
     h.fix = "flip the filter (weight.bin), not the input, or compute a cross-correlation";
+    read_candidate(h, Operand{xb.view, mx}, Operand{wb.view, mw});
     run(h, Operand{xb.view, mx}, Operand{wb.view, mw}, 1.0);
   }
 
@@ -237,6 +276,33 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         r, "input", "the input and weight",
         "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
     run(h, Operand{xb.view, xb.declared, r}, Operand{wb.view, wb.declared, r}, 1.0);
+  }
+  // The running sum kept in a narrow type, in the two usual loop orders. Checked against the
+  // clean float64 recompute on the same positions (kNarrowFactor, diagnosis_internal.hpp).
+  {
+    double clean = -1;  // residual of the clean recompute, computed when first needed
+    for (Rounding r : accumulators_to_try(in.logical))
+      for (bool inner : {false, true}) {
+        Hypothesis h = narrow_accumulation_hypothesis(
+            r, "output", inner ? "kh,kw,c" : "c,kh,kw",
+            inner ? "summed over the kernel window with the channels innermost"
+                  : "summed channel by channel, the kernel window innermost");
+        const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) {
+          return P.at(p, x0, w0, 1.0, r, inner);
+        });
+        finish_recompute(h, e, numel);
+        if (h.passes) {
+          if (clean < 0) {
+            Eval c;
+            for (std::int64_t p : positions)
+              c.add(round_to_logical(P.at(p, x0, w0, 1.0), in.logical), read_value(in.run, p), t);
+            clean = c.max_abs;
+          }
+          h.params["clean_residual"] = clean;
+          h.passes = h.max_abs * kNarrowFactor <= clean;
+        }
+        s.add(std::move(h));
+      }
   }
   if (P.bias) {
     for (double scale : {0.0, 2.0}) {
@@ -253,6 +319,11 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       run(h, x0, w0, scale);
     }
   }
+  // Pairs, unless a read or arithmetic mistake alone explains the output. A write-only match does
+  // not stop them: with stride 1 and symmetric padding, data and filter flipped and the output
+  // written H/W-swapped ARE the output written swapped and flipped, and only the loss (read with
+  // the op, diagnosis_op.cpp) tells the two apart.
+  if (!any_read_match(s)) search_write_pairs(in, s, reads);
 }
 
 }  // namespace validate::compare::detail

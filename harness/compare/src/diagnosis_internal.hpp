@@ -2,6 +2,7 @@
 // Shared by the diagnosis families (diagnosis_*.cpp): reading values, the element test, samples,
 // byte-reading hypotheses relative to a declared layout, and the collector of hypotheses.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace validate::compare::detail {
 float read_value(const ArrayView& v, std::int64_t i);
 // Rounds to the nearest value of `t` (ties to even), as float: tf32 is float32 with a 10-bit
 // mantissa (what Ampere tensor cores multiply), bfloat16 7 bits, float16 10 bits and its range.
-enum class Rounding { none, tf32, bfloat16, float16 };
+enum class Rounding { none, tf32, bfloat16, float16, float32 };
 float round_as(float x, Rounding r);
 float round_to_logical(double x, DType logical);
 const char* rounding_name(Rounding r);
@@ -25,6 +26,23 @@ std::vector<Rounding> roundings_to_try(DType logical);
 // sentence ("the input and weight"), `tf32_off` how to turn TF32 off in that op's library.
 Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, const std::string& words,
                                      const std::string& tf32_off);
+
+// Accumulation in a narrow type: the running sum rounded to `r` after each add (through float32,
+// as a float32 add whose result is stored in a bfloat16/float16 register would). Products stay
+// exact (a float times a float fits a double), so only the accumulator differs from the oracle.
+double round_accumulator(double s, Rounding r);
+// The accumulator types worth trying on a case of `logical` dtype: those that can fail its gate
+// (a float32 accumulator on a bfloat16 or float16 case is far inside their gates).
+std::vector<Rounding> accumulators_to_try(DType logical);
+// code narrow_accumulation, params {format, order}; `order_words` names the summation order.
+Hypothesis narrow_accumulation_hypothesis(Rounding r, const std::string& tensors,
+                                          const std::string& order, const std::string& order_words);
+// A narrow accumulator is an order-dependent rounding pattern: it is named only when its recompute
+// agrees to the element test AND its residual is at most 1/kNarrowFactor of the clean float64
+// recompute's on the same positions. Without the second rule a failure that is mere float32
+// reordering noise, or a bfloat16 case whose clean recompute already sits inside the (doubled)
+// recompute tolerance, would be "explained" by any accumulator.
+constexpr double kNarrowFactor = 4.0;
 
 // The element test of the gate (metrics.hpp), scalar. With no element gate configured, a guarded
 // relative error of 1e-2 stands in, so "agrees" still means something.
@@ -120,11 +138,27 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s);
 void search_loss(const DiagnosisInput& in, Search& s);
 void search_gradient_scale(const DiagnosisInput& in, Search& s);
 
+// Pairs: one read-side mistake and one write-side mistake at once (diagnosis_pairs.cpp). The
+// input-side families hand over their commonest read hypotheses with a recompute function; each
+// is combined with the commonest write readings of the output bytes. Searched when no read or
+// arithmetic hypothesis fits alone (a write-only match does not stop it: see diagnosis_pairs.cpp).
+struct ReadCandidate {
+  Hypothesis h;                                  // the read-side hypothesis, as named alone
+  std::function<double(std::int64_t)> value;     // float64 output at a flat canonical position
+};
+void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads);
+// A match so far that is not a write-side one (side "output").
+bool any_read_match(const Search& s);
+
 // The float64 output at every position, from the canonical reference inputs (for hypotheses
 // that need the whole output, e.g. the loss on the unrounded output). False when the op's inputs
 // are not there or the work exceeds in.full_forward_budget multiply-adds.
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y);
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y);
+// `acc` other than none: the running sum rounded to it after every add (narrow accumulation), in
+// the order (c, kh, kw) or, with `channels_inner`, (kh, kw, c); matmul sums over k in order.
+bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                      Rounding acc = Rounding::none, bool channels_inner = false);
+bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                        Rounding acc = Rounding::none);
 
 // "H and W" / "W"
 std::string axis_words(const std::string& letters);

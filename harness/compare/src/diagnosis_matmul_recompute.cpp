@@ -7,7 +7,8 @@
 
 namespace validate::compare::detail {
 
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y) {
+bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                        Rounding acc) {
   if (in.op != "matmul" || !in.inputs.count("A") || !in.inputs.count("B") ||
       !in.input_shapes.count("A") || !in.input_shapes.count("B") || out_shape.size() != 2)
     return false;
@@ -22,8 +23,10 @@ bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::v
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t k = 0; k < K; ++k) {
       const double a = read_value(A, m * K + k);
-      for (std::int64_t n = 0; n < N; ++n)
-        y[static_cast<std::size_t>(m * N + n)] += a * read_value(B, k * N + n);
+      for (std::int64_t n = 0; n < N; ++n) {
+        double& v = y[static_cast<std::size_t>(m * N + n)];
+        v = round_accumulator(v + a * read_value(B, k * N + n), acc);
+      }
     }
   return true;
 }
@@ -48,20 +51,33 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     const std::vector<int> rev(d.declared.perm.rbegin(), d.declared.perm.rend());
     return LayoutMapping::make(d.declared.shape, rev, d.declared.flip);
   };
+  // The float64 output at flat position i with the operands read through ma, mb and rounded to
+  // r; `acc` other than none: the running sum rounded to it after every add (k ascending).
+  auto value = [&](std::int64_t i, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r,
+                   Rounding acc) {
+    std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
+    double sum = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      ai[1] = k;
+      bi[0] = k;
+      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset(ai)), r)) *
+             round_as(read_value(bb.view, mb.offset(bi)), r);
+      if (acc != Rounding::none) sum = round_accumulator(sum, acc);
+    }
+    return sum;
+  };
   auto run = [&](Hypothesis h, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r) {
     const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
-      std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
-      double acc = 0;
-      for (std::int64_t k = 0; k < K; ++k) {
-        ai[1] = k;
-        bi[0] = k;
-        acc += static_cast<double>(round_as(read_value(ab.view, ma.offset(ai)), r)) *
-               round_as(read_value(bb.view, mb.offset(bi)), r);
-      }
-      return acc;
+      return value(i, ma, mb, r, Rounding::none);
     });
     finish_recompute(h, e, numel);
     s.add(std::move(h));
+  };
+  std::vector<ReadCandidate> reads;  // for the read + write pairs
+  auto read_candidate = [&](const Hypothesis& h, LayoutMapping ma, LayoutMapping mb) {
+    reads.push_back({h, [&value, ma, mb](std::int64_t i) {
+                       return value(i, ma, mb, Rounding::none, Rounding::none);
+                     }});
   };
   const bool a1 = as[0] > 1 && as[1] > 1, b1 = bs[0] > 1 && bs[1] > 1;  // else transposing is a no-op
   if (b1) {
@@ -77,6 +93,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
                     "as [N,K]";
     h.cause = "B read in NK layout (a Linear weight's [out,in]) instead of KN ([in,out])";
     h.fix = "index B as " + db + " (B[k][n]), or transpose the Linear weight before the product";
+    read_candidate(h, ab.declared, transposed(bb));
     run(h, ab.declared, transposed(bb), Rounding::none);
   }
   if (a1) {
@@ -91,6 +108,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     h.description = "your program read A transposed: recomputed with A's bytes read as [K,M]";
     h.cause = "A read in KM (column-major) layout instead of MK";
     h.fix = "index A as " + da + " (A[m][k])";
+    read_candidate(h, transposed(ab), bb.declared);
     run(h, transposed(ab), bb.declared, Rounding::none);
   }
   if (a1 && b1) {
@@ -114,6 +132,29 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
                                              "CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul.allow_tf32 = False");
     run(h, ab.declared, bb.declared, r);
   }
+  // The running sum kept in a narrow type (kNarrowFactor rule, diagnosis_internal.hpp).
+  double clean = -1;
+  for (Rounding acc : accumulators_to_try(in.logical)) {
+    Hypothesis h = narrow_accumulation_hypothesis(acc, "output", "k", "summed over k in order");
+    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
+      return value(i, ab.declared, bb.declared, Rounding::none, acc);
+    });
+    finish_recompute(h, e, numel);
+    if (h.passes) {
+      if (clean < 0) {
+        Eval c;
+        for (std::int64_t p : positions)
+          c.add(round_to_logical(value(p, ab.declared, bb.declared, Rounding::none, Rounding::none),
+                                 in.logical),
+                read_value(in.run, p), t);
+        clean = c.max_abs;
+      }
+      h.params["clean_residual"] = clean;
+      h.passes = h.max_abs * kNarrowFactor <= clean;
+    }
+    s.add(std::move(h));
+  }
+  if (!any_read_match(s)) search_write_pairs(in, s, reads);  // as in conv2d
 }
 
 }  // namespace validate::compare::detail

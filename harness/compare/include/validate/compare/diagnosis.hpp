@@ -8,10 +8,14 @@
 //  - input side (diagnosis_conv_recompute.cpp, diagnosis_matmul_recompute.cpp): the program READ an
 //    input in another layout (any permutation / F order / flips of the data, weight-layout
 //    confusions OIHW/IOHW/HWIO/WHIO/OHWI, a flip on data instead of weights, a transposed matmul
-//    operand) or rounded its inputs (TF32, bfloat16, float16), or lost / doubled the bias. Tested
-//    by recomputing the op with a float64 oracle on sampled output positions.
+//    operand) or rounded its inputs (TF32, bfloat16, float16), accumulated in a narrow type
+//    (float32, bfloat16, float16 running sum), or lost / doubled the bias. Tested by recomputing
+//    the op with a float64 oracle on sampled output positions.
+//  - read + write pairs (diagnosis_pairs.cpp): one read mistake and one write mistake at once,
+//    the commonest of each family combined.
 //  - loss and gradient scale (diagnosis_loss.cpp): the loss as a sum or a mean over the wrong
-//    count, the loss taken on the output before it was rounded to the case dtype.
+//    count, the loss taken on the output before it was rounded to the case dtype, the loss of an
+//    output summed with a narrow accumulator.
 //  - op level (diagnosis_op.cpp): the entries of one op are read together: a write mistake leaves
 //    the loss right, a read mistake does not; the loss and gradients of an op whose output has a
 //    read mistake are attributed to it.
@@ -33,7 +37,8 @@ namespace validate::compare {
 struct Hypothesis {
   // Stable identifier of the mistake: hw_swapped, fortran_order, axes_permuted, transposed,
   // flipped, <perm code>+flipped, filter_descriptor_layout, weight_layout, flip_on_data,
-  // rounded_inputs, bias_missing, bias_doubled, loss_sum, loss_mean_count, loss_unrounded_output.
+  // rounded_inputs, narrow_accumulation, bias_missing, bias_doubled, loss_sum, loss_mean_count,
+  // loss_unrounded_output, read_write_pair (params.read / params.write carry the two codes).
   std::string code;
   std::string tensor;  // the tensor the mistake is in ("input" when the program misread input.bin)
   std::string side;    // "output": the bytes written; "input": what was read; "numeric": arithmetic
