@@ -26,7 +26,8 @@ TEST(BackendRegistry, RefusesADuplicateNameAndAnOptionTwoBackendsWouldShare) {
   EXPECT_NE(dup.message().find("'a' is registered twice"), std::string::npos) << dup.message();
   auto clash = r.add({"b", "", "", "", {{"--y", "", "", false}, {"--x", "", "", false}}, nullptr});
   ASSERT_FALSE(clash);
-  EXPECT_NE(clash.message().find("option --x is already an option of backend 'a'"), std::string::npos)
+  EXPECT_NE(clash.message().find("option --x is already an option of backend 'a'"),
+            std::string::npos)
       << clash.message();
   EXPECT_EQ(r.names(), std::vector<std::string>{"a"});
   auto stray = r.provide("c", nullptr);
@@ -41,7 +42,8 @@ TEST(BackendRegistry, UnknownBackendNamesTheKnownOnes) {
   req.layouts = &*layouts;
   auto r = vb::make_runner("nosuch", req);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.message().find("no such backend (this build knows: oracle, exec, torch, cudnn)"), std::string::npos)
+  EXPECT_NE(r.message().find("no such backend (this build knows: oracle, exec, torch, cudnn)"),
+            std::string::npos)
       << r.message();
   auto oracle = vb::make_runner("oracle", req);
   ASSERT_TRUE(oracle) << oracle.message();
@@ -56,12 +58,14 @@ TEST(BackendRegistry, ExecChecksItsOwnOptions) {
   req.values = {{"--cmd", ""}, {"--timeout", "600"}, {"--keep-work", "0"}};
   auto no_cmd = vb::make_runner("exec", req);
   ASSERT_FALSE(no_cmd);
-  EXPECT_NE(no_cmd.message().find("--backend exec needs --cmd"), std::string::npos) << no_cmd.message();
+  EXPECT_NE(no_cmd.message().find("--backend exec needs --cmd"), std::string::npos)
+      << no_cmd.message();
   req.values["--cmd"] = "true";
   req.values["--timeout"] = "12s";
   auto bad_timeout = vb::make_runner("exec", req);
   ASSERT_FALSE(bad_timeout);
-  EXPECT_NE(bad_timeout.message().find("--timeout '12s' is not a number of seconds"), std::string::npos);
+  EXPECT_NE(bad_timeout.message().find("--timeout '12s' is not a number of seconds"),
+            std::string::npos);
 }
 
 TEST(ModuleEntry, CompilerIdNamesTheStandardLibraryAbi) {

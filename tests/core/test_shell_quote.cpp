@@ -20,8 +20,18 @@ std::string through_sh(const std::string& quoted) {
   return out;
 }
 
-const char* const kHostile[] = {"it's", "$(touch /tmp/validate_shell_quote_ran)", "a b\tc\nd", "`id`",
-                                "\"dq\" \\ back", "*", "~", "'", "''", "-n", "x;y|z&w", "$HOME"};
+const char* const kHostile[] = {"it's",
+                                "$(touch /tmp/validate_shell_quote_ran)",
+                                "a b\tc\nd",
+                                "`id`",
+                                "\"dq\" \\ back",
+                                "*",
+                                "~",
+                                "'",
+                                "''",
+                                "-n",
+                                "x;y|z&w",
+                                "$HOME"};
 
 }  // namespace
 

@@ -7,11 +7,13 @@ namespace validate::backends {
 Backend backend_cudnn() {
   Backend b;
   b.name = "cudnn";
-  b.description = "cuDNN convolutions and cuBLASLt matmuls on --device cuda[:N], fed in the layouts under test";
+  b.description =
+      "cuDNN convolutions and cuBLASLt matmuls on --device cuda[:N], fed in the layouts under test";
   b.module = "cudnn";
   b.build_hint = "configure with the CUDA toolkit and cuDNN (VALIDATE_CUDA=ON)";
   b.options = {
-      {"--conv-mode", "xcorr | conv (CUDNN_CONVOLUTION: weights must be flipped by the layout)", "xcorr", false},
+      {"--conv-mode", "xcorr | conv (CUDNN_CONVOLUTION: weights must be flipped by the layout)",
+       "xcorr", false},
       {"--math", "fma (IEEE float32, no TF32) | tf32 | default", "fma", false},
       {"--algo", "auto | all | NAME for every direction not named by --algo-*", "auto", false},
       {"--algo-fwd", "Forward algorithm", "", false},

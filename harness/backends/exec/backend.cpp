@@ -1,4 +1,5 @@
-// --backend exec: the user's own program, once per case and op (harness/runners/src/exec_runner.cpp).
+// --backend exec: the user's own program, once per case and op
+// (harness/runners/src/exec_runner.cpp).
 #include <cstdlib>
 
 #include "validate/backends/registry.hpp"

@@ -38,19 +38,22 @@ Status check_entry(const ModuleEntry* e, const std::string& path, const std::str
   if (!e || e->magic != kModuleMagic)
     return Error{fmt::format("{}: not a validate module (bad entry point)", path)};
   if (e->abi != kModuleAbi)
-    return Error{fmt::format("{}: module interface version {}, this validate speaks {}: the module is from "
-                             "another release; rebuild and reinstall validate and its modules together",
-                             path, e->abi, kModuleAbi)};
+    return Error{
+        fmt::format("{}: module interface version {}, this validate speaks {}: the module is from "
+                    "another release; rebuild and reinstall validate and its modules together",
+                    path, e->abi, kModuleAbi)};
   std::string problem;
   if (std::string(e->name) != name)
     problem = fmt::format("it is module '{}', not '{}'", e->name, name);
   else if (e->version != harness_version() || e->git_commit != harness_git_commit())
-    problem = fmt::format("it was built from validate {}+{}, this binary is {}+{}", e->version, e->git_commit,
-                          harness_version(), harness_git_commit());
+    problem = fmt::format("it was built from validate {}+{}, this binary is {}+{}", e->version,
+                          e->git_commit, harness_version(), harness_git_commit());
   else if (std::string(e->compiler) != kCompilerId)
-    problem = fmt::format("it was built with '{}', this binary with '{}'", e->compiler, kCompilerId);
+    problem =
+        fmt::format("it was built with '{}', this binary with '{}'", e->compiler, kCompilerId);
   if (problem.empty()) return Status::ok();
-  return Error{fmt::format("{}: {}; rebuild both (cmake --build) or reinstall them together", path, problem)};
+  return Error{fmt::format("{}: {}; rebuild both (cmake --build) or reinstall them together", path,
+                           problem)};
 }
 
 Result<const ModuleHost*> open_module(const std::string& name, const std::string& build_hint) {
@@ -67,7 +70,9 @@ Result<const ModuleHost*> open_module(const std::string& name, const std::string
     if (!handle) return Error{fmt::format("cannot load {}: {}", path.string(), dlerror())};
     using EntryFn = const ModuleEntry* (*)();
     auto fn = reinterpret_cast<EntryFn>(dlsym(handle, kModuleEntrySymbol));
-    if (!fn) return Error{fmt::format("{}: no {} symbol: not a validate module", path.string(), kModuleEntrySymbol)};
+    if (!fn)
+      return Error{fmt::format("{}: no {} symbol: not a validate module", path.string(),
+                               kModuleEntrySymbol)};
     const ModuleEntry* entry = fn();
     if (auto st = check_entry(entry, path.string(), name); !st) return st;
     ModuleHost& h = host();
@@ -98,7 +103,8 @@ Result<const ModuleHost*> load_module(const std::string& name, const std::string
 }
 
 Result<GenerateFn> load_generate() {
-  auto h = load_module("torch", "configure with LibTorch (VALIDATE_TORCH=ON; scripts/install-deps.sh installs it)");
+  auto h = load_module(
+      "torch", "configure with LibTorch (VALIDATE_TORCH=ON; scripts/install-deps.sh installs it)");
   if (!h) return h.status();
   if (!(*h)->generate) return Error{"libvalidate_torch.so loaded but provides no generator"};
   return (*h)->generate;

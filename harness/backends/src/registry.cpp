@@ -18,8 +18,8 @@ Status BackendRegistry::add(Backend b) {
     for (const auto& other : backends_)
       for (const auto& oo : other.options)
         if (oo.flag == o.flag)
-          return Error{fmt::format("backend '{}': option {} is already an option of backend '{}'", b.name,
-                                   o.flag, other.name)};
+          return Error{fmt::format("backend '{}': option {} is already an option of backend '{}'",
+                                   b.name, o.flag, other.name)};
   backends_.push_back(std::move(b));
   return Status::ok();
 }

@@ -18,7 +18,8 @@ BackendRegistry& registry() {
   return *r;
 }
 
-Result<std::unique_ptr<runners::Runner>> make_runner(const std::string& name, const BackendRequest& req) {
+Result<std::unique_ptr<runners::Runner>> make_runner(const std::string& name,
+                                                     const BackendRequest& req) {
   const Backend* b = registry().find(name);
   if (!b)
     return Error{fmt::format("--backend {}: no such backend (this build knows: {})", name,
@@ -29,8 +30,9 @@ Result<std::unique_ptr<runners::Runner>> make_runner(const std::string& name, co
     b = registry().find(name);
   }
   if (!b->make)
-    return Error{fmt::format("--backend {}: module libvalidate_{}.so loaded but does not implement it", name,
-                             b->module)};
+    return Error{
+        fmt::format("--backend {}: module libvalidate_{}.so loaded but does not implement it", name,
+                    b->module)};
   return b->make(req);
 }
 

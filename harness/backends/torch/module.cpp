@@ -12,7 +12,8 @@ Result<std::unique_ptr<runners::Runner>> make_torch(const BackendRequest& req) {
   return runners::make_torch_runner({req.device, req.allow_tf32, req.threads});
 }
 
-Result<generate::GenerateSummary> run_generate(const generate::GenerateOptions& opt, std::ostream& log) {
+Result<generate::GenerateSummary> run_generate(const generate::GenerateOptions& opt,
+                                               std::ostream& log) {
   return generate::generate(opt, log);
 }
 

@@ -18,8 +18,8 @@ std::string shell_quote(std::string_view s) {
 std::string shell_arg(std::string_view s) {
   bool plain = !s.empty();
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' || c == '-' ||
-          c == '=' || c == ':' || c == ','))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' ||
+          c == '-' || c == '=' || c == ':' || c == ','))
       plain = false;
   return plain ? std::string(s) : shell_quote(s);
 }

@@ -23,7 +23,8 @@ namespace validate::backends {
 
 class BackendRegistry;
 
-using GenerateFn = Result<generate::GenerateSummary> (*)(const generate::GenerateOptions&, std::ostream& log);
+using GenerateFn = Result<generate::GenerateSummary> (*)(const generate::GenerateOptions&,
+                                                         std::ostream& log);
 
 // What validate hands a module's provide(): the module fills in what it implements.
 struct ModuleHost {
@@ -50,7 +51,8 @@ struct ModuleEntry {
 // boundary, so both sides must agree.
 #define VALIDATE_STR2(x) #x
 #define VALIDATE_STR(x) VALIDATE_STR2(x)
-inline constexpr const char* kCompilerId = __VERSION__ " cxx11abi=" VALIDATE_STR(_GLIBCXX_USE_CXX11_ABI);
+inline constexpr const char* kCompilerId =
+    __VERSION__ " cxx11abi=" VALIDATE_STR(_GLIBCXX_USE_CXX11_ABI);
 #undef VALIDATE_STR
 #undef VALIDATE_STR2
 
@@ -72,13 +74,17 @@ Result<GenerateFn> load_generate();
 }  // namespace validate::backends
 
 // Defined by each module (harness/backends/<name>/module.cpp) with VALIDATE_DEFINE_MODULE.
-#define VALIDATE_DEFINE_MODULE(module_name, provide_fn)                                           \
-  extern "C" __attribute__((visibility("default"))) const ::validate::backends::ModuleEntry*      \
-  validate_module_entry() {                                                                       \
-    static const std::string version = ::validate::harness_version();                             \
-    static const std::string commit = ::validate::harness_git_commit();                           \
-    static const ::validate::backends::ModuleEntry entry{                                         \
-        ::validate::backends::kModuleMagic, ::validate::backends::kModuleAbi, module_name,         \
-        version.c_str(), commit.c_str(), ::validate::backends::kCompilerId, provide_fn};          \
-    return &entry;                                                                                \
+#define VALIDATE_DEFINE_MODULE(module_name, provide_fn)                                      \
+  extern "C" __attribute__((visibility("default"))) const ::validate::backends::ModuleEntry* \
+  validate_module_entry() {                                                                  \
+    static const std::string version = ::validate::harness_version();                        \
+    static const std::string commit = ::validate::harness_git_commit();                      \
+    static const ::validate::backends::ModuleEntry entry{::validate::backends::kModuleMagic, \
+                                                         ::validate::backends::kModuleAbi,   \
+                                                         module_name,                        \
+                                                         version.c_str(),                    \
+                                                         commit.c_str(),                     \
+                                                         ::validate::backends::kCompilerId,  \
+                                                         provide_fn};                        \
+    return &entry;                                                                           \
   }

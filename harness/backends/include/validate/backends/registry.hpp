@@ -20,7 +20,7 @@ namespace validate::backends {
 // One backend-specific option of `validate run`, e.g. {"--conv-mode", "xcorr | conv", "xcorr"}.
 // Values reach the factory as strings; the factory parses and checks them (an Error is exit 2).
 struct BackendOption {
-  std::string flag;           // "--conv-mode"
+  std::string flag;  // "--conv-mode"
   std::string help;
   std::string default_value;  // "" when there is none
   bool is_flag = false;       // a switch without a value: "1" when given, else default_value
@@ -29,11 +29,11 @@ struct BackendOption {
 // What `validate run` hands every factory.
 struct BackendRequest {
   const layout::LayoutSet* layouts = nullptr;  // never null
-  std::string ref;           // the reference set (exec guards it against writes)
-  std::string device;        // --device; device_given says whether the user gave it
+  std::string ref;                             // the reference set (exec guards it against writes)
+  std::string device;  // --device; device_given says whether the user gave it
   bool device_given = false;
-  int threads = 0;           // --threads (0: the backend's default)
-  bool allow_tf32 = false;   // --allow-tf32
+  int threads = 0;          // --threads (0: the backend's default)
+  bool allow_tf32 = false;  // --allow-tf32
   // Every option of this backend: the value given, else its default_value.
   std::map<std::string, std::string> values;
   std::set<std::string> given;  // the option flags the user actually gave
@@ -75,6 +75,7 @@ BackendRegistry& registry();
 
 // The runner for `req`: the built-in factory, or the backend's module loaded now
 // (module.hpp; "not built into this installation" when it is absent, exit 2).
-Result<std::unique_ptr<runners::Runner>> make_runner(const std::string& backend, const BackendRequest& req);
+Result<std::unique_ptr<runners::Runner>> make_runner(const std::string& backend,
+                                                     const BackendRequest& req);
 
 }  // namespace validate::backends
