@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "validate/compare/compare.hpp"
+#include "validate/core/shell_quote.hpp"
 #include "validate/report/reporter.hpp"
 
 namespace validate::cli {
@@ -34,20 +35,20 @@ int run_compare(const CompareArgs& a) {
   opt.threads = a.threads;
   opt.policy = compare::Policy::builtin();
   std::string prefix =
-      "validate compare " + compare::shell_quote(a.ref) + " " + compare::shell_quote(a.run);
+      "validate compare " + shell_arg(a.ref) + " " + shell_arg(a.run);
   if (!a.policy.empty()) {
     if (Status st = opt.policy.add_file(a.policy); !st) {
       std::cerr << "validate compare: --policy " << st.message() << "\n";
       return 2;
     }
-    prefix += " --policy " + compare::shell_quote(a.policy);
+    prefix += " --policy " + shell_arg(a.policy);
   }
   for (const auto& g : a.gates) {
     if (Status st = opt.policy.add_gate(g); !st) {
       std::cerr << "validate compare: " << st.message() << "\n";
       return 2;
     }
-    prefix += " --gate " + compare::shell_quote(g);
+    prefix += " --gate " + shell_arg(g);
   }
   opt.repro_prefix = prefix;
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "validate/backends/module.hpp"
 #include "validate/generate/generate.hpp"
 
 namespace validate::cli {
@@ -53,7 +54,14 @@ void register_generate(CLI::App& app, int& exit_code) {
     }
     opt.fill = fill == "exact" ? generate::Fill::exact : generate::Fill::random;
     if (seed_opt->count()) opt.seed = seed;
-    auto sum = generate::generate(opt, std::cout);
+    // LibTorch lives in libvalidate_torch.so, loaded only now (backends/module.hpp).
+    auto generate_fn = backends::load_generate();
+    if (!generate_fn) {
+      std::cerr << "validate generate: " << generate_fn.message() << "\n";
+      exit_code = 2;
+      return;
+    }
+    auto sum = (*generate_fn)(opt, std::cout);
     if (!sum) {
       std::cerr << "validate generate: " << sum.message() << "\n";
       exit_code = 2;

@@ -1,29 +1,11 @@
 // The `validate` executable: subcommands register themselves; main only maps outcomes to exit codes.
+// Every subcommand is always compiled in. The ones that need LibTorch or CUDA (generate, run
+// --backend torch|cudnn) load their module when they run (harness/backends), so this binary
+// links neither and a build without them still parses, lists and explains every command.
 #include <iostream>
 
 #include "commands.hpp"
 #include "validate/core/version.hpp"
-
-namespace validate::cli {
-
-// Subcommands whose module is not part of this build register a stub that says so (exit 2).
-// A real definition in another translation unit overrides these weak ones at link time.
-#define VALIDATE_WEAK_COMMAND(fn, name, why)                                                 \
-  __attribute__((weak)) void fn(CLI::App& app, int& exit_code) {                             \
-    auto* sub = app.add_subcommand(name, std::string(name) + " (not available: " why ")");   \
-    sub->allow_extras();                                                                     \
-    sub->callback([&exit_code] {                                                             \
-      std::cerr << "validate " name ": not available in this build (" why ")\n";             \
-      exit_code = 2;                                                                         \
-    });                                                                                      \
-  }
-VALIDATE_WEAK_COMMAND(register_generate, "generate", "built without LibTorch")
-VALIDATE_WEAK_COMMAND(register_run, "run", "runners module not built")
-VALIDATE_WEAK_COMMAND(register_compare, "compare", "compare module not built")
-VALIDATE_WEAK_COMMAND(register_probe, "probe", "layout module not built")
-#undef VALIDATE_WEAK_COMMAND
-
-}  // namespace validate::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"validate: prove two numerical stacks compute the same conv2d and matmul", "validate"};

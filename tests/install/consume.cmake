@@ -35,6 +35,23 @@ foreach(f ${_targets})
   endif()
 endforeach()
 
+# The installed binary finds the modules installed beside it (bin/ -> lib/validate), not the build
+# tree's: each module the build made must load from the prefix (issue 11, harness/backends).
+get_filename_component(_smoke "${REFERENCE_NPY}" DIRECTORY)
+get_filename_component(_smoke "${_smoke}" DIRECTORY)
+file(GLOB _built_modules "${BUILD_DIR}/lib/validate/libvalidate_*.so")
+foreach(m ${_built_modules})
+  get_filename_component(_name "${m}" NAME)
+  file(GLOB_RECURSE _installed "${prefix}/*/${_name}")
+  if(NOT _installed)
+    message(FATAL_ERROR "install test: ${_name} was built but not installed under ${prefix}")
+  endif()
+endforeach()
+if(EXISTS "${BUILD_DIR}/lib/validate/libvalidate_torch.so")
+  step("the installed validate loads its torch module" "${prefix}/bin/validate" run --backend torch
+       --ref "${_smoke}" --out "${WORK_DIR}/torch_run" --only "^float32/k0072" --progress 0)
+endif()
+
 # Libraries built with -fsanitize (VALIDATE_SANITIZE) need the sanitizer runtimes in the consumer.
 set(flags)
 if(SANITIZE)

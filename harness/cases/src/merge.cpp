@@ -194,137 +194,147 @@ Result<Json> unsharded_cases(const std::vector<ShardInfo>& infos, bool complete)
   return out;
 }
 
-}  // namespace
-
-Result<MergeSummary> merge_sets(const std::string& out, const std::vector<std::string>& shards,
-                                const MergeOptions& opt) {
-  if (shards.empty()) return Error{"no shard directories given"};
-
-  MergeSummary sum;
+// Everything read from the shards before anything is written.
+struct Inventory {
+  std::string format;  // the shards' manifest format (reference set or run)
+  bool reference = false;
+  std::vector<ShardInfo> infos;
   std::map<std::string, std::string> owner;  // case key -> shard that has it
   std::map<std::string, std::pair<std::string, ManifestEntry>> files;  // rel -> (source, entry)
   Json sysinfo = Json::object();
-  std::string format;
   Json shard_list = Json::array();
-  std::vector<ShardInfo> infos;
-  for (const auto& dir : shards) {
-    auto m = read_manifest(dir);
-    if (!m) return Error{"shard " + dir + ": " + m.message()};
-    std::string f = m->value("format", "");
-    if (format.empty()) format = f;
-    if (f != format)
-      return Error{fmt::format("shard {} is a '{}' set, the first shard is '{}'", dir, f, format)};
-    if (m->contains("failed_cases"))
-      return Error{"shard " + dir + " has failed cases; regenerate it first"};
-    const bool reference = format == kReferenceFormat;
-    ShardInfo info;
-    info.dir = dir;
-    info.desc_path = (stdfs::path(dir) / (reference ? "config.json" : "run_info.json")).string();
-    auto desc = read_json(info.desc_path);
-    if (!desc) return desc.status();
-    info.desc = std::move(*desc);
-    read_selection(info);
-    if (!infos.empty()) VALIDATE_TRY(check_same_sweep(infos.front(), info, reference));
-    if (sysinfo.empty() && fs::exists(dir + "/system_info.json"))
-      if (auto s = read_json(dir + "/system_info.json")) sysinfo = *s;
-    shard_list.push_back(stdfs::absolute(dir).lexically_normal().string());
-    // Case keys of this shard, from its metadata (reference) or run (run dir) files.
-    for (auto& [rel, e] : (*m)["files"].items()) {
-      for (const char* suffix : {"_metadata.json", "_run.json"}) {
-        std::string s(suffix);
-        if (rel.size() > s.size() && rel.compare(rel.size() - s.size(), s.size(), s) == 0)
-          info.keys.insert(rel.substr(0, rel.size() - s.size()));
-      }
-    }
-    for (const auto& k : info.keys) {
-      auto [it, fresh] = owner.emplace(k, dir);
-      if (!fresh)
-        return Error{
-            fmt::format("case {} is in both {} and {}: shards overlap", k, it->second, dir)};
-      ++sum.cases;
-    }
-    for (auto& [rel, e] : (*m)["files"].items()) {
-      if (is_set_file(rel)) continue;
-      auto src = fs::join_inside(dir, rel);
-      if (!src) return Error{"" + dir + "/manifest.json: " + src.message()};
-      if (case_key_of(rel, info.keys).empty() && rel.rfind("variants/", 0) != 0)
-        return Error{"" + *src + " belongs to no case of its shard"};
-      ManifestEntry me{e.value("size", std::uint64_t{0}), e.value("sha256", std::string())};
-      auto [it, fresh] = files.emplace(rel, std::make_pair(*src, me));
-      if (!fresh && it->second.second.sha256 != me.sha256)
-        return Error{fmt::format("{} differs between {} and {}: conflicting shards", rel,
-                                 it->second.first, *src)};
-    }
-    infos.push_back(std::move(info));
-    ++sum.shards;
-  }
-  auto missing = check_cover(infos, opt.allow_partial);
-  if (!missing) return missing.status();
-  sum.missing = *missing;
-  const bool complete =
-      sum.missing.empty() && std::all_of(infos.begin(), infos.end(),
-                                         [](const ShardInfo& s) { return s.shard.has_value(); });
-  const bool reference = format == kReferenceFormat;
+  MergeSummary sum;
+};
 
-  // The set-level files, worked out before anything is written.
-  Json selection = {{"merged_from", shard_list}};
+// The case keys of a shard, from its metadata (reference) or run (run dir) file names.
+std::set<std::string> case_keys(const Json& manifest) {
+  std::set<std::string> keys;
+  for (auto& [rel, e] : manifest["files"].items()) {
+    for (const char* suffix : {"_metadata.json", "_run.json"}) {
+      std::string s(suffix);
+      if (rel.size() > s.size() && rel.compare(rel.size() - s.size(), s.size(), s) == 0)
+        keys.insert(rel.substr(0, rel.size() - s.size()));
+    }
+  }
+  return keys;
+}
+
+// Reads one shard into `inv`: its manifest, config/run_info (same sweep as the first shard), its
+// cases (none already owned by another shard) and files (none conflicting with another's).
+Status read_shard(const std::string& dir, Inventory& inv) {
+  auto m = read_manifest(dir);
+  if (!m) return Error{"shard " + dir + ": " + m.message()};
+  std::string f = m->value("format", "");
+  if (inv.format.empty()) inv.format = f;
+  if (f != inv.format)
+    return Error{fmt::format("shard {} is a '{}' set, the first shard is '{}'", dir, f, inv.format)};
+  if (m->contains("failed_cases")) return Error{"shard " + dir + " has failed cases; regenerate it first"};
+  inv.reference = inv.format == kReferenceFormat;
+  ShardInfo info;
+  info.dir = dir;
+  info.desc_path = (stdfs::path(dir) / (inv.reference ? "config.json" : "run_info.json")).string();
+  auto desc = read_json(info.desc_path);
+  if (!desc) return desc.status();
+  info.desc = std::move(*desc);
+  read_selection(info);
+  if (!inv.infos.empty()) VALIDATE_TRY(check_same_sweep(inv.infos.front(), info, inv.reference));
+  if (inv.sysinfo.empty() && fs::exists(dir + "/system_info.json"))
+    if (auto s = read_json(dir + "/system_info.json")) inv.sysinfo = *s;
+  inv.shard_list.push_back(stdfs::absolute(dir).lexically_normal().string());
+  info.keys = case_keys(*m);
+  for (const auto& k : info.keys) {
+    auto [it, fresh] = inv.owner.emplace(k, dir);
+    if (!fresh) return Error{fmt::format("case {} is in both {} and {}: shards overlap", k, it->second, dir)};
+    ++inv.sum.cases;
+  }
+  for (auto& [rel, e] : (*m)["files"].items()) {
+    if (is_set_file(rel)) continue;
+    auto src = fs::join_inside(dir, rel);
+    if (!src) return Error{"" + dir + "/manifest.json: " + src.message()};
+    if (case_key_of(rel, info.keys).empty() && rel.rfind("variants/", 0) != 0)
+      return Error{"" + *src + " belongs to no case of its shard"};
+    ManifestEntry me{e.value("size", std::uint64_t{0}), e.value("sha256", std::string())};
+    auto [it, fresh] = inv.files.emplace(rel, std::make_pair(*src, me));
+    if (!fresh && it->second.second.sha256 != me.sha256)
+      return Error{fmt::format("{} differs between {} and {}: conflicting shards", rel, it->second.first, *src)};
+  }
+  inv.infos.push_back(std::move(info));
+  ++inv.sum.shards;
+  return Status::ok();
+}
+
+// The set-level files of the merged set (relative path -> text), worked out before anything is
+// written: config.json and README.md for a reference set, run_info.json for a run.
+struct SetFiles {
+  std::vector<std::pair<std::string, std::string>> texts;
+};
+
+// A reference set's config.json (the unsharded expanded list, dtypes in order of first
+// appearance, as generate records them) and README.md (from every case's metadata).
+Status reference_set_files(const Inventory& inv, const Json& selection, bool complete, SetFiles& out) {
+  auto expanded = unsharded_cases(inv.infos, complete);
+  if (!expanded) return expanded.status();
+  Json config = inv.infos.front().desc;
+  config["selection"] = selection;
+  Json dtypes = Json::array();
+  for (const auto& c : *expanded) {
+    const Json d = c.value("dtype", std::string());
+    if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
+  }
+  config["dtypes"] = dtypes;
+  config["expanded_cases"] = *expanded;
+  std::vector<Case> list;
+  for (const auto& c : *expanded) {
+    const std::string key = c.value("dtype", std::string()) + "/" + c.value("name", std::string());
+    const std::string meta_path = (stdfs::path(inv.owner.at(key)) / (key + "_metadata.json")).string();
+    auto meta = read_json(meta_path);
+    if (!meta) return meta.status();
+    auto rc = case_from_metadata(*meta, meta_path);
+    if (!rc) return rc.status();
+    list.push_back(std::move(*rc));
+  }
+  const Json* seed = member(config, "seed");
+  const Json* fill = member(config, "fill");
+  std::string readme = set_readme(
+      list, fmt::format("{} shard{} merged by `validate merge`", inv.sum.shards, inv.sum.shards == 1 ? "" : "s"),
+      seed && seed->is_number_unsigned() ? seed->get<std::uint64_t>() : 0,
+      fill && fill->is_string() ? fill->get<std::string>() : "random");
+  out.texts.emplace_back("config.json", config.dump(2) + "\n");
+  out.texts.emplace_back("README.md", readme);
+  return Status::ok();
+}
+
+Result<SetFiles> set_files(const Inventory& inv, bool complete) {
+  Json selection = {{"merged_from", inv.shard_list}};
   if (!complete) {
     selection["partial"] = true;
-    selection["missing_shards"] = sum.missing;
+    selection["missing_shards"] = inv.sum.missing;
   }
-  Json config, runinfo;
-  std::string readme;
-  if (reference) {
-    auto expanded = unsharded_cases(infos, complete);
-    if (!expanded) return expanded.status();
-    config = infos.front().desc;
-    config["selection"] = selection;
-    // dtypes as generate records them: in order of first appearance in the expanded list.
-    Json dtypes = Json::array();
-    for (const auto& c : *expanded) {
-      const Json d = c.value("dtype", std::string());
-      if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
-    }
-    config["dtypes"] = dtypes;
-    config["expanded_cases"] = *expanded;
-    std::vector<Case> list;
-    for (const auto& c : *expanded) {
-      const std::string key =
-          c.value("dtype", std::string()) + "/" + c.value("name", std::string());
-      const std::string meta_path =
-          (stdfs::path(owner.at(key)) / (key + "_metadata.json")).string();
-      auto meta = read_json(meta_path);
-      if (!meta) return meta.status();
-      auto rc = case_from_metadata(*meta, meta_path);
-      if (!rc) return rc.status();
-      list.push_back(std::move(*rc));
-    }
-    const Json* seed = member(config, "seed");
-    const Json* fill = member(config, "fill");
-    readme = set_readme(list,
-                        fmt::format("{} shard{} merged by `validate merge`", sum.shards,
-                                    sum.shards == 1 ? "" : "s"),
-                        seed && seed->is_number_unsigned() ? seed->get<std::uint64_t>() : 0,
-                        fill && fill->is_string() ? fill->get<std::string>() : "random");
+  SetFiles files;
+  if (inv.reference) {
+    VALIDATE_TRY(reference_set_files(inv, selection, complete, files));
   } else {
-    runinfo = infos.front().desc;
+    Json runinfo = inv.infos.front().desc;
     runinfo["selection"] = selection;
-    runinfo["merged_from"] = shard_list;
+    runinfo["merged_from"] = inv.shard_list;
+    files.texts.emplace_back("run_info.json", runinfo.dump(2) + "\n");
   }
+  if (!inv.sysinfo.empty()) {
+    Json sysinfo = inv.sysinfo;
+    sysinfo["merged_from"] = inv.shard_list;
+    files.texts.emplace_back("system_info.json", sysinfo.dump(2) + "\n");
+  }
+  return files;
+}
 
-  // A new or empty OUT (or --overwrite), never one of the shards or inside one, one writer: no
-  // file of an earlier set is mistaken for part of the merged one. Claimed only now, after every
-  // check, so a refused merge leaves nothing behind.
-  auto out_dir = fs::claim_output_dir(out, {"OUT", shards, opt.overwrite, false});
-  if (!out_dir) return out_dir.status();
-  FileMap written;
-  for (const auto& [rel, src] : files) {
+// Copies every case file into `out`, each re-hashed against its shard's manifest on the way.
+Status copy_case_files(const std::string& out, const Inventory& inv, FileMap& written, MergeSummary& sum) {
+  for (const auto& [rel, src] : inv.files) {
     auto map = MappedFile::open(src.first);
     if (!map) return map.status();
     std::string h = sha256_hex(map->data(), map->size());
     if (h != src.second.sha256)
-      return Error{fmt::format("{} hashes to {} but its shard's manifest says {}", src.first, h,
-                               src.second.sha256)};
+      return Error{fmt::format("{} hashes to {} but its shard's manifest says {}", src.first, h, src.second.sha256)};
     std::string dst = (stdfs::path(out) / rel).string();
     VALIDATE_TRY(fs::make_dirs(stdfs::path(dst).parent_path().string()));
     VALIDATE_TRY(fs::write_atomic(dst, map->data(), map->size()));
@@ -332,24 +342,40 @@ Result<MergeSummary> merge_sets(const std::string& out, const std::vector<std::s
     sum.bytes += map->size();
     ++sum.files;
   }
-  auto add_text = [&](const std::string& rel, const std::string& text) -> Status {
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<MergeSummary> merge_sets(const std::string& out, const std::vector<std::string>& shards,
+                                const MergeOptions& opt) {
+  if (shards.empty()) return Error{"no shard directories given"};
+  Inventory inv;
+  for (const auto& dir : shards) VALIDATE_TRY(read_shard(dir, inv));
+  auto missing = check_cover(inv.infos, opt.allow_partial);
+  if (!missing) return missing.status();
+  inv.sum.missing = *missing;
+  const bool complete = inv.sum.missing.empty() &&
+                        std::all_of(inv.infos.begin(), inv.infos.end(),
+                                    [](const ShardInfo& s) { return s.shard.has_value(); });
+  auto texts = set_files(inv, complete);
+  if (!texts) return texts.status();
+
+  // A new or empty OUT (or --overwrite), never one of the shards or inside one, one writer: no
+  // file of an earlier set is mistaken for part of the merged one. Claimed only now, after every
+  // check, so a refused merge leaves nothing behind.
+  auto out_dir = fs::claim_output_dir(out, {"OUT", shards, opt.overwrite, false});
+  if (!out_dir) return out_dir.status();
+  MergeSummary sum = inv.sum;
+  FileMap written;
+  VALIDATE_TRY(copy_case_files(out, inv, written, sum));
+  for (const auto& [rel, text] : texts->texts) {
     VALIDATE_TRY(fs::write_atomic((stdfs::path(out) / rel).string(), text));
     written[rel] = {text.size(), sha256_hex(text.data(), text.size())};
-    return Status::ok();
-  };
-  if (reference) {
-    VALIDATE_TRY(add_text("config.json", config.dump(2) + "\n"));
-    VALIDATE_TRY(add_text("README.md", readme));
-  } else {
-    VALIDATE_TRY(add_text("run_info.json", runinfo.dump(2) + "\n"));
   }
-  if (!sysinfo.empty()) {
-    sysinfo["merged_from"] = shard_list;
-    VALIDATE_TRY(add_text("system_info.json", sysinfo.dump(2) + "\n"));
-  }
-  Json extra = {{"merged_from", shard_list}, {"cases", sum.cases}};
+  Json extra = {{"merged_from", inv.shard_list}, {"cases", sum.cases}};
   if (!complete) extra["partial"] = true;
-  VALIDATE_TRY(write_manifest(out, format, written, extra));
+  VALIDATE_TRY(write_manifest(out, inv.format, written, extra));
   return sum;
 }
 

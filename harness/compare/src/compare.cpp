@@ -22,6 +22,7 @@
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/shell_quote.hpp"
 #include "validate/core/version.hpp"
 
 namespace validate::compare {
@@ -168,8 +169,8 @@ class Comparer {
   }
 
   std::string repro(const Entry& e, const std::string& label) const {
-    std::string cmd = opt_.repro_prefix.empty() ? "validate compare " + shell_quote(opt_.ref_dir) +
-                                                      " " + shell_quote(opt_.run_dir)
+    std::string cmd = opt_.repro_prefix.empty() ? "validate compare " + shell_arg(opt_.ref_dir) +
+                                                      " " + shell_arg(opt_.run_dir)
                                                 : opt_.repro_prefix;
     auto regex_literal = [](const std::string& text) {
       std::string out;
@@ -179,8 +180,8 @@ class Comparer {
       }
       return "^" + out + "$";
     };
-    cmd += " --only " + shell_quote(regex_literal(e.id()));
-    if (!label.empty()) cmd += " --variant " + shell_quote(regex_literal(label));
+    cmd += " --only " + shell_arg(regex_literal(e.id()));
+    if (!label.empty()) cmd += " --variant " + shell_arg(regex_literal(label));
     return cmd;
   }
 

@@ -125,16 +125,4 @@ std::string format_coords(std::int64_t index, const Shape& shape, const std::str
   return s;
 }
 
-std::string shell_quote(const std::string& s) {
-  bool plain = !s.empty();
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '.' || c == '_' ||
-          c == '-' || c == '=' || c == ':' || c == ','))
-      plain = false;
-  if (plain) return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 }  // namespace validate::compare

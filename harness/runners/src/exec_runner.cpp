@@ -19,6 +19,7 @@
 #include "validate/core/json_io.hpp"
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/core/shell_quote.hpp"
 #include "validate/core/tree.hpp"
 #include "validate/layout/convert.hpp"
 #include "validate/runners/interrupt.hpp"
@@ -58,12 +59,6 @@ std::string normal_dir(const std::string& p) {
 bool within(const std::string& p, const std::string& root) {
   return p == root ||
          (p.size() > root.size() && p.compare(0, root.size(), root) == 0 && p[root.size()] == '/');
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
 }
 
 // Which gradients the layout file names, per op. LayoutSet gives every tensor of an op the file

@@ -116,7 +116,4 @@ GateResult check_tensor_gates(const TensorStats& s, const Gates& gates, const Sh
 // "n=0 c=5 h=31 w=0" from a flat C-order index, the shape and canonical axis letters.
 std::string format_coords(std::int64_t index, const Shape& shape, const std::string& axes);
 
-// Shell-quotes an argument for a copy-pasteable command line.
-std::string shell_quote(const std::string& s);
-
 }  // namespace validate::compare

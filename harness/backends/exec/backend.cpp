@@ -1,0 +1,41 @@
+// --backend exec: the user's own program, once per case and op
+// (harness/runners/src/exec_runner.cpp).
+#include <cstdlib>
+
+#include "validate/backends/registry.hpp"
+#include "validate/runners/exec_runner.hpp"
+
+namespace validate::backends {
+
+namespace {
+
+Result<std::unique_ptr<runners::Runner>> make_exec(const BackendRequest& req) {
+  runners::ExecOptions exec;
+  exec.cmd = req.value("--cmd");
+  if (exec.cmd.empty()) return Error{"--backend exec needs --cmd 'PROGRAM {dir}'"};
+  const std::string& t = req.value("--timeout");
+  char* end = nullptr;
+  exec.timeout_s = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0') return Error{"--timeout '" + t + "' is not a number of seconds"};
+  // its range (> 0, at most a week) is checked by the runner's prepare()
+  exec.keep_work = req.value("--keep-work") == "1";
+  exec.guard_dirs = {req.ref};  // a program that writes into the reference set fails its case
+  return runners::make_exec_runner(exec, *req.layouts);
+}
+
+}  // namespace
+
+Backend backend_exec() {
+  Backend b;
+  b.name = "exec";
+  b.description = "your own program, run once per case and op on files in its declared layouts";
+  b.options = {
+      {"--cmd", "Command run per case and op; {dir} {case} {op} {dtype} are expanded", "", false},
+      {"--timeout", "Seconds before the program is killed", "600", false},
+      {"--keep-work", "Keep the inputs written for the program in RUN/work", "0", true},
+  };
+  b.make = make_exec;
+  return b;
+}
+
+}  // namespace validate::backends

@@ -1,0 +1,17 @@
+// --backend oracle: float64 on the CPU, no dependency (harness/runners/src/oracle_runner.cpp).
+#include "validate/backends/registry.hpp"
+#include "validate/runners/oracle_runner.hpp"
+
+namespace validate::backends {
+
+Backend backend_oracle() {
+  Backend b;
+  b.name = "oracle";
+  b.description = "float64 on the CPU from the definitions, computed in the layouts under test";
+  b.make = [](const BackendRequest& req) -> Result<std::unique_ptr<runners::Runner>> {
+    return runners::make_oracle_runner(*req.layouts, runners::OracleOptions{req.threads});
+  };
+  return b;
+}
+
+}  // namespace validate::backends
