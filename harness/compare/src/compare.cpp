@@ -525,16 +525,14 @@ class Comparer {
 
   std::optional<LossRoundingCheck> loss_rounding_check(const PairItem& it, const LossStats& l) {
     if (it.ref->c.dtype == DType::float32 || !it.run) return std::nullopt;
-    auto o = it.run->ops.find(it.op);
-    if (o == it.run->ops.end() || std::find(o->second.produced.begin(), o->second.produced.end(),
-                                            "output") == o->second.produced.end())
+    const cases::OpRunRecord* o = it.run->op(*it.op);
+    if (!o || std::find(o->produced.begin(), o->produced.end(), "output") == o->produced.end())
       return std::nullopt;
-    const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
     auto out = open_npy(
-        (stdfs::path(it.run_file).parent_path() / it.ref->c.file_name(op, "output")).string());
+        (stdfs::path(it.run_file).parent_path() / it.ref->c.file_name(*it.op, "output")).string());
     if (!out) return std::nullopt;
     DiagnosisInput in;
-    in.op = it.op;
+    in.op = cases::op_name(*it.op);
     in.role = "loss";
     in.logical = it.ref->c.dtype;
     in.ref_loss = l.ref;
