@@ -2,6 +2,7 @@
 #include "validate/compare/self_check.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -22,12 +23,21 @@
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare {
 
 namespace stdfs = std::filesystem;
 
 namespace {
+
+// A pair item's op name back to its id: pairing builds items from the registry, so the name is
+// always a registered op (asserted; never a silent fallback to another op).
+cases::Op op_id(const std::string& name) {
+  const ops::OpDef* d = ops::find(name);
+  assert(d && "pair items name registered ops");
+  return d->id();
+}
 
 // A memory-mapped .npy: the map (read front to back, so the kernel reads ahead) and its header.
 struct Mapped {
@@ -161,7 +171,7 @@ class Comparer {
     if (it.kind == PairItem::Kind::op_outcome &&
         it.ref) {  // an op-level entry stands for all its tensors
       for (const auto& t :
-           it.ref->c.tensors(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul))
+           it.ref->c.tensors(op_id(it.op)))
         if (std::regex_search(base + "/" + t.name, re)) return true;
     }
     return false;
@@ -420,7 +430,7 @@ class Comparer {
       return "";
     const std::string f =
         (stdfs::path(oracle_->root) / it.dtype /
-         it.ref->c.file_name(it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul, it.tensor))
+         it.ref->c.file_name(op_id(it.op), it.tensor))
             .string();
     return fs::exists(f) ? f : "";
   }
@@ -498,7 +508,7 @@ class Comparer {
   static void add_reference_tensors(const PairItem& it, DiagnosisInput& in,
                                     std::vector<Mapped>& keep) {
     keep.reserve(8);
-    const cases::Op op = it.op == "conv2d" ? cases::Op::conv2d : cases::Op::matmul;
+    const cases::Op op = op_id(it.op);
     for (const auto& t : it.ref->c.tensors(op)) {
       if (t.name != "output" && t.role != cases::Role::input) continue;
       auto m = open_npy((stdfs::path(it.ref->dtype_dir) / it.ref->c.file_name(op, t.name)).string());
@@ -507,15 +517,17 @@ class Comparer {
       in.inputs[t.name] = keep.back().view();
       in.input_shapes[t.name] = t.shape;
     }
-    const auto& p = it.ref->c.conv;
-    in.conv.stride[0] = p.stride[0];
-    in.conv.stride[1] = p.stride[1];
-    in.conv.padding[0] = p.padding[0];
-    in.conv.padding[1] = p.padding[1];
-    in.conv.dilation[0] = p.dilation[0];
-    in.conv.dilation[1] = p.dilation[1];
-    in.conv.groups = p.groups;
-    in.conv.bias = p.bias;
+    if (const auto* inst = it.ref->c.find(cases::Op::conv2d); inst && op == cases::Op::conv2d) {
+      const auto& p = std::get<cases::ConvParams>(inst->params);
+      in.conv.stride[0] = p.stride[0];
+      in.conv.stride[1] = p.stride[1];
+      in.conv.padding[0] = p.padding[0];
+      in.conv.padding[1] = p.padding[1];
+      in.conv.dilation[0] = p.dilation[0];
+      in.conv.dilation[1] = p.dilation[1];
+      in.conv.groups = p.groups;
+      in.conv.bias = p.bias;
+    }
   }
 
   Diagnosis loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,

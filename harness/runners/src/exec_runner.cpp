@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "validate/core/npy.hpp"
 #include "validate/core/tree.hpp"
 #include "validate/layout/convert.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/runners/interrupt.hpp"
 
 extern char** environ;
@@ -276,26 +278,9 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
 
   // case.json: everything a program with a JSON parser needs.
-  Json params;
-  if (task.op == cases::Op::conv2d) {
-    const auto& p = c.conv;
-    params = {{"N", p.n},
-              {"C", p.c},
-              {"H", p.h},
-              {"W", p.w},
-              {"O", p.o},
-              {"KH", p.kh},
-              {"KW", p.kw},
-              {"stride", {p.stride[0], p.stride[1]}},
-              {"padding", {p.padding[0], p.padding[1]}},
-              {"dilation", {p.dilation[0], p.dilation[1]}},
-              {"groups", p.groups},
-              {"bias", p.bias},
-              {"Hout", p.hout()},
-              {"Wout", p.wout()}};
-  } else {
-    params = {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
-  }
+  const cases::OpInstance* inst = c.find(task.op);
+  assert(inst && "run_driver hands out only the case's own ops");
+  const Json params = ops::find(task.op).exec_params(inst->params);
   Json tensors = Json::object();
   Json layouts_used = Json::object();
   for (const auto* group : {&inputs, &results})
@@ -352,30 +337,8 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   set("VALIDATE_FORMAT", layouts_.format);
   // Its temporary files belong in its work directory, not in a /tmp shared with everything else.
   for (const char* k : {"TMPDIR", "TMP", "TEMP"}) set(k, tmp);
-  std::vector<std::pair<const char*, std::int64_t>> sizes;
-  if (task.op == cases::Op::conv2d) {
-    const auto& p = c.conv;
-    sizes = {{"VALIDATE_N", p.n},
-             {"VALIDATE_C", p.c},
-             {"VALIDATE_H", p.h},
-             {"VALIDATE_W", p.w},
-             {"VALIDATE_O", p.o},
-             {"VALIDATE_KH", p.kh},
-             {"VALIDATE_KW", p.kw},
-             {"VALIDATE_SH", p.stride[0]},
-             {"VALIDATE_SW", p.stride[1]},
-             {"VALIDATE_PH", p.padding[0]},
-             {"VALIDATE_PW", p.padding[1]},
-             {"VALIDATE_DH", p.dilation[0]},
-             {"VALIDATE_DW", p.dilation[1]},
-             {"VALIDATE_GROUPS", p.groups},
-             {"VALIDATE_HOUT", p.hout()},
-             {"VALIDATE_WOUT", p.wout()},
-             {"VALIDATE_BIAS", p.bias ? 1 : 0}};
-  } else {
-    sizes = {
-        {"VALIDATE_M", c.matmul.m}, {"VALIDATE_K", c.matmul.k}, {"VALIDATE_NCOLS", c.matmul.n}};
-  }
+  // The op's own (harness/ops/<op>/<op>.cpp, exec_env); docs/runners.md lists them.
+  const auto sizes = ops::find(task.op).exec_env(c.find(task.op)->params);
   for (const auto& [k, v] : sizes) set(k, v);
 
   const std::string cmd =

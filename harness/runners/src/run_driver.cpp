@@ -114,9 +114,9 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
     const auto& c = rc->c;
     const std::string dt(dtype_name(c.dtype));
     const std::string key = dt + "/" + c.name;
-    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+    for (const cases::OpInstance& inst : c.ops) {
       if (interrupt_signal()) break;  // the rest of the case is not run either
-      if ((op == cases::Op::conv2d && !c.has_conv) || (op == cases::Op::matmul && !c.has_matmul)) continue;
+      const cases::Op op = inst.op();
       const char* opn = cases::op_name(op);
       auto tc = Clock::now();
       // Inputs exactly as stored; their hashes are recorded so compare can prove both sides saw the same data.
