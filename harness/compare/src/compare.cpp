@@ -11,7 +11,9 @@
 #include <limits>
 #include <optional>
 #include <regex>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -517,17 +519,22 @@ class Comparer {
       in.inputs[t.name] = keep.back().view();
       in.input_shapes[t.name] = t.shape;
     }
-    if (const auto* inst = it.ref->c.find(cases::Op::conv2d); inst && op == cases::Op::conv2d) {
-      const auto& p = std::get<cases::ConvParams>(inst->params);
-      in.conv.stride[0] = p.stride[0];
-      in.conv.stride[1] = p.stride[1];
-      in.conv.padding[0] = p.padding[0];
-      in.conv.padding[1] = p.padding[1];
-      in.conv.dilation[0] = p.dilation[0];
-      in.conv.dilation[1] = p.dilation[1];
-      in.conv.groups = p.groups;
-      in.conv.bias = p.bias;
-    }
+    // The convolution geometry of a conv-like op (the recompute families read it).
+    const cases::OpInstance* inst = it.ref->c.find(op);
+    if (!inst) return;
+    std::visit([&](const auto& p) {
+      using P = std::decay_t<decltype(p)>;
+      if constexpr (std::is_same_v<P, cases::ConvParams> || std::is_same_v<P, cases::ConvTransposeParams>) {
+        in.conv.stride[0] = p.stride[0];
+        in.conv.stride[1] = p.stride[1];
+        in.conv.padding[0] = p.padding[0];
+        in.conv.padding[1] = p.padding[1];
+        in.conv.dilation[0] = p.dilation[0];
+        in.conv.dilation[1] = p.dilation[1];
+        in.conv.groups = p.groups;
+        in.conv.bias = p.bias;
+      }
+    }, inst->params);
   }
 
   Diagnosis loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,

@@ -117,6 +117,7 @@ struct Search {
 void search_output_side(const DiagnosisInput& in, Search& s);
 void search_conv_inputs(const DiagnosisInput& in, Search& s);
 void search_matmul_inputs(const DiagnosisInput& in, Search& s);
+void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s);
 void search_loss(const DiagnosisInput& in, Search& s);
 void search_gradient_scale(const DiagnosisInput& in, Search& s);
 
