@@ -201,7 +201,10 @@ TEST(ConvTranspose2d, OracleMatchesLibTorchInFloat64) {
         worst = std::max(worst, std::fabs(got.get(i) - want.get(i)));
         scale = std::max(scale, std::fabs(want.get(i)));
       }
-      EXPECT_LE(worst, 1e-12 * std::max(scale, 1.0)) << c.name << " " << name;
+      // The output is LibTorch's float64 arithmetic; the loss (and so dL/dy and every gradient)
+      // is taken on the output upcast to float32, as DESIGN.md defines it, so they agree to float32.
+      const double tol = name == "output" ? 1e-12 : 1e-6;
+      EXPECT_LE(worst, tol * std::max(scale, 1e-30)) << c.name << " " << name;
       EXPECT_GT(scale, 0) << c.name << " " << name;  // a test of all zeros would prove nothing
     }
   }
