@@ -117,5 +117,7 @@ TEST(DiagnosisConvTranspose, CorrectRunAndRandomDifferenceAreNotNamedAsLayout) {
   std::normal_distribution<float> d(0.f, 0.5f);
   for (std::int64_t i = 0; i < noisy.numel(); ++i) noisy.set(i, noisy.get(i) + d(gen));
   const auto dx = diagnose(ct_input(g, ref, noisy, x, w));
-  if (dx.named()) EXPECT_NE(dx.named()->family, "input_layout") << dx.summary;
+  if (dx.named()) {
+    EXPECT_NE(dx.named()->family, "input_layout") << dx.summary;
+  }
 }

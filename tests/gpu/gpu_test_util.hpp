@@ -72,14 +72,7 @@ inline std::map<std::string, std::vector<double>> op_reference(const cases::Case
   }
   for (const auto& t : table) {
     if (t.role == cases::Role::loss) continue;
-    ops::View view;
-    view.data = mem[t.name].data();
-    std::int64_t st = 1;
-    for (std::size_t a = t.shape.size(); a-- > 0;) {
-      view.stride[a] = st;
-      st *= t.shape[a];
-    }
-    views[t.name] = view;
+    views[t.name] = ops::dense_view(mem[t.name], t.shape);
   }
   ops::ReferenceOptions opt;
   opt.threads = 4;

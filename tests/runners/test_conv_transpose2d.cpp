@@ -19,16 +19,7 @@ using namespace validate;
 
 namespace {
 
-ops::View view(std::vector<double>& v, const Shape& s) {
-  ops::View out;
-  out.data = v.data();
-  std::int64_t st = 1;
-  for (std::size_t a = s.size(); a-- > 0;) {
-    out.stride[a] = st;
-    st *= s[a];
-  }
-  return out;
-}
+ops::View view(std::vector<double>& v, const Shape& s) { return ops::dense_view(v, s); }
 
 struct Eval {
   std::map<std::string, std::vector<double>> mem;

@@ -522,6 +522,7 @@ class Comparer {
     // The convolution geometry of a conv-like op (the recompute families read it).
     const cases::OpInstance* inst = it.ref->c.find(op);
     if (!inst) return;
+    in.params = inst->params;
     std::visit([&](const auto& p) {
       using P = std::decay_t<decltype(p)>;
       if constexpr (std::is_same_v<P, cases::ConvParams> || std::is_same_v<P, cases::ConvTransposeParams>) {

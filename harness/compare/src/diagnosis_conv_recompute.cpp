@@ -64,24 +64,6 @@ bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem&
 
 }  // namespace
 
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y) {
-  ConvProblem P;
-  if (in.op != "conv2d" || !make_problem(in, out_shape, P)) return false;
-  const std::int64_t numel = shape_numel(out_shape);
-  if (numel * P.ws[1] * P.ws[2] * P.ws[3] > in.full_forward_budget) return false;
-  auto ident = [](const Shape& s) {
-    std::vector<int> p(s.size());
-    for (std::size_t a = 0; a < p.size(); ++a) p[a] = static_cast<int>(a);
-    return LayoutMapping::make(s, p, std::vector<bool>(s.size(), false));
-  };
-  Operand x{in.inputs.at("input"), ident(P.xs)}, w{in.inputs.at("weight"), ident(P.ws)};
-  x.prepare();
-  w.prepare();
-  y.resize(static_cast<std::size_t>(numel));
-  for (std::int64_t i = 0; i < numel; ++i) y[static_cast<std::size_t>(i)] = P.at(i, x, w, 1.0);
-  return true;
-}
-
 void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != "conv2d" || in.role != "output" || in.run_shape != in.shape ||
       in.shape.size() != 4)

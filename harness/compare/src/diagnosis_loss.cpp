@@ -67,7 +67,7 @@ void search_loss(const DiagnosisInput& in, Search& s) {
   // The loss on the output before rounding to the case dtype.
   if (in.logical != DType::float32 && in.inputs.count("target")) {
     std::vector<double> y;
-    const bool ok = in.op == "conv2d" ? conv_forward_all(in, out, y) : matmul_forward_all(in, out, y);
+    const bool ok = forward_all(in, out, y);
     if (!ok) return;
     const ArrayView T = in.inputs.at("target");
     if (T.numel != static_cast<std::int64_t>(y.size())) return;

@@ -28,6 +28,18 @@ struct View {
   }
 };
 
+// A contiguous (C-order, canonical) view over `data` of `shape` (rank <= 4).
+inline View dense_view(std::vector<double>& data, const std::vector<std::int64_t>& shape) {
+  View v;
+  v.data = data.data();
+  std::int64_t st = 1;
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    v.stride[a] = st;
+    st *= shape[a];
+  }
+  return v;
+}
+
 // How the reference accumulates a reduction. float64 (the default) is the oracle. The narrow
 // modes round the running sum to that type after every add, in the op's canonical order: what a
 // stack that accumulates in a narrow type computes, so the diagnosis can recompute "your sums were
