@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 set(_validate_export_targets validate_warnings)
 set(_validate_harness_members)
-foreach(mod core layout cases compare report testing)
+foreach(mod core ops layout cases compare report testing train)
   if(TARGET validate_${mod})
     list(APPEND _validate_export_targets validate_${mod})
     list(APPEND _validate_harness_members validate::${mod})
@@ -15,6 +15,9 @@ foreach(mod core layout cases compare report testing)
     endif()
   endif()
 endforeach()
+# An op's headers sit in its folder (harness/ops/<op>/*.hpp), included as "<op>/params.hpp".
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/ops/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*/*.hpp" PATTERN "include" EXCLUDE PATTERN "src" EXCLUDE)
 add_library(validate_harness INTERFACE)
 add_library(validate::harness ALIAS validate_harness)
 set_target_properties(validate_harness PROPERTIES EXPORT_NAME harness)

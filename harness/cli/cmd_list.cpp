@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "validate/cases/readme.hpp"
 #include "validate/cases/refset.hpp"
 #include "validate/core/fs.hpp"
 
@@ -34,14 +35,12 @@ void register_list(CLI::App& app, int& exit_code) {
     std::uint64_t elements = 0;
     for (const auto& rc : *list) {
       const auto& c = rc.c;
-      auto ct = c.tensors(cases::Op::conv2d);
-      std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", dtype_name(c.dtype), c.name,
-                               c.conv.k(), shape_to_string(ct[0].shape), shape_to_string(ct[1].shape),
-                               fmt::format("[{}, {}]", c.matmul.m, c.matmul.k),
-                               fmt::format("[{}, {}]", c.matmul.k, c.matmul.n));
+      const cases::CaseSummary r = cases::summarize(c);
+      std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", dtype_name(c.dtype), c.name, r.k,
+                               r.first_input, r.second_input, r.matmul_a, r.matmul_b);
       ++per_dtype[std::string(dtype_name(c.dtype))];
-      for (auto op : {cases::Op::conv2d, cases::Op::matmul})
-        for (auto& t : c.tensors(op)) elements += static_cast<std::uint64_t>(shape_numel(t.shape));
+      for (const auto& inst : c.ops)
+        for (auto& t : c.tensors(inst.op())) elements += static_cast<std::uint64_t>(shape_numel(t.shape));
     }
     std::string dts;
     for (auto& [d, n] : per_dtype) dts += fmt::format("{}{} {}", dts.empty() ? "" : ", ", n, d);

@@ -24,15 +24,15 @@ inline cases::Case small_case(DType dtype, const std::string& name = "k0018_ic00
   cases::Case c;
   c.name = name;
   c.dtype = dtype;
-  c.conv = cases::ConvParams{};
-  c.conv.n = 1;
-  c.conv.c = 2;
-  c.conv.h = 4;
-  c.conv.w = 4;
-  c.conv.o = 3;
-  c.conv.kh = 3;
-  c.conv.kw = 3;
-  c.matmul = cases::im2col_gemm(c.conv);  // M 16, K 18, N 3
+  cases::ConvParams p;
+  p.n = 1;
+  p.c = 2;
+  p.h = 4;
+  p.w = 4;
+  p.o = 3;
+  p.kh = 3;
+  p.kw = 3;
+  c.ops = cases::Case::conv_with_im2col(c.name, p).ops;  // matmul M 16, K 18, N 3
   return c;
 }
 

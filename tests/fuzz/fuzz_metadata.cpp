@@ -22,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (c.message().rfind("set/float32/x_metadata.json", 0) != 0) fail("error message does not name the file");
     return 0;
   }
-  for (auto op : {cases::Op::conv2d, cases::Op::matmul}) {
-    if ((op == cases::Op::conv2d && !c->has_conv) || (op == cases::Op::matmul && !c->has_matmul)) continue;
+  for (const auto& inst : c->ops) {
+    const auto op = inst.op();
     for (const auto& t : c->tensors(op)) {
       std::int64_t n = 1;
       for (auto d : t.shape) {

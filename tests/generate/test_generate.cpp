@@ -37,9 +37,10 @@ cases::Case odd_case(DType dt) {
   cases::Case c;
   c.name = "odd";
   c.dtype = dt;
-  c.conv.n = 2; c.conv.c = 4; c.conv.h = 7; c.conv.w = 5; c.conv.o = 6; c.conv.kh = 3; c.conv.kw = 2;
-  c.conv.stride = {2, 1}; c.conv.padding = {1, 0}; c.conv.dilation = {1, 2}; c.conv.groups = 2; c.conv.bias = true;
-  c.matmul = cases::im2col_gemm(c.conv);
+  auto& cp = c.params<cases::ConvParams>();
+  cp.n = 2; cp.c = 4; cp.h = 7; cp.w = 5; cp.o = 6; cp.kh = 3; cp.kw = 2;
+  cp.stride = {2, 1}; cp.padding = {1, 0}; cp.dilation = {1, 2}; cp.groups = 2; cp.bias = true;
+  c.params<cases::MatmulParams>() = cases::im2col_gemm(cp);
   return c;
 }
 
@@ -117,7 +118,7 @@ TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
     for (auto& [k, v] : in) view[k] = &v;
     auto out = generate::torch_compute(c, cases::Op::conv2d, view, *dev);
     ASSERT_TRUE(out) << out.message();
-    auto r = conv64(c.conv, in.at("input"), in.at("weight"), &in.at("bias"), in.at("target"));
+    auto r = conv64(c.params<cases::ConvParams>(), in.at("input"), in.at("weight"), &in.at("bias"), in.at("target"));
     expect_close(out->at("output"), r.y, rtol, "output");
     expect_close(out->at("grad_input"), r.gx, rtol, "grad_input");
     expect_close(out->at("grad_weight"), r.gw, rtol, "grad_weight");
@@ -131,7 +132,8 @@ TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
     for (auto& [k, v] : in) view[k] = &v;
     auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev);
     ASSERT_TRUE(out) << out.message();
-    const auto M = c.matmul.m, K = c.matmul.k, N = c.matmul.n;
+    const auto& mp = c.params<cases::MatmulParams>();
+    const auto M = mp.m, K = mp.k, N = mp.n;
     const Tensor &A = in.at("A"), &B = in.at("B"), &T = in.at("target");
     std::vector<double> y(M * N, 0.0), dy(M * N), ga(M * K, 0.0), gb(K * N, 0.0);
     for (std::int64_t m = 0; m < M; ++m)
@@ -167,9 +169,10 @@ TEST_P(GeneratorVsFloat64, LowPrecisionMatmulOutputIsRoundedOnce) {
   const DType dt = GetParam();
   if (dt == DType::float32) GTEST_SKIP() << "float32 is covered by ConvAndMatmulMatchTheDefinition";
   cases::Case c = odd_case(dt);
-  c.conv.c = 6; c.conv.w = 9; c.conv.o = 4;
-  c.matmul = cases::im2col_gemm(c.conv);
-  ASSERT_EQ(c.matmul.k, 18);
+  auto& cp = c.params<cases::ConvParams>();
+  cp.c = 6; cp.w = 9; cp.o = 4;
+  c.params<cases::MatmulParams>() = cases::im2col_gemm(cp);
+  ASSERT_EQ(c.params<cases::MatmulParams>().k, 18);
   auto dev = generate::open_torch_device("cpu", false);
   ASSERT_TRUE(dev);
   auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
@@ -178,7 +181,8 @@ TEST_P(GeneratorVsFloat64, LowPrecisionMatmulOutputIsRoundedOnce) {
   auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev);
   ASSERT_TRUE(out) << out.message();
   const int digits = dt == DType::bfloat16 ? 8 : 11;
-  const auto M = c.matmul.m, K = c.matmul.k, N = c.matmul.n;
+  const auto& mp = c.params<cases::MatmulParams>();
+  const auto M = mp.m, K = mp.k, N = mp.n;
   const Tensor &A = in.at("A"), &B = in.at("B");
   int off = 0;
   for (std::int64_t m = 0; m < M; ++m)
@@ -415,15 +419,16 @@ TEST(CaseFile, RejectsBadGeometryNamingTheCase) {
   ASSERT_EQ(ok->cases.size(), 15u);
   EXPECT_EQ(ok->cases.front().name, "k0072_ic008");
   EXPECT_EQ(ok->cases.back().name, "k73728_ic8192");
-  EXPECT_EQ(ok->cases.back().matmul.m, 1024);
+  EXPECT_EQ(ok->cases.back().params<cases::MatmulParams>().m, 1024);
 }
 
 TEST(Inputs, ParallelDrawEqualsTheSerialStream) {
   // Large tensors are drawn by several threads; every element must still be normal(i) of its stream.
   cases::Case c;
   c.name = "big";
-  c.conv.n = 1; c.conv.c = 1100; c.conv.h = 32; c.conv.w = 32;  // 1,126,400 input elements (> 2^20)
-  c.matmul = cases::im2col_gemm(c.conv);
+  auto& cp = c.params<cases::ConvParams>();
+  cp.n = 1; cp.c = 1100; cp.h = 32; cp.w = 32;  // 1,126,400 input elements (> 2^20)
+  c.params<cases::MatmulParams>() = cases::im2col_gemm(cp);
   auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
   const Tensor& x = in.at("input");
   Philox rng(42, "big", "conv2d", "input");

@@ -19,8 +19,8 @@ cases::Case conv_case(const char* name, DType dt, cases::ConvParams p) {
   cases::Case c;
   c.name = name;
   c.dtype = dt;
-  c.conv = p;
-  c.matmul = cases::im2col_gemm(p);
+  c.params<cases::ConvParams>() = p;
+  c.params<cases::MatmulParams>() = cases::im2col_gemm(p);
   return c;
 }
 
@@ -238,7 +238,7 @@ TEST_P(CudnnMatmul, MatchesTheFloat64Reference) {
   cases::Case c;
   c.name = "m";
   c.dtype = dt;
-  c.matmul = {37, 29, 23};
+  c.params<cases::MatmulParams>() = {37, 29, 23};
   const auto in = testing_gpu::matmul_inputs(c);
   const auto ref = testing_gpu::matmul_reference(c, in);
   auto results = run({}, *layout::load_layout(preset), c, cases::Op::matmul, in);
@@ -265,7 +265,7 @@ TEST(CudnnMatmulLayouts, MixedOrdersAndFlips) {
   ls.ops["matmul"]["grad_B"] = *layout::parse_spec("NK", "KN");
   cases::Case c;
   c.name = "m";
-  c.matmul = {41, 19, 13};
+  c.params<cases::MatmulParams>() = {41, 19, 13};
   const auto in = testing_gpu::matmul_inputs(c);
   auto results = run({}, ls, c, cases::Op::matmul, in);
   expect_close(results[0], testing_gpu::matmul_reference(c, in), 2e-5, "mixed");
@@ -278,7 +278,7 @@ TEST(CudnnMath, Tf32IsVisibleAndFmaIsNot) {
   VALIDATE_REQUIRE_GPU();
   cases::Case c;
   c.name = "m";
-  c.matmul = {256, 4096, 64};
+  c.params<cases::MatmulParams>() = {256, 4096, 64};
   const auto in = testing_gpu::matmul_inputs(c);
   const auto ref = testing_gpu::matmul_reference(c, in);
   CudnnOptions o;
@@ -296,7 +296,7 @@ TEST(CudnnRepeat, RepeatRecordsDeterminism) {
   VALIDATE_REQUIRE_GPU();
   cases::Case c;
   c.name = "m";
-  c.matmul = {64, 48, 32};
+  c.params<cases::MatmulParams>() = {64, 48, 32};
   const auto in = testing_gpu::matmul_inputs(c);
   CudnnOptions o;
   o.repeat = 3;
@@ -304,6 +304,24 @@ TEST(CudnnRepeat, RepeatRecordsDeterminism) {
   ASSERT_EQ(r[0].outcome, RunOutcome::ok) << r[0].message;
   EXPECT_EQ(r[0].info["repeat"], 3);
   EXPECT_EQ(r[0].info["bitwise_deterministic"], true);
+}
+
+// conv_transpose2d is not implemented on cuDNN (backward-data as forward would do it): the runner
+// says so with an explicit `unsupported`, never a conv2d or matmul path.
+TEST(CudnnRunner, ConvTranspose2dIsExplicitlyUnsupported) {
+  VALIDATE_REQUIRE_GPU();
+  cases::Case c;
+  c.name = "ct";
+  c.dtype = DType::float32;
+  auto& p = c.params<cases::ConvTransposeParams>();
+  p.n = 2, p.c = 4, p.h = 5, p.w = 7, p.o = 6, p.kh = 2, p.kw = 5, p.groups = 2;
+  p.stride = {2, 2}, p.output_padding = {1, 1};
+  Tensors in;
+  for (const auto& t : c.inputs(cases::Op::conv_transpose2d)) in.emplace(t.name, Tensor(DType::float32, t.shape));
+  auto results = run({}, *layout::load_layout("torch"), c, cases::Op::conv_transpose2d, in);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, RunOutcome::unsupported);
+  EXPECT_NE(results[0].message.find("conv_transpose2d"), std::string::npos) << results[0].message;
 }
 
 }  // namespace

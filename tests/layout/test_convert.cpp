@@ -162,7 +162,7 @@ TEST(ConvertPresets, EveryEntryRoundTripsAndMatchesTheDefinition) {
       }
     }
   }
-  EXPECT_EQ(checked, 5 * 16 * 3);
+  EXPECT_EQ(checked, 5 * (9 + 7 + 9) * 3);  // presets x (conv2d + matmul + conv_transpose2d tensors) x sizes
 }
 
 // ---- random specs: every permutation order, C/F, any flips, ranks 1..6, element sizes 2/4/8.

@@ -16,8 +16,8 @@ inline cases::Case conv_case(const std::string& name, const cases::ConvParams& p
   cases::Case c;
   c.name = name;
   c.dtype = dtype;
-  c.conv = p;
-  c.matmul = cases::im2col_gemm(p);
+  c.params<cases::ConvParams>() = p;
+  c.params<cases::MatmulParams>() = cases::im2col_gemm(p);
   return c;
 }
 
@@ -26,8 +26,7 @@ inline cases::Case matmul_case(const std::string& name, std::int64_t m, std::int
   cases::Case c;
   c.name = name;
   c.dtype = dtype;
-  c.has_conv = false;
-  c.matmul = {m, k, n};
+  c.params<cases::MatmulParams>() = {m, k, n};
   return c;
 }
 

@@ -212,8 +212,8 @@ TEST(Oracle, MatchesTheDefinitionInEveryLayout) {
   const auto layouts = all_layouts(tmp.path());
   for (const auto& oc : oracle_cases()) {
     const auto in = make_inputs(oc.c, oc.op, 7);
-    const Naive want = oc.op == cases::Op::conv2d ? naive_conv(oc.c.conv, in.owned)
-                                                  : naive_matmul(oc.c.matmul, in.owned);
+    const Naive want = oc.op == cases::Op::conv2d ? naive_conv(oc.c.params<cases::ConvParams>(), in.owned)
+                                                  : naive_matmul(oc.c.params<cases::MatmulParams>(), in.owned);
     for (const auto& [lname, set] : layouts) {
       SCOPED_TRACE(oc.name + " in " + lname);
       auto got = runners::oracle_compute(oc.c, oc.op, in.view(), set.ops.at(cases::op_name(oc.op)),
@@ -277,7 +277,7 @@ TEST(Oracle, RunnerLossIsTakenOnTheOutputInTheCaseDtype) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     auto c = matmul_case("loss_on_rounded", 56, 18, 4, dt);
     const auto in = make_inputs(c, cases::Op::matmul, 5);
-    const Naive exact = naive_matmul(c.matmul, in.owned);
+    const Naive exact = naive_matmul(c.params<cases::MatmulParams>(), in.owned);
     double on_rounded = 0;
     const Vec& y = exact.at("output");
     const Tensor& t = in.owned.at("target");

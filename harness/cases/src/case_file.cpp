@@ -6,57 +6,34 @@
 
 #include <fmt/format.h>
 
+#include "validate/ops/registry.hpp"
+
 namespace validate::cases {
 
 namespace {
 
-Status read_pair(const Json& j, const char* key, std::array<std::int64_t, 2>& out, const std::string& where) {
-  if (!j.contains(key)) return Status::ok();
-  const Json& v = j.at(key);
-  if (v.is_number_integer()) {
-    out = {v.get<std::int64_t>(), v.get<std::int64_t>()};
-    return Status::ok();
-  }
-  if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer()) {
-    out = {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
-    return Status::ok();
-  }
-  return Error{where + ": '" + key + "' must be an integer or a pair of integers"};
+// The case file's own keys of a case entry; the rest are the op's (OpDef::case_keys).
+const std::set<std::string> kCaseKeys = {"name", "op", "dtypes"};
+
+// Every key any op takes: what "defaults" may hold (each op applies the ones it knows).
+std::set<std::string> all_op_keys() {
+  std::set<std::string> keys = kCaseKeys;
+  for (const ops::OpDef* d : ops::registry())
+    for (const auto& k : d->case_keys()) keys.insert(k);
+  return keys;
 }
 
-Status read_int(const Json& j, const char* key, std::int64_t& out, const std::string& where) {
-  if (!j.contains(key)) return Status::ok();
-  if (!j.at(key).is_number_integer()) return Error{where + ": '" + key + "' must be an integer"};
-  out = j.at(key).get<std::int64_t>();
-  return Status::ok();
-}
-
-const std::set<std::string> kGeometryKeys = {"name", "batch", "in_channels", "height", "width", "out_channels",
-                                             "kernel", "padding", "stride", "dilation", "groups", "bias", "dtypes"};
-
-// Applies the geometry keys of `j` over `c`.
-Status apply_geometry(const Json& j, ConvParams& c, const std::string& where) {
+// Applies the keys of `j` that `def` knows over `p`; with `strict`, any other key (beyond the case
+// file's own) is an error.
+Status apply_keys(const ops::OpDef& def, const Json& j, OpParams& p, const std::string& where, bool strict) {
   if (!j.is_object()) return Error{where + ": expected an object"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!kGeometryKeys.count(it.key())) return Error{where + ": unknown key '" + it.key() + "'"};
-  VALIDATE_TRY(read_int(j, "batch", c.n, where));
-  VALIDATE_TRY(read_int(j, "in_channels", c.c, where));
-  VALIDATE_TRY(read_int(j, "height", c.h, where));
-  VALIDATE_TRY(read_int(j, "width", c.w, where));
-  VALIDATE_TRY(read_int(j, "out_channels", c.o, where));
-  VALIDATE_TRY(read_int(j, "groups", c.groups, where));
-  std::array<std::int64_t, 2> k{c.kh, c.kw};
-  VALIDATE_TRY(read_pair(j, "kernel", k, where));
-  c.kh = k[0];
-  c.kw = k[1];
-  VALIDATE_TRY(read_pair(j, "padding", c.padding, where));
-  VALIDATE_TRY(read_pair(j, "stride", c.stride, where));
-  VALIDATE_TRY(read_pair(j, "dilation", c.dilation, where));
-  if (j.contains("bias")) {
-    if (!j.at("bias").is_boolean()) return Error{where + ": 'bias' must be true or false"};
-    c.bias = j.at("bias").get<bool>();
+  std::set<std::string> allowed = def.case_keys();
+  Json mine = Json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (allowed.count(it.key())) mine[it.key()] = it.value();
+    else if (strict && !kCaseKeys.count(it.key())) return Error{where + ": unknown key '" + it.key() + "'"};
   }
-  return Status::ok();
+  return def.apply_case_keys(mine, p, where);
 }
 
 Result<std::vector<DType>> read_dtypes(const Json& j, const std::string& where) {
@@ -97,13 +74,23 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
   } else {
     f.dtypes = {DType::float32};
   }
-  ConvParams defaults;
-  if (j.contains("defaults")) VALIDATE_TRY(apply_geometry(j["defaults"], defaults, where + " defaults"));
+  Json defaults = Json::object();
+  if (j.contains("defaults")) {
+    VALIDATE_TRY(ops::check_keys(j["defaults"], all_op_keys(), where + " defaults"));
+    defaults = j["defaults"];
+  }
+  // An op's parameters for a case: its defaults, the file's "defaults" it knows, then the case's.
+  auto op_params = [&](const ops::OpDef& def, const Json* cj, const std::string& at) -> Result<OpParams> {
+    OpParams p = def.default_params();
+    VALIDATE_TRY(apply_keys(def, defaults, p, where + " defaults", false));
+    if (cj) VALIDATE_TRY(apply_keys(def, *cj, p, at, true));
+    return p;
+  };
+  const ops::OpDef& conv2d = ops::find(Op::conv2d);
   std::set<std::string> names;
   // Geometry is checked before anything uses it: naming a sweep case computes K = C/groups*KH*KW,
   // which divided by zero for "groups": 0 (found by fuzz_case_file).
   auto add = [&](Case c, std::vector<DType> dts, const std::string& at) -> Status {
-    c.matmul = im2col_gemm(c.conv);
     if (!names.insert(c.name).second) return Error{at + ": duplicate case name '" + c.name + "'"};
     f.cases.push_back(std::move(c));
     f.case_dtypes.push_back(std::move(dts));
@@ -115,13 +102,13 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       return Error{where + ": 'sweep' must be {\"in_channels\": [..]}"};
     for (auto& ic : s["in_channels"]) {
       if (!ic.is_number_integer()) return Error{where + ": sweep in_channels must be integers"};
-      Case c;
-      c.conv = defaults;
-      c.conv.c = ic.get<std::int64_t>();
       const std::string at = where + " sweep ic=" + std::to_string(ic.get<std::int64_t>());
-      VALIDATE_TRY(check_conv(c.conv, at));
-      c.name = default_case_name(c.conv);
-      VALIDATE_TRY(add(std::move(c), {}, at));
+      auto p = op_params(conv2d, nullptr, at);
+      if (!p) return p.status();
+      std::get<ConvParams>(*p).c = ic.get<std::int64_t>();
+      VALIDATE_TRY(conv2d.check(*p, at));
+      // The default sweep's case: a conv2d and its im2col matmul.
+      VALIDATE_TRY(add(Case::conv_with_im2col(conv2d.default_case_name(*p), std::get<ConvParams>(*p)), {}, at));
     }
   }
   if (j.contains("cases")) {
@@ -129,16 +116,29 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
     int i = 0;
     for (auto& cj : j["cases"]) {
       std::string at = where + " cases[" + std::to_string(i++) + "]";
+      if (!cj.is_object()) return Error{at + ": expected an object"};
+      // "op" picks the op (default conv2d, which brings its im2col matmul along).
+      const ops::OpDef* def = &conv2d;
+      if (cj.contains("op")) {
+        def = cj["op"].is_string() ? ops::find(cj["op"].get<std::string>()) : nullptr;
+        if (!def) {
+          std::string names;
+          for (const ops::OpDef* d : ops::registry()) names += (names.empty() ? "" : ", ") + std::string(d->name());
+          return Error{at + ": 'op' must be one of " + names};
+        }
+      }
+      auto p = op_params(*def, &cj, at);
+      if (!p) return p.status();
+      VALIDATE_TRY(def->check(*p, at));
       Case c;
-      c.conv = defaults;
-      VALIDATE_TRY(apply_geometry(cj, c.conv, at));
-      VALIDATE_TRY(check_conv(c.conv, at));
+      if (def == &conv2d) c = Case::conv_with_im2col("", std::get<ConvParams>(*p));
+      else c.ops = {OpInstance{*p}};
       if (cj.contains("name")) {
         if (!cj["name"].is_string()) return Error{at + ": 'name' must be a string"};
         c.name = cj["name"].get<std::string>();
         VALIDATE_TRY(check_case_name(c.name, at));
       } else {
-        c.name = default_case_name(c.conv);
+        c.name = def->default_case_name(*p);
       }
       std::vector<DType> dts;
       if (cj.contains("dtypes")) {

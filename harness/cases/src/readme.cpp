@@ -4,8 +4,26 @@
 
 #include "validate/cases/refset.hpp"
 #include "validate/core/version.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::cases {
+
+CaseSummary summarize(const Case& c) {
+  CaseSummary r;
+  auto shape = [](const std::vector<TensorInfo>& t, std::size_t i) {
+    return i < t.size() ? shape_to_string(t[i].shape) : std::string("-");
+  };
+  const auto mt = c.tensors(Op::matmul);
+  r.matmul_a = shape(mt, 0);
+  r.matmul_b = shape(mt, 1);
+  if (c.ops.empty()) return r;
+  const OpInstance& first = c.ops.front();
+  const auto ft = c.tensors(first.op());
+  r.k = ops::find(first.op()).reduction_length(first.params);
+  r.first_input = shape(ft, 0);
+  r.second_input = shape(ft, 1);
+  return r;
+}
 
 std::string set_readme(const std::vector<Case>& list, const std::string& origin, std::uint64_t seed,
                        const std::string& fill) {
@@ -21,7 +39,18 @@ std::string set_readme(const std::vector<Case>& list, const std::string& origin,
        "results\n"
        "- `<dtype>/<case>_matmul_{A,B,target,output,loss,grad_A,grad_B}.npy`: the conv's im2col "
        "GEMM, row-major A[M,K], B[K,N]\n"
-       "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of "
+       ;
+  // Ops beyond the default pairing, one line each (none in a conv2d/matmul set).
+  for (const ops::OpDef* d : ops::registry()) {
+    if (d->id() == Op::conv2d || d->id() == Op::matmul) continue;
+    std::string names;
+    for (const auto& c : list)
+      if (const OpInstance* inst = c.find(d->id()); inst && names.empty())
+        for (const auto& t : d->tensors(inst->params)) names += (names.empty() ? "" : ",") + t.name;
+    if (!names.empty())
+      s += fmt::format("- `<dtype>/<case>_{}_{{{}}}.npy`: inputs and LibTorch's results\n", d->name(), names);
+  }
+  s += "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of "
        "every tensor\n"
        "- `config.json` (the expanded case file), `system_info.json` (versions, device, TF32 "
        "flags), `manifest.json` (every file's size and SHA-256; written last)\n\n"
@@ -41,10 +70,9 @@ std::string set_readme(const std::vector<Case>& list, const std::string& origin,
        "| dtype | case | K | conv input | conv weight | matmul A | matmul B "
        "|\n|---|---|---|---|---|---|---|\n";
   for (const auto& c : list) {
-    auto ct = c.tensors(Op::conv2d);
-    s += fmt::format("| {} | {} | {} | {} | {} | [{}, {}] | [{}, {}] |\n", dtype_name(c.dtype),
-                     c.name, c.conv.k(), shape_to_string(ct[0].shape), shape_to_string(ct[1].shape),
-                     c.matmul.m, c.matmul.k, c.matmul.k, c.matmul.n);
+    const CaseSummary r = summarize(c);
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", dtype_name(c.dtype), c.name, r.k, r.first_input,
+                     r.second_input, r.matmul_a, r.matmul_b);
   }
   return s;
 }

@@ -6,6 +6,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::cases {
 
@@ -17,22 +18,13 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
   meta["case"] = c.name;
   meta["dtype"] = dtype_name(c.dtype);
   meta["storage_dtype"] = dtype_name(storage_dtype(c.dtype));
-  for (Op op : {Op::conv2d, Op::matmul}) {
-    if ((op == Op::conv2d && !c.has_conv) || (op == Op::matmul && !c.has_matmul)) continue;
-    const char* on = op_name(op);
+  for (const OpInstance& inst : c.ops) {
+    const Op op = inst.op();
+    const ops::OpDef& def = ops::find(op);
+    const char* on = def.name();
     Json opj;
-    if (op == Op::conv2d) {
-      const auto& p = c.conv;
-      opj["params"] = {{"stride", {p.stride[0], p.stride[1]}},
-                       {"padding", {p.padding[0], p.padding[1]}},
-                       {"dilation", {p.dilation[0], p.dilation[1]}},
-                       {"groups", p.groups},
-                       {"bias", p.bias}};
-      opj["K"] = p.k();
-    } else {
-      opj["params"] = {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
-      opj["K"] = c.matmul.k;
-    }
+    opj["params"] = def.metadata_params(inst.params);
+    opj["K"] = def.reduction_length(inst.params);
     opj["loss"] = "mse";
     Json tensors = Json::object();
     for (const auto& t : c.tensors(op)) {
@@ -57,28 +49,6 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
   return meta;
 }
 
-namespace {
-
-// Integers from a metadata document. nlohmann's get<int64_t>() converts a float with a plain cast,
-// undefined for 1e300 (found by fuzz_metadata), so the type is checked first.
-std::vector<std::int64_t> int_list(const Json& j, std::size_t n, const char* what) {
-  if (!j.is_array() || (n && j.size() != n))
-    throw Json::other_error::create(501, std::string(what) + " must be a list of " + std::to_string(n) + " integers", &j);
-  std::vector<std::int64_t> out;
-  for (const auto& v : j) {
-    if (!v.is_number_integer()) throw Json::other_error::create(501, std::string(what) + " must hold integers", &j);
-    out.push_back(v.get<std::int64_t>());
-  }
-  return out;
-}
-
-std::int64_t int_value(const Json& j, const char* what) {
-  if (!j.is_number_integer()) throw Json::other_error::create(501, std::string(what) + " must be an integer", &j);
-  return j.get<std::int64_t>();
-}
-
-}  // namespace
-
 Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
   try {
     if (!meta.is_object()) return Error{where + ": metadata must be a JSON object"};
@@ -91,38 +61,17 @@ Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
     auto dt = parse_dtype(meta.at("dtype").get<std::string>());
     if (!dt) return Error{where + ": unknown dtype '" + meta.at("dtype").get<std::string>() + "'"};
     c.dtype = *dt;
-    const Json& ops = meta.at("ops");
-    if (!ops.is_object()) return Error{where + ": \"ops\" must be an object"};
-    c.has_conv = ops.contains("conv2d");
-    c.has_matmul = ops.contains("matmul");
-    if (c.has_conv) {
-      const Json& o = ops.at("conv2d");
-      const Json& p = o.at("params");
-      auto in = int_list(o.at("tensors").at("input").at("shape"), 0, "conv2d input shape");
-      auto w = int_list(o.at("tensors").at("weight").at("shape"), 0, "conv2d weight shape");
-      if (in.size() != 4 || w.size() != 4) return Error{where + ": conv2d input and weight must be 4-D"};
-      auto& cp = c.conv;
-      cp.n = in[0]; cp.c = in[1]; cp.h = in[2]; cp.w = in[3];
-      cp.o = w[0]; cp.kh = w[2]; cp.kw = w[3];
-      auto pair = [&](const char* key) {
-        auto v = int_list(p.at(key), 2, key);
-        return std::array<std::int64_t, 2>{v[0], v[1]};
-      };
-      cp.stride = pair("stride");
-      cp.padding = pair("padding");
-      cp.dilation = pair("dilation");
-      cp.groups = int_value(p.at("groups"), "groups");
-      cp.bias = p.at("bias").get<bool>();
-      // Before anything computes an output size: a stride of 0 divided by zero in hout().
-      VALIDATE_TRY(check_conv(cp, where + ": conv2d"));
-      if (w[1] != cp.c / cp.groups)
-        return Error{where + ": conv2d weight shape does not match input channels and groups"};
+    const Json& ops_json = meta.at("ops");
+    if (!ops_json.is_object()) return Error{where + ": \"ops\" must be an object"};
+    // Every op the metadata holds, in registry order (conv2d before its im2col matmul, as written).
+    for (const ops::OpDef* def : ops::registry()) {
+      if (!ops_json.contains(def->name())) continue;
+      auto p = def->from_metadata(ops_json.at(def->name()), where);
+      if (!p) return p.status();
+      c.ops.push_back(OpInstance{std::move(*p)});
     }
-    if (c.has_matmul) {
-      const Json& p = ops.at("matmul").at("params");
-      c.matmul = {int_value(p.at("M"), "M"), int_value(p.at("K"), "K"), int_value(p.at("N"), "N")};
-      VALIDATE_TRY(check_matmul(c.matmul, where));
-    }
+    for (auto it = ops_json.begin(); it != ops_json.end(); ++it)
+      if (!ops::find(it.key())) return Error{where + ": unknown op '" + it.key() + "' in \"ops\""};
     return c;
   } catch (const nlohmann::json::exception& e) {
     return Error{where + ": malformed metadata (" + std::string(e.what()) + ")"};
@@ -165,8 +114,8 @@ bool metadata_entry(const std::string& rel, std::string& dtype, std::string& nam
 // `tensors.<t>.file` of "../x" or "/etc/x" with matching hashes used to verify and be opened) and
 // listed in the manifest (a set is exactly what its manifest lists).
 Status check_case_files(const RefCase& rc, const Json& files, const std::string& where) {
-  for (Op op : {Op::conv2d, Op::matmul}) {
-    if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+  for (const OpInstance& inst : rc.c.ops) {
+    const Op op = inst.op();
     for (const auto& t : rc.c.tensors(op)) {
       const std::string want = rc.c.file_name(op, t.name);
       if (const Json* tj = metadata_tensor(rc.metadata, op, t.name)) {

@@ -1,5 +1,7 @@
 #include "validate/cases/run_record.hpp"
 
+#include "validate/ops/registry.hpp"
+
 namespace validate::cases {
 
 namespace {
@@ -103,8 +105,9 @@ Result<CaseRunRecord> case_record_from_json(const Json& j, const std::string& pa
   if (j.contains("dtype") && j["dtype"].is_string()) rc.dtype = j["dtype"].get<std::string>();
   for (auto it = j["ops"].begin(); it != j["ops"].end(); ++it) {
     const std::string where = path + ": ops." + it.key();
-    auto op = op_from_name(it.key());
-    if (!op) return Error{where + ": \"" + it.key() + "\" is not an op this harness knows"};
+    const ops::OpDef* def = ops::find(it.key());
+    if (!def) return Error{where + ": \"" + it.key() + "\" is not an op this harness knows"};
+    const Op op = def->id();
     const Json& o = it.value();
     if (!o.is_object()) return Error{where + " is not an object"};
     OpRunRecord r;
@@ -135,7 +138,7 @@ Result<CaseRunRecord> case_record_from_json(const Json& j, const std::string& pa
         if (l.value().is_string()) (*r.layouts)[l.key()] = l.value().get<std::string>();
     }
     if (o.contains("elapsed_s") && o["elapsed_s"].is_number()) r.elapsed_s = o["elapsed_s"].get<double>();
-    rc.ops[*op] = std::move(r);
+    rc.ops[op] = std::move(r);
   }
   return rc;
 }

@@ -84,8 +84,8 @@ void check_result_values(const std::string& path, const std::string& name, std::
 // Inputs against their metadata hashes; results against the max_abs the metadata records (compare
 // takes its near-zero floor from it) and for NaN (a NaN reference is a broken reference).
 void check_case_tensors(const RefCase& rc, const VerifyHashes& hashes, VerifyReport& rep) {
-  for (Op op : {Op::conv2d, Op::matmul}) {
-    if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+  for (const OpInstance& inst : rc.c.ops) {
+    const Op op = inst.op();
     for (const auto& t : rc.c.tensors(op)) {
       const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
       const Json* tj = metadata_tensor(rc.metadata, op, t.name);

@@ -19,8 +19,8 @@ VerifyHashes VerifyHashes::compute(const std::string& set_dir, const Json& manif
       if (path) want.emplace(normal(*path), FileHashRequest{*path, false});
     }
   for (const auto& rc : cases)
-    for (Op op : {Op::conv2d, Op::matmul}) {
-      if ((op == Op::conv2d && !rc.c.has_conv) || (op == Op::matmul && !rc.c.has_matmul)) continue;
+    for (const OpInstance& inst : rc.c.ops) {
+      const Op op = inst.op();
       for (const auto& t : rc.c.tensors(op)) {
         std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
         auto& rq = want[normal(path)];

@@ -2,6 +2,7 @@
 #include "validate/compare/self_check.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -10,7 +11,9 @@
 #include <limits>
 #include <optional>
 #include <regex>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -24,6 +27,7 @@
 #include "validate/core/sha256.hpp"
 #include "validate/core/shell_quote.hpp"
 #include "validate/core/version.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare {
 
@@ -512,15 +516,23 @@ class Comparer {
       in.inputs[t.name] = keep.back().view();
       in.input_shapes[t.name] = t.shape;
     }
-    const auto& p = it.ref->c.conv;
-    in.conv.stride[0] = p.stride[0];
-    in.conv.stride[1] = p.stride[1];
-    in.conv.padding[0] = p.padding[0];
-    in.conv.padding[1] = p.padding[1];
-    in.conv.dilation[0] = p.dilation[0];
-    in.conv.dilation[1] = p.dilation[1];
-    in.conv.groups = p.groups;
-    in.conv.bias = p.bias;
+    // The convolution geometry of a conv-like op (the recompute families read it).
+    const cases::OpInstance* inst = it.ref->c.find(op);
+    if (!inst) return;
+    in.params = inst->params;
+    std::visit([&](const auto& p) {
+      using P = std::decay_t<decltype(p)>;
+      if constexpr (std::is_same_v<P, cases::ConvParams> || std::is_same_v<P, cases::ConvTransposeParams>) {
+        in.conv.stride[0] = p.stride[0];
+        in.conv.stride[1] = p.stride[1];
+        in.conv.padding[0] = p.padding[0];
+        in.conv.padding[1] = p.padding[1];
+        in.conv.dilation[0] = p.dilation[0];
+        in.conv.dilation[1] = p.dilation[1];
+        in.conv.groups = p.groups;
+        in.conv.bias = p.bias;
+      }
+    }, inst->params);
   }
 
   std::optional<LossRoundingCheck> loss_rounding_check(const PairItem& it, const LossStats& l) {

@@ -91,6 +91,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     search_output_side(in, s);
     search_conv_inputs(in, s);
     search_matmul_inputs(in, s);
+    search_conv_transpose_inputs(in, s);
     search_gradient_scale(in, s);
   }
   auto& m = s.dx.matches;

@@ -8,6 +8,7 @@
 
 #include "layout_mapping.hpp"
 #include "validate/compare/diagnosis.hpp"
+#include "validate/ops/reference.hpp"
 
 namespace validate::compare::detail {
 
@@ -135,6 +136,7 @@ struct Search {
 void search_output_side(const DiagnosisInput& in, Search& s);
 void search_conv_inputs(const DiagnosisInput& in, Search& s);
 void search_matmul_inputs(const DiagnosisInput& in, Search& s);
+void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s);
 void search_loss(const DiagnosisInput& in, Search& s);
 void search_gradient_scale(const DiagnosisInput& in, Search& s);
 
@@ -159,6 +161,13 @@ bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vec
                       Rounding acc = Rounding::none, bool channels_inner = false);
 bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
                         Rounding acc = Rounding::none);
+// The float64 output at every position, from the canonical reference inputs, through the op's
+// own reference (ops::OpDef::reference; `accumulation` as there: float64, or the running sum
+// rounded to a narrow type after every add, for "accumulated in float16"-style hypotheses). For
+// hypotheses that need the whole output, e.g. the loss on the unrounded output. False when the
+// op's parameters or inputs are not there or the work exceeds in.full_forward_budget multiply-adds.
+bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                 ops::Accumulation accumulation = ops::Accumulation::float64);
 
 // "H and W" / "W"
 std::string axis_words(const std::string& letters);

@@ -87,8 +87,11 @@ void search_loss(const DiagnosisInput& in, Search& s) {
     for (Rounding acc : accumulators_to_try(in.logical))
       for (const auto& [inner, order] : orders) {
         std::vector<double> y;
-        const bool ok = in.op == "conv2d" ? conv_forward_all(in, out, y, acc, inner)
-                                          : matmul_forward_all(in, out, y, acc);
+        // The recompute in diag's own loop orders (the op reference sums in one canonical order
+        // only); conv_transpose2d has none yet and is not tried.
+        bool ok = false;
+        if (in.op == "conv2d") ok = conv_forward_all(in, out, y, acc, inner);
+        else if (in.op == "matmul") ok = matmul_forward_all(in, out, y, acc);
         if (!ok || T.numel != static_cast<std::int64_t>(y.size())) break;
         const double want = mse_of(y, true);
         Hypothesis h = narrow_accumulation_hypothesis(
@@ -111,7 +114,7 @@ void search_loss(const DiagnosisInput& in, Search& s) {
   // The loss on the output before rounding to the case dtype.
   if (in.logical != DType::float32) {
     std::vector<double> y;
-    const bool ok = in.op == "conv2d" ? conv_forward_all(in, out, y) : matmul_forward_all(in, out, y);
+    const bool ok = forward_all(in, out, y);
     if (!ok) return;
     if (T.numel != static_cast<std::int64_t>(y.size())) return;
     const double want = mse_of(y, false);

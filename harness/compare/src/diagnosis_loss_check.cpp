@@ -38,7 +38,7 @@ std::optional<LossRoundingCheck> check_loss_rounding(const DiagnosisInput& in,
   if (std::fabs(c.run - in.ref_loss) <= ulps8) return std::nullopt;
   std::vector<double> y;
   const Shape out = in.input_shapes.at("output");
-  const bool ok = in.op == "conv2d" ? conv_forward_all(in, out, y) : matmul_forward_all(in, out, y);
+  const bool ok = forward_all(in, out, y);  // the op's own float64 reference
   if (!ok || static_cast<std::int64_t>(y.size()) != n) return std::nullopt;
   double su = 0, sr = 0;
   for (std::int64_t i = 0; i < n; ++i) {

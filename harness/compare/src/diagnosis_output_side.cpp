@@ -8,9 +8,7 @@
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
-#if defined(VALIDATE_LAYOUT_PERMUTE)
 #include "validate/layout/permute.hpp"
-#endif
 
 namespace validate::compare::detail {
 
@@ -27,12 +25,11 @@ Eval eval_sample(const DiagnosisInput& in, const ArrayView& bytes, const Element
   return e;
 }
 
-// Every element. With validate::layout's permute engine the bytes are gathered into canonical
-// order a slab at a time (at most 16M elements in memory); without it, an odometer walk.
+// Every element: validate::layout's permute engine gathers the bytes into canonical order a slab
+// at a time (at most 16M elements in memory).
 Eval eval_all(const DiagnosisInput& in, const ArrayView& bytes, const ElementTest& t,
               const LayoutMapping& m) {
   Eval e;
-#if defined(VALIDATE_LAYOUT_PERMUTE)
   const std::vector<std::int64_t> strides = m.src_strides();
   const std::int64_t offset = m.src_offset();
   const Shape inner(in.shape.begin() + 1, in.shape.end());
@@ -49,18 +46,6 @@ Eval eval_all(const DiagnosisInput& in, const ArrayView& bytes, const ElementTes
     for (std::int64_t j = 0; j < nr * inner_n; ++j)
       e.add(read_value(in.ref, r0 * inner_n + j), read_value(got, j), t);
   }
-#else
-  const std::size_t rank = in.shape.size();
-  std::vector<std::int64_t> idx(rank, 0);
-  const std::int64_t n = shape_numel(in.shape);
-  for (std::int64_t p = 0; p < n; ++p) {
-    e.add(read_value(in.ref, p), read_value(bytes, m.offset(idx.data())), t);
-    for (std::size_t a = rank; a-- > 0;) {
-      if (++idx[a] < in.shape[a]) break;
-      idx[a] = 0;
-    }
-  }
-#endif
   return e;
 }
 

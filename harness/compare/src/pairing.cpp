@@ -155,10 +155,8 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
     known_cases.insert(key);
     auto rit = run.cases.find(key);
     const RunCaseRecord* rcase = rit == run.cases.end() ? nullptr : &rit->second;
-    for (cases::Op op : cases::kAllOps) {
-      if ((op == cases::Op::conv2d && !rc.c.has_conv) ||
-          (op == cases::Op::matmul && !rc.c.has_matmul))
-        continue;
+    for (const cases::OpInstance& inst : rc.c.ops) {
+      const cases::Op op = inst.op();
       const std::string opn = cases::op_name(op);
       const auto tensors = rc.c.tensors(op);
       auto base = [&](PairItem::Kind k, const std::string& tensor, std::string msg) {

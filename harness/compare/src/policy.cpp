@@ -8,6 +8,7 @@
 
 #include "validate/cases/case.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare {
 
@@ -34,7 +35,15 @@ constexpr const char* kBuiltin = R"({
 })";
 
 const std::vector<std::string> kDtypes = {"float32", "bfloat16", "float16"};
-const std::vector<std::string> kOps = {"conv2d", "matmul"};
+// The registry's ops (harness/ops): a policy may select any of them.
+const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ops::OpDef* d : ops::registry()) out.emplace_back(d->name());
+    return out;
+  }();
+  return names;
+}
 const std::vector<std::string> kRoles = {"input", "output", "loss", "grad"};
 
 bool in(const std::vector<std::string>& v, const std::string& s) {
@@ -138,7 +147,7 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
     if (k == "dtype" || k == "op" || k == "role" || k == "tensor") {
       // Tensor names too: a misspelt "grad_wieght" selected nothing and gated nothing.
       const std::vector<std::string>* vocab = k == "dtype"  ? &kDtypes
-                                              : k == "op"   ? &kOps
+                                              : k == "op"   ? &op_names()
                                               : k == "role" ? &kRoles
                                                             : &cases::all_tensor_names();
       auto list = string_list(it.value(), where, k.c_str(), vocab);
@@ -221,7 +230,7 @@ Status Policy::add_gate(const std::string& a) {
     if (p.empty()) return Error{where + ": empty selector part"};
     if (p == "*") continue;
     std::vector<std::string>* slot = in(kDtypes, p)  ? &rule.dtype
-                                     : in(kOps, p)   ? &rule.op
+                                     : in(op_names(), p)   ? &rule.op
                                      : in(kRoles, p) ? &rule.role
                                                      : &rule.tensor;
     if (slot == &rule.tensor && (!is_tensor_name(p) || !in(cases::all_tensor_names(), p))) {

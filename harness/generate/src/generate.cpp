@@ -21,6 +21,7 @@
 #include "validate/core/version.hpp"
 #include "validate/generate/set_writer.hpp"
 #include "validate/generate/torch_reference.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::generate {
 
@@ -73,7 +74,8 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
     cases::TensorRecord record;
   };
   std::vector<Kept> kept;
-  for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+  for (const cases::OpInstance& inst : c.ops) {
+    const cases::Op op = inst.op();
     for (const auto& t : c.tensors(op)) {
       const std::string rel = dir + "/" + c.file_name(op, t.name);
       std::string want = cases::metadata_hash(*meta, op, t.name);
@@ -165,12 +167,14 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   config["dtypes"] = dts;
   Json expanded = Json::array();
   for (auto& c : *list) {
-    const auto& p = c.conv;
-    expanded.push_back({{"dtype", dtype_name(c.dtype)}, {"name", c.name}, {"batch", p.n}, {"in_channels", p.c},
-                        {"height", p.h}, {"width", p.w}, {"out_channels", p.o}, {"kernel", {p.kh, p.kw}},
-                        {"stride", {p.stride[0], p.stride[1]}}, {"padding", {p.padding[0], p.padding[1]}},
-                        {"dilation", {p.dilation[0], p.dilation[1]}}, {"groups", p.groups}, {"bias", p.bias},
-                        {"K", p.k()}, {"matmul", {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}}}});
+    // The case's first op as case files spell it, every further op (a conv's im2col matmul) by name.
+    Json item = {{"dtype", dtype_name(c.dtype)}, {"name", c.name}};
+    for (std::size_t i = 0; i < c.ops.size(); ++i) {
+      const ops::OpDef& def = ops::find(c.ops[i].op());
+      if (i == 0) item.update(def.expanded_case(c.ops[i].params));
+      else item[def.name()] = def.metadata_params(c.ops[i].params);
+    }
+    expanded.push_back(std::move(item));
   }
   config["expanded_cases"] = expanded;
 
@@ -197,8 +201,8 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
     // stays near the largest case's own tensors instead of a fixed gigabyte of backlog.
     std::size_t largest = 0;
     for (const auto& c : *list)
-      for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul})
-        for (const auto& t : c.tensors(op)) largest = std::max(largest, static_cast<std::size_t>(shape_numel(t.shape)) * 4);
+      for (const cases::OpInstance& inst : c.ops)
+        for (const auto& t : c.tensors(inst.op())) largest = std::max(largest, static_cast<std::size_t>(shape_numel(t.shape)) * 4);
     SetWriter writer(opt.out, std::clamp<std::size_t>(2 * largest, std::size_t(64) << 20, std::size_t(1) << 30));
     VALIDATE_TRY(writer.write_text_now("config.json", config.dump(2) + "\n"));
     std::size_t i = 0;
@@ -214,7 +218,8 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       }
       auto case_info = std::make_shared<Json>(Json::object());
       bool ok = true;
-      for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+      for (const cases::OpInstance& inst : c.ops) {
+        const cases::Op op = inst.op();
         auto ti = Clock::now();
         auto inputs = make_inputs(c, op, seed, opt.fill, dev->threads);
         sum.input_seconds += since(ti);
@@ -253,7 +258,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       double el = since(t0);
       double eta = el / static_cast<double>(i) * static_cast<double>(list->size() - i);
       std::string line = fmt::format("[{}/{}] {}/{} K={} ({:.1f}s) written {} elapsed {:.0f}s eta {:.0f}s", i,
-                                     list->size(), dir, c.name, c.conv.k(), since(tc),
+                                     list->size(), dir, c.name, ops::find(c.ops.front().op()).reduction_length(c.ops.front().params), since(tc),
                                      human_bytes(static_cast<double>(writer.bytes_written())), el, eta);
       if (live) std::cerr << "\r\033[K" << line << std::flush;
       else if (plain) log << line << "\n";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "validate/core/rng.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::generate {
 
@@ -61,7 +62,7 @@ std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, st
                                           int threads) {
   const unsigned nt = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Draw> draws;
-  const double k = static_cast<double>(op == cases::Op::conv2d ? c.conv.k() : c.matmul.k);
+  const double k = static_cast<double>(ops::find(op).reduction_length(c.find(op)->params));
   const float wscale = static_cast<float>(1.0 / std::sqrt(k));
   // Exact fill: |x| <= 2, |w| <= 2, so a product is <= 4 and K products stay below 2^24 at this density.
   const double density = std::min(1.0, 16777216.0 / (2.0 * 2.0 * k));

@@ -1,4 +1,5 @@
-// The only translation unit of the generator that includes LibTorch (its headers cost ~20 s each).
+// The generator's LibTorch driver (with each op's <op>_torch.cpp, the only LibTorch translation units:
+// their headers cost ~20 s each): leaves, the op's forward, MSE loss, backward, results.
 #include "validate/generate/torch_reference.hpp"
 
 #include <torch/torch.h>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
+#include "validate/ops/torch_forward.hpp"
 
 namespace validate::generate {
 
@@ -127,29 +129,22 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   try {
     auto leaf = [&](const char* name) { return timed([&] { return to_torch(*in.at(name), compute, dev); }).requires_grad_(true); };
     at::Tensor target = timed([&] { return to_torch(*in.at("target"), at::kFloat, dev); });
-    if (op == cases::Op::conv2d) {
-      const auto& p = c.conv;
-      at::Tensor x = leaf("input"), w = leaf("weight");
-      at::Tensor b = p.bias ? leaf("bias") : at::Tensor();
-      at::Tensor y = rounded(torch::conv2d(x, w, b, {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
-                                           {p.dilation[0], p.dilation[1]}, p.groups));
-      // Loss on the output upcast to float32, as DESIGN.md defines it.
-      at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
-      loss.backward();
-      out.emplace("output", result(y));
-      out.emplace("loss", timed([&] { return from_torch(loss, DType::float32); }));
-      out.emplace("grad_input", result(x.grad()));
-      out.emplace("grad_weight", result(w.grad()));
-      if (p.bias) out.emplace("grad_bias", result(b.grad()));
-    } else {
-      at::Tensor a = leaf("A"), bm = leaf("B");
-      at::Tensor y = rounded(torch::matmul(a, bm));
-      at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
-      loss.backward();
-      out.emplace("output", result(y));
-      out.emplace("loss", timed([&] { return from_torch(loss, DType::float32); }));
-      out.emplace("grad_A", result(a.grad()));
-      out.emplace("grad_B", result(bm.grad()));
+    const cases::OpInstance* inst = c.find(op);
+    if (!inst) return Error{std::string("LibTorch reference: case ") + c.name + " has no " + cases::op_name(op)};
+    // Every input but the target is a leaf; the op's forward is its own (harness/ops/<op>/<op>_torch.cpp).
+    const auto table = c.tensors(op);
+    ops::TorchLeaves leaves;
+    for (const auto& t : table)
+      if (t.role == cases::Role::input && t.name != "target") leaves.emplace(t.name, leaf(t.name.c_str()));
+    at::Tensor y = rounded(ops::torch_forward(inst->params, leaves));
+    // Loss on the output upcast to float32, as DESIGN.md defines it.
+    at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
+    loss.backward();
+    // Results in the table's order: output, loss, then grad_<x> for each leaf x.
+    for (const auto& t : table) {
+      if (t.role == cases::Role::output) out.emplace(t.name, result(y));
+      else if (t.role == cases::Role::loss) out.emplace(t.name, timed([&] { return from_torch(loss, DType::float32); }));
+      else if (t.role == cases::Role::grad) out.emplace(t.name, result(leaves.at(t.name.substr(5)).grad()));
     }
   } catch (const c10::Error& e) {
     return Error{std::string("LibTorch failed on ") + c.name + " " + cases::op_name(op) + ": " +

@@ -1,32 +1,36 @@
 #include "validate/layout/preset.hpp"
 
+#include <algorithm>
 #include <cassert>
+#include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::layout {
 
 namespace {
 
-struct TensorRole {
-  const char* op;
-  const char* tensor;
-  const char* axes;
+// The ops' tables, in registry order and each in its file order.
+struct Tables {
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>, std::less<>> tensors;  // op -> (name, axes)
 };
-
-// The canonical axes of every tensor (harness/cases lists the same in case.cpp: the reference files
-// are stored in these layouts).
-constexpr TensorRole kRoles[] = {
-    {"conv2d", "input", "NCHW"},      {"conv2d", "weight", "OIHW"},      {"conv2d", "bias", "O"},
-    {"conv2d", "target", "NCHW"},     {"conv2d", "output", "NCHW"},      {"conv2d", "loss", ""},
-    {"conv2d", "grad_input", "NCHW"}, {"conv2d", "grad_weight", "OIHW"}, {"conv2d", "grad_bias", "O"},
-    {"matmul", "A", "MK"},            {"matmul", "B", "KN"},             {"matmul", "target", "MN"},
-    {"matmul", "output", "MN"},       {"matmul", "loss", ""},            {"matmul", "grad_A", "MK"},
-    {"matmul", "grad_B", "KN"},
-};
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables out;
+    for (const ops::OpDef* d : ops::registry()) {
+      out.ops.push_back(d->name());
+      for (const auto& ti : d->tensors(ops::with_all_tensors(*d))) out.tensors[d->name()].emplace_back(ti.name, ti.canonical_axes);
+    }
+    return out;
+  }();
+  return t;
+}
 
 // Specs written in the source are known good; a typo here is a programming error.
 Spec must(std::string_view text, std::string_view axes) {
@@ -35,14 +39,13 @@ Spec must(std::string_view text, std::string_view axes) {
   return s ? *s : canonical_spec(axes);
 }
 
+// Every op's tensors at their canonical axes (each op's table, harness/ops/<op>/, with a bias so
+// the optional tensors are listed too).
 OpSpecs canonical_ops() {
   OpSpecs ops;
-  for (const auto& r : kRoles) ops[r.op][r.tensor] = canonical_spec(r.axes);
+  for (const ops::OpDef* d : ops::registry())
+    for (const auto& t : d->tensors(ops::with_all_tensors(*d))) ops[d->name()][t.name] = canonical_spec(t.canonical_axes);
   return ops;
-}
-
-void set(OpSpecs& ops, const char* op, std::initializer_list<const char*> tensors, const char* text) {
-  for (const char* t : tensors) ops[op][t] = must(text, *canonical_axes(op, t));
 }
 
 std::string preset_list() {
@@ -53,15 +56,13 @@ std::string preset_list() {
 
 }  // namespace
 
-const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> names{"conv2d", "matmul"};
-  return names;
-}
+const std::vector<std::string>& op_names() { return tables().ops; }
 
 const std::vector<std::string>& tensor_names(std::string_view op) {
   static const std::map<std::string, std::vector<std::string>, std::less<>> names = [] {
     std::map<std::string, std::vector<std::string>, std::less<>> m;
-    for (const auto& r : kRoles) m[r.op].push_back(r.tensor);
+    for (const auto& [o, list] : tables().tensors)
+      for (const auto& [name, axes] : list) m[o].push_back(name);
     return m;
   }();
   static const std::vector<std::string> none;
@@ -70,8 +71,10 @@ const std::vector<std::string>& tensor_names(std::string_view op) {
 }
 
 std::optional<std::string_view> canonical_axes(std::string_view op, std::string_view tensor) {
-  for (const auto& r : kRoles)
-    if (op == r.op && tensor == r.tensor) return std::string_view(r.axes);
+  auto it = tables().tensors.find(op);
+  if (it == tables().tensors.end()) return std::nullopt;
+  for (const auto& [name, axes] : it->second)
+    if (tensor == name) return std::string_view(axes);
   return std::nullopt;
 }
 
@@ -82,33 +85,14 @@ std::vector<std::string> preset_names() {
 Result<Preset> preset(std::string_view name) {
   Preset p{std::string(name), canonical_ops()};
   auto& ops = p.ops;
-  if (name == "torch") {
-    // PyTorch's own: NCHW / OIHW, and matmul's A[M,K] B[K,N] in C order.
-  } else if (name == "channels_last") {
-    // torch.channels_last: activations NHWC and weights OHWI (cuDNN's NHWC filter format, KRSC).
-    set(ops, "conv2d", {"input", "target", "output", "grad_input"}, "NHWC");
-    set(ops, "conv2d", {"weight", "grad_weight"}, "OHWI");
-  } else if (name == "fortran") {
-    // A Fortran program's activations x(C,H,W,N): channel fastest, image slowest. In C terms the bytes
-    // are NWHC — not NHWC: H and W trade places (cuDNN is given them through explicit strides).
-    set(ops, "conv2d", {"input", "target", "output", "grad_input"}, "CHWN:F");
-    // Its kernel w(KW,KH,I,O) is byte for byte C-order OIHW (cuDNN's KCRS filter), stored rotated by
-    // 180 degrees for CUDNN_CONVOLUTION mode; cuDNN returns dW for the buffer it was given, so flipped
-    // too (docs/layouts.md derives it).
-    set(ops, "conv2d", {"weight", "grad_weight"}, "WHIO:F+flip=HW");
-    // Column-major matrices A(M,K), B(K,N), Y(M,N), as cuBLAS and BLAS take them.
-    set(ops, "matmul", {"A", "grad_A"}, "MK:F");
-    set(ops, "matmul", {"B", "grad_B"}, "KN:F");
-    set(ops, "matmul", {"target", "output"}, "MN:F");
-  } else if (name == "linear_in_out") {
-    // A Linear weight stored [in, out] (a Rust engine's): B[K,N] as it is.
-    set(ops, "matmul", {"B", "grad_B"}, "KN");
-  } else if (name == "linear_out_in") {
-    // PyTorch nn.Linear's weight is [out, in]: B stored as [N,K].
-    set(ops, "matmul", {"B", "grad_B"}, "NK");
-  } else {
+  const auto names = preset_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
     return Error{fmt::format("unknown layout preset '{}' (presets: {})", name, preset_list())};
-  }
+  // torch is PyTorch's own (NCHW / OIHW, matmul's A[M,K] B[K,N] in C order): canonical everywhere.
+  // Every other preset's entries are each op's (OpDef::preset, harness/ops/<op>/<op>.cpp).
+  for (const ops::OpDef* d : ops::registry())
+    for (const auto& [tensors, text] : d->preset(name))
+      for (const char* t : tensors) ops[d->name()][t] = must(text, *canonical_axes(d->name(), t));
   return p;
 }
 
@@ -149,8 +133,8 @@ Result<LayoutSet> load_layout(std::string_view arg) {
       continue;
     }
     if (tensor_names(key).empty())
-      return Error{fmt::format("{}: unknown key '{}' (expected the ops conv2d and matmul, \"format\", \"base\" or "
-                               "\"comment\")", path, key)};
+      return Error{fmt::format("{}: unknown key '{}' (expected an op ({}), \"format\", \"base\" or "
+                               "\"comment\")", path, key, fmt::join(op_names(), ", "))};
     if (!value.is_object())
       return Error{fmt::format("{}: \"{}\" must be an object mapping tensor names to layout specs", path, key)};
     TensorSpecs specs = bp->ops[key];  // entries the file leaves out keep the base preset's layout

@@ -69,18 +69,19 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
 
   const bool oracle = !r.oracle_dir.empty();
   for (const auto& [key, entries] : detail::groups(r)) {
-    std::size_t wc = 4, wt = 6;
+    std::size_t wc = 4, wt = 6, wo = 6;  // "conv2d" and "matmul" are 6; a longer op name widens it
     for (const Entry* e : entries) {
       wc = std::max(wc, e->case_name.size());
+      wo = std::max(wo, e->op.size());
       wt = std::max(wt, detail::tensor_label(*e).size());
     }
     out << "\n" << p.bold(detail::group_title(key)) << "\n";
-    std::string hdr = "  " + pad("case", wc) + "  " + pad("op", 6) + "  " + pad("tensor", wt) +
+    std::string hdr = "  " + pad("case", wc) + "  " + pad("op", wo) + "  " + pad("tensor", wt) +
                       "  " + pad("max ULP", 10, true) + "  " + pad("max abs", 9, true) + "  " +
                       (oracle ? pad("closer", 9) + "  " : "") + "verdict";
     out << p.dim(hdr) << "\n";
     for (const Entry* e : entries) {
-      std::string line = "  " + pad(e->case_name, wc) + "  " + pad(e->op, 6) + "  " +
+      std::string line = "  " + pad(e->case_name, wc) + "  " + pad(e->op, wo) + "  " +
                          pad(detail::tensor_label(*e), wt) + "  " +
                          pad(detail::cell_ulp(*e), 10, true) + "  " +
                          pad(detail::cell_abs(*e), 9, true) + "  ";

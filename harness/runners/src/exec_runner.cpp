@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "validate/core/shell_quote.hpp"
 #include "validate/core/tree.hpp"
 #include "validate/layout/convert.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/runners/interrupt.hpp"
 
 extern char** environ;
@@ -266,39 +268,19 @@ class ExecRunner final : public Runner {
   std::optional<Declared> declared_;
 };
 
-// The op's parameters as case.json "params" (everything a program with a JSON parser needs).
-Json op_params(const OpTask& task) {
-  const cases::Case& c = *task.c;
-  if (task.op == cases::Op::matmul) return {{"M", c.matmul.m}, {"K", c.matmul.k}, {"N", c.matmul.n}};
-  const auto& p = c.conv;
-  return {{"N", p.n},
-          {"C", p.c},
-          {"H", p.h},
-          {"W", p.w},
-          {"O", p.o},
-          {"KH", p.kh},
-          {"KW", p.kw},
-          {"stride", {p.stride[0], p.stride[1]}},
-          {"padding", {p.padding[0], p.padding[1]}},
-          {"dilation", {p.dilation[0], p.dilation[1]}},
-          {"groups", p.groups},
-          {"bias", p.bias},
-          {"Hout", p.hout()},
-          {"Wout", p.wout()}};
+// The task's op instance: the run driver hands a runner only the case's own ops.
+const ops::OpParams& params_of(const OpTask& task) {
+  const cases::OpInstance* inst = task.c->find(task.op);
+  assert(inst && "run_driver hands out only the case's own ops");
+  return inst->params;
 }
 
-// The op's parameters as VALIDATE_* environment variables (for programs without a JSON parser).
+// The op's parameters as case.json "params" and as VALIDATE_* environment variables (for
+// programs without a JSON parser): the op's own (harness/ops/<op>/<op>.cpp); docs/runners.md
+// lists them.
+Json op_params(const OpTask& task) { return ops::find(task.op).exec_params(params_of(task)); }
 std::vector<std::pair<const char*, std::int64_t>> op_env(const OpTask& task) {
-  const cases::Case& c = *task.c;
-  if (task.op == cases::Op::matmul)
-    return {{"VALIDATE_M", c.matmul.m}, {"VALIDATE_K", c.matmul.k}, {"VALIDATE_NCOLS", c.matmul.n}};
-  const auto& p = c.conv;
-  return {{"VALIDATE_N", p.n},          {"VALIDATE_C", p.c},           {"VALIDATE_H", p.h},
-          {"VALIDATE_W", p.w},          {"VALIDATE_O", p.o},           {"VALIDATE_KH", p.kh},
-          {"VALIDATE_KW", p.kw},        {"VALIDATE_SH", p.stride[0]},  {"VALIDATE_SW", p.stride[1]},
-          {"VALIDATE_PH", p.padding[0]}, {"VALIDATE_PW", p.padding[1]}, {"VALIDATE_DH", p.dilation[0]},
-          {"VALIDATE_DW", p.dilation[1]}, {"VALIDATE_GROUPS", p.groups}, {"VALIDATE_HOUT", p.hout()},
-          {"VALIDATE_WOUT", p.wout()},  {"VALIDATE_BIAS", p.bias ? 1 : 0}};
+  return ops::find(task.op).exec_env(params_of(task));
 }
 
 // A failure message for a program that did not exit cleanly; "" when it did.

@@ -1,4 +1,4 @@
-// The oracle runner: layout plumbing around oracle_kernels.cpp. Inputs go canonical -> layout
+// The oracle runner: layout plumbing around each op's float64 reference (harness/ops/<op>/ref_*.cpp). Inputs go canonical -> layout
 // memory through the layout module (the same conversion every other runner uses), are widened
 // exactly to float64 in place, and are addressed by the layout's per-axis strides; results are
 // written in their layouts, rounded once to the storage dtype and converted back to canonical.
@@ -11,14 +11,14 @@
 
 #include <fmt/format.h>
 
-#include "oracle_kernels.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/layout/convert.hpp"
 
 namespace validate::runners {
 
 namespace {
 
-using oracle::View;
+using ops::View;
 
 int resolve_threads(int threads) {
   if (threads > 0) return threads;
@@ -172,8 +172,9 @@ Result<std::map<std::string, Tensor>> oracle_compute(
   if (result_dtype == DType::bfloat16)
     return Error{
         where + ": results are float32, float16 or float64 (bfloat16 cases are stored as float32)"};
-  VALIDATE_TRY(op == cases::Op::conv2d ? cases::check_conv(c.conv, where)
-                                       : cases::check_matmul(c.matmul, where));
+  const cases::OpInstance* inst = c.find(op);
+  if (!inst) return Error{where + ": the case has no such op"};
+  VALIDATE_TRY(cases::check_op(*inst, where));
   threads = resolve_threads(threads);
 
   std::map<std::string, Held> held;
@@ -202,29 +203,16 @@ Result<std::map<std::string, Tensor>> oracle_compute(
                                t.name, dtype_name(x.dtype()))};
     held.emplace(t.name, hold_input(t, spec, x));
   }
-  auto view = [&](const char* name) {
-    auto it = held.find(name);
-    return it == held.end() ? View{} : it->second.view;
-  };
+  ops::Views views;
+  for (const auto& [name, h] : held) views.emplace(name, h.view);
 
   // Runner results are the case's dtype, so the loss is taken on the output rounded to it, as the
   // reference's is; float64 results (oracle_compute's exact mode) keep the exact output.
   const auto t_compute = Clock::now();
-  const DType loss_on = result_dtype == DType::float64 ? DType::float64 : c.dtype;
-  std::vector<double> dy;
-  double loss = 0;
-  if (op == cases::Op::conv2d) {
-    oracle::conv_forward(c.conv, view("input"), view("weight"), view("bias"), view("output"),
-                         threads);
-    loss = oracle::mse_conv(c.conv, view("output"), view("target"), loss_on, dy);
-    oracle::conv_backward(c.conv, view("input"), view("weight"), dy, view("grad_input"),
-                          view("grad_weight"), view("grad_bias"), threads);
-  } else {
-    oracle::matmul_forward(c.matmul, view("A"), view("B"), view("output"), threads);
-    loss = oracle::mse_matmul(c.matmul, view("output"), view("target"), loss_on, dy);
-    oracle::matmul_backward(c.matmul, view("A"), view("B"), dy, view("grad_A"), view("grad_B"),
-                            threads);
-  }
+  ops::ReferenceOptions ropt;
+  ropt.threads = threads;
+  ropt.loss_on = result_dtype == DType::float64 ? DType::float64 : c.dtype;
+  const double loss = ops::find(op).reference(inst->params, views, ropt);
 
   const auto t_out = Clock::now();
   std::map<std::string, Tensor> out;

@@ -334,9 +334,9 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
     ++idx;
     const auto& c = rc->c;
     const std::string dt(dtype_name(c.dtype));
-    for (cases::Op op : cases::kAllOps) {
+    for (const cases::OpInstance& inst : c.ops) {
       if (interrupt_signal()) break;  // the rest of the case is not run either
-      if ((op == cases::Op::conv2d && !c.has_conv) || (op == cases::Op::matmul && !c.has_matmul)) continue;
+      const cases::Op op = inst.op();
       const auto tc = Clock::now();
       auto inputs = read_op_inputs(*rc, op);
       writer.add_io_seconds(seconds_since(tc));

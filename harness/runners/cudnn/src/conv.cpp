@@ -83,7 +83,7 @@ bool fits_int(std::int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 class ConvCase {
  public:
-  ConvCase(Context& ctx, const OpTask& task) : ctx_(ctx), task_(task), p_(task.c->conv) {}
+  ConvCase(Context& ctx, const OpTask& task) : ctx_(ctx), task_(task), p_(task.c->params<cases::ConvParams>()) {}
 
   // Plans, descriptors and algorithm candidates; falls back to converting every non-native layout
   // when cuDNN refuses the layouts as given or offers no algorithm for them (choose_layouts).

@@ -67,7 +67,18 @@ class CudnnRunner final : public Runner {
       v.push_back(std::move(r));
       return v;
     }
-    return task.op == cases::Op::conv2d ? run_conv(ctx_, task) : run_matmul(ctx_, task);
+    switch (task.op) {
+      case cases::Op::conv2d: return run_conv(ctx_, task);
+      case cases::Op::matmul: return run_matmul(ctx_, task);
+      case cases::Op::conv_transpose2d: break;  // not implemented (backward-data as forward would do)
+    }
+    // An op this runner does not implement is said so, never run down another op's path.
+    OpResult r;
+    r.outcome = RunOutcome::unsupported;
+    r.message = std::string("the cudnn runner does not implement ") + cases::op_name(task.op);
+    std::vector<OpResult> v;
+    v.push_back(std::move(r));
+    return v;
   }
 
  private:

@@ -117,7 +117,7 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     return done(RunOutcome::unsupported, "the cudnn runner runs float32, bfloat16 and float16");
   if (!ctx.layouts.has_op("matmul"))
     return done(RunOutcome::skipped, "the layout set has no matmul");
-  const auto& mp = task.c->matmul;
+  const auto& mp = task.c->params<cases::MatmulParams>();
   const Shape as{mp.m, mp.k}, bs{mp.k, mp.n}, ys{mp.m, mp.n};
   auto spec = [&](const char* name) -> const Spec& { return *ctx.layouts.find("matmul", name); };
   const MatPlan a = plan_matrix(spec("A"), "MK"), b = plan_matrix(spec("B"), "KN"),

@@ -6,8 +6,12 @@
 //   "defaults": {"batch": 1, "height": 32, "width": 32, "out_channels": 32, "kernel": [3, 3],
 //                "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1], "groups": 1, "bias": true},
 //   "sweep": {"in_channels": [8, 16, 32]},          // one case per value, named k{K:04d}_ic{ic:03d}
-//   "cases": [{"name": "odd", "in_channels": 6, "height": 7, ..., "dtypes": ["float32", "float16"]}]
+//   "cases": [{"name": "odd", "in_channels": 6, "height": 7, ..., "dtypes": ["float32", "float16"]},
+//             {"name": "up", "op": "conv_transpose2d", "output_padding": [1, 0], ...}]
 // }
+// A case's "op" (default "conv2d") names a registered op (harness/ops/<op>/); its other keys are
+// that op's (OpDef::case_keys). A conv2d case also holds its im2col matmul (the default pairing);
+// any other op is a case of its own. "defaults" may hold any op's keys; each op takes those it knows.
 #include <optional>
 #include <string>
 #include <vector>

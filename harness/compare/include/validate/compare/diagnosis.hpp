@@ -31,6 +31,7 @@
 
 #include "validate/compare/metrics.hpp"
 #include "validate/core/tensor.hpp"
+#include "validate/ops/op.hpp"
 
 namespace validate::compare {
 
@@ -90,6 +91,9 @@ struct DiagnosisInput {
   std::map<std::string, ArrayView> inputs;
   std::map<std::string, Shape> input_shapes;
   ConvGeometry conv;
+  // The op's parameters (compare fills them from the reference's metadata): hypotheses that need
+  // the whole float64 output recompute it through the op's own reference (harness/ops/<op>/).
+  std::optional<ops::OpParams> params;
   // Loss entries: the two scalars and the loss gates.
   double ref_loss = 0, run_loss = 0;
   std::optional<double> loss_abs, loss_rel;

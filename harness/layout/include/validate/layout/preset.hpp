@@ -18,10 +18,10 @@ namespace validate::layout {
 using TensorSpecs = std::map<std::string, Spec, std::less<>>;  // tensor name -> spec
 using OpSpecs = std::map<std::string, TensorSpecs, std::less<>>;  // op -> tensors
 
-// The ops and the tensors of each, in the order case files list them.
-const std::vector<std::string>& op_names();                         // conv2d, matmul
+// The ops (harness/ops registry) and the tensors of each, in the order case files list them.
+const std::vector<std::string>& op_names();                         // the registry's: conv2d, matmul, ...
 const std::vector<std::string>& tensor_names(std::string_view op);  // empty for an unknown op
-// The canonical axes of a tensor ("NCHW", "OIHW", "O", "MK", "KN", "MN", "" for the loss), or
+// The canonical axes of a tensor ("NCHW", "OIHW", "IOHW", "O", "MK", "KN", "MN", "" for the loss), or
 // nullopt for an unknown op or tensor.
 std::optional<std::string_view> canonical_axes(std::string_view op, std::string_view tensor);
 

@@ -1,78 +1,19 @@
-#include "oracle_kernels.hpp"
+// conv2d's float64 reference: the oracle's arithmetic (moved from runners/src/oracle_kernels.cpp).
+//
+// Determinism: every output element is accumulated in one fixed canonical order — forward over
+// (ci, kh, kw), dx over (o, kh, kw), dW per image over (oh, ow) and then over images, db over
+// (n, oh, ow) — independent of the layout and of the thread count. The arithmetic runs on
+// contiguous staging copies read through the layout's strides, so the code path is the same for
+// every layout and a correct layout gives bit-identical results.
+#include "conv2d/reference.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <thread>
+#include "ref_util.hpp"
 
-namespace validate::runners::oracle {
+namespace validate::ops::conv2d {
 
-namespace {
+using namespace ref;
 
-using i64 = std::int64_t;
-
-// Runs f(i) for i in [0, n) on up to `threads` threads, handing items out one at a time (items
-// are coarse: an output-channel block, a row block). Each item owns its outputs, so the result
-// does not depend on which thread ran what.
-template <class F>
-void parallel_for(i64 n, int threads, F&& f) {
-  const int t = static_cast<int>(std::min<i64>(std::max(threads, 1), n));
-  if (t <= 1) {
-    for (i64 i = 0; i < n; ++i) f(i);
-    return;
-  }
-  std::atomic<i64> next{0};
-  auto work = [&] {
-    for (i64 i = next++; i < n; i = next++) f(i);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(t - 1));
-  for (int k = 1; k < t; ++k) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-}
-
-i64 floor_div(i64 a, i64 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-i64 ceil_div(i64 a, i64 b) { return -floor_div(-a, b); }
-
-// Output positions o in [0, out) whose input position o*s - pad + k*d lies in [0, in).
-struct Range {
-  i64 lo, hi;
-};
-Range valid(i64 out, i64 in, i64 s, i64 pad, i64 kd) {
-  const i64 lo = std::max<i64>(0, ceil_div(pad - kd, s));
-  const i64 hi = std::min<i64>(out, floor_div(in - 1 + pad - kd, s) + 1);
-  return {lo, std::max(lo, hi)};
-}
-
-// Splits `n` into blocks of at most `cap`, small enough that there are about 2 items per thread.
-i64 block_size(i64 n, i64 outer, int threads, i64 cap) {
-  i64 b = std::min(n, cap);
-  while (b > 1 && outer * ((n + b - 1) / b) < 2 * static_cast<i64>(threads)) b = (b + 1) / 2;
-  return std::max<i64>(b, 1);
-}
-
-// Stages plane (i0, i1, :, :) of a 4-d view into a contiguous [h][w] buffer.
-void stage_plane(const View& v, i64 i0, i64 i1, i64 h, i64 w, double* out) {
-  for (i64 y = 0; y < h; ++y) {
-    const double* src = &v.at(i0, i1, y, 0);
-    const i64 s = v.stride[3];
-    for (i64 x = 0; x < w; ++x) out[y * w + x] = src[x * s];
-  }
-}
-
-// a[j*as] += v * x[j*xs], j < n; the unit-stride case is kept separate so it vectorises.
-inline void axpy(i64 n, double v, const double* x, i64 xs, double* a, i64 as) {
-  if (xs == 1 && as == 1) {
-    for (i64 j = 0; j < n; ++j) a[j] += v * x[j];
-  } else {
-    for (i64 j = 0; j < n; ++j) a[j * as] += v * x[j * xs];
-  }
-}
-
-}  // namespace
-
-void conv_forward(const cases::ConvParams& p, const View& x, const View& w, const View& b,
+void conv_forward(const ConvParams& p, const View& x, const View& w, const View& b,
                   const View& y, int threads) {
   const i64 G = p.groups, Cg = p.c / G, Og = p.o / G, Ho = p.hout(), Wo = p.wout(), P = Ho * Wo;
   const i64 ob = block_size(Og, p.n * G, threads, 8), nb = (Og + ob - 1) / ob;
@@ -110,7 +51,7 @@ void conv_forward(const cases::ConvParams& p, const View& x, const View& w, cons
   });
 }
 
-void conv_backward(const cases::ConvParams& p, const View& x, const View& w,
+void conv_backward(const ConvParams& p, const View& x, const View& w,
                    const std::vector<double>& dy, const View& gx, const View& gw, const View& gb,
                    int threads) {
   const i64 G = p.groups, Cg = p.c / G, Og = p.o / G, Ho = p.hout(), Wo = p.wout(), P = Ho * Wo,
@@ -240,122 +181,98 @@ void conv_backward(const cases::ConvParams& p, const View& x, const View& w,
   }
 }
 
-namespace {
-
-constexpr i64 kRowBlock = 64, kKBlock = 256;
-
-// Stages B[k0:k1, :] as a contiguous [k][n] block.
-void stage_b_rows(const View& b, i64 k0, i64 k1, i64 n, double* out) {
-  for (i64 k = k0; k < k1; ++k)
-    for (i64 j = 0; j < n; ++j) out[(k - k0) * n + j] = b.at(k, j);
-}
-
-}  // namespace
-
-void matmul_forward(const cases::MatmulParams& p, const View& a, const View& b, const View& y,
-                    int threads) {
-  const i64 M = p.m, K = p.k, N = p.n;
-  const i64 mb = block_size(M, 1, threads, kRowBlock), nmb = (M + mb - 1) / mb;
-  parallel_for(nmb, threads, [&](i64 item) {
-    const i64 m0 = item * mb, m1 = std::min(m0 + mb, M);
-    std::vector<double> acc(static_cast<std::size_t>((m1 - m0) * N), 0.0),
-        bs(static_cast<std::size_t>(kKBlock * N));
-    for (i64 k0 = 0; k0 < K; k0 += kKBlock) {
-      const i64 k1 = std::min(k0 + kKBlock, K);
-      stage_b_rows(b, k0, k1, N, bs.data());
-      for (i64 m = m0; m < m1; ++m) {
-        double* row = acc.data() + (m - m0) * N;
-        for (i64 k = k0; k < k1; ++k) axpy(N, a.at(m, k), bs.data() + (k - k0) * N, 1, row, 1);
-      }
-    }
-    for (i64 m = m0; m < m1; ++m)
-      for (i64 j = 0; j < N; ++j) y.at(m, j) = acc[static_cast<std::size_t>((m - m0) * N + j)];
-  });
-}
-
-void matmul_backward(const cases::MatmulParams& p, const View& a, const View& b,
-                     const std::vector<double>& dy, const View& ga, const View& gb, int threads) {
-  const i64 M = p.m, K = p.k, N = p.n;
-  // dA[m,k] = sum over n of dY[m,n] B[k,n]: B staged transposed, [n][k], per k block.
-  if (ga) {
-    const i64 mb = block_size(M, 1, threads, kRowBlock), nmb = (M + mb - 1) / mb;
-    parallel_for(nmb, threads, [&](i64 item) {
-      const i64 m0 = item * mb, m1 = std::min(m0 + mb, M);
-      std::vector<double> bt(static_cast<std::size_t>(N * kKBlock)),
-          acc(static_cast<std::size_t>(kKBlock));
-      for (i64 k0 = 0; k0 < K; k0 += kKBlock) {
-        const i64 k1 = std::min(k0 + kKBlock, K), kn = k1 - k0;
-        for (i64 k = k0; k < k1; ++k)
-          for (i64 j = 0; j < N; ++j) bt[static_cast<std::size_t>(j * kn + (k - k0))] = b.at(k, j);
-        for (i64 m = m0; m < m1; ++m) {
-          std::fill(acc.begin(), acc.begin() + kn, 0.0);
-          const double* d = dy.data() + m * N;
-          for (i64 j = 0; j < N; ++j) axpy(kn, d[j], bt.data() + j * kn, 1, acc.data(), 1);
-          for (i64 k = k0; k < k1; ++k) ga.at(m, k) = acc[static_cast<std::size_t>(k - k0)];
-        }
-      }
-    });
-  }
-  // dB[k,n] = sum over m of A[m,k] dY[m,n]: items are k blocks.
-  if (gb) {
-    const i64 kb = block_size(K, 1, threads, 64), nkb = (K + kb - 1) / kb;
-    parallel_for(nkb, threads, [&](i64 item) {
-      const i64 k0 = item * kb, k1 = std::min(k0 + kb, K);
-      std::vector<double> acc(static_cast<std::size_t>((k1 - k0) * N), 0.0);
-      for (i64 m = 0; m < M; ++m) {
-        const double* d = dy.data() + m * N;
-        for (i64 k = k0; k < k1; ++k) axpy(N, a.at(m, k), d, 1, acc.data() + (k - k0) * N, 1);
-      }
-      for (i64 k = k0; k < k1; ++k)
-        for (i64 j = 0; j < N; ++j) gb.at(k, j) = acc[static_cast<std::size_t>((k - k0) * N + j)];
-    });
-  }
-}
-
-namespace {
-
-// Neumaier-compensated running sum.
-struct Sum {
-  double s = 0, c = 0;
-  void add(double v) {
-    const double t = s + v;
-    c += std::abs(s) >= std::abs(v) ? (s - t) + v : (v - t) + s;
-    s = t;
-  }
-  double value() const { return s + c; }
-};
-
-}  // namespace
-
-double mse_conv(const cases::ConvParams& p, const View& y, const View& t, DType output_dtype,
-                std::vector<double>& dy) {
-  const i64 Ho = p.hout(), Wo = p.wout(), numel = p.n * p.o * Ho * Wo;
-  dy.assign(static_cast<std::size_t>(numel), 0.0);
-  Sum sum;
-  i64 i = 0;
+void conv_forward_acc(const ConvParams& p, const View& x, const View& w, const View& b, const View& y,
+                      Accumulation acc) {
+  const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
   for (i64 n = 0; n < p.n; ++n)
-    for (i64 o = 0; o < p.o; ++o)
+    for (i64 o = 0; o < p.o; ++o) {
+      const i64 g = o / Og;
       for (i64 oh = 0; oh < Ho; ++oh)
-        for (i64 ow = 0; ow < Wo; ++ow, ++i) {
-          const double d = round_to_dtype(y.at(n, o, oh, ow), output_dtype) - t.at(n, o, oh, ow);
-          sum.add(d * d);
-          dy[static_cast<std::size_t>(i)] = 2.0 * d / static_cast<double>(numel);
+        for (i64 ow = 0; ow < Wo; ++ow) {
+          double s = 0;
+          for (i64 ci = 0; ci < Cg; ++ci)
+            for (i64 kh = 0; kh < p.kh; ++kh) {
+              const i64 ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+              if (ih < 0 || ih >= p.h) continue;
+              for (i64 kw = 0; kw < p.kw; ++kw) {
+                const i64 iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                if (iw < 0 || iw >= p.w) continue;
+                s = accumulate(s, x.at(n, g * Cg + ci, ih, iw) * w.at(o, ci, kh, kw), acc);
+              }
+            }
+          y.at(n, o, oh, ow) = b ? accumulate(s, b.at(o), acc) : s;
         }
-  return sum.value() / static_cast<double>(numel);
-}
-
-double mse_matmul(const cases::MatmulParams& p, const View& y, const View& t, DType output_dtype,
-                  std::vector<double>& dy) {
-  const i64 numel = p.m * p.n;
-  dy.assign(static_cast<std::size_t>(numel), 0.0);
-  Sum sum;
-  for (i64 m = 0; m < p.m; ++m)
-    for (i64 j = 0; j < p.n; ++j) {
-      const double d = round_to_dtype(y.at(m, j), output_dtype) - t.at(m, j);
-      sum.add(d * d);
-      dy[static_cast<std::size_t>(m * p.n + j)] = 2.0 * d / static_cast<double>(numel);
     }
-  return sum.value() / static_cast<double>(numel);
 }
 
-}  // namespace validate::runners::oracle
+void conv_backward_acc(const ConvParams& p, const View& x, const View& w, const std::vector<double>& dy,
+                       const View& gx, const View& gw, const View& gb, Accumulation acc) {
+  const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
+  auto d = [&](i64 n, i64 o, i64 oh, i64 ow) { return dy[static_cast<std::size_t>(((n * p.o + o) * Ho + oh) * Wo + ow)]; };
+  if (gx)
+    for (i64 n = 0; n < p.n; ++n)
+      for (i64 c = 0; c < p.c; ++c) {
+        const i64 g = c / Cg;
+        for (i64 ih = 0; ih < p.h; ++ih)
+          for (i64 iw = 0; iw < p.w; ++iw) {
+            double s = 0;
+            for (i64 o = g * Og; o < (g + 1) * Og; ++o)
+              for (i64 kh = 0; kh < p.kh; ++kh) {
+                const i64 th = ih + p.padding[0] - kh * p.dilation[0];
+                if (th < 0 || th % p.stride[0] || th / p.stride[0] >= Ho) continue;
+                for (i64 kw = 0; kw < p.kw; ++kw) {
+                  const i64 tw = iw + p.padding[1] - kw * p.dilation[1];
+                  if (tw < 0 || tw % p.stride[1] || tw / p.stride[1] >= Wo) continue;
+                  s = accumulate(s, w.at(o, c - g * Cg, kh, kw) * d(n, o, th / p.stride[0], tw / p.stride[1]), acc);
+                }
+              }
+            gx.at(n, c, ih, iw) = s;
+          }
+      }
+  if (gw)
+    for (i64 o = 0; o < p.o; ++o) {
+      const i64 g = o / Og;
+      for (i64 ci = 0; ci < Cg; ++ci)
+        for (i64 kh = 0; kh < p.kh; ++kh)
+          for (i64 kw = 0; kw < p.kw; ++kw) {
+            double s = 0;
+            for (i64 n = 0; n < p.n; ++n)
+              for (i64 oh = 0; oh < Ho; ++oh) {
+                const i64 ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+                if (ih < 0 || ih >= p.h) continue;
+                for (i64 ow = 0; ow < Wo; ++ow) {
+                  const i64 iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                  if (iw < 0 || iw >= p.w) continue;
+                  s = accumulate(s, d(n, o, oh, ow) * x.at(n, g * Cg + ci, ih, iw), acc);
+                }
+              }
+            gw.at(o, ci, kh, kw) = s;
+          }
+    }
+  if (gb)
+    for (i64 o = 0; o < p.o; ++o) {
+      double s = 0;
+      for (i64 n = 0; n < p.n; ++n)
+        for (i64 oh = 0; oh < Ho; ++oh)
+          for (i64 ow = 0; ow < Wo; ++ow) s = accumulate(s, d(n, o, oh, ow), acc);
+      gb.at(o) = s;
+    }
+}
+
+double reference(const ConvParams& p, const Views& v, const ReferenceOptions& opt) {
+  const View x = view_of(v, "input"), w = view_of(v, "weight"), b = view_of(v, "bias"), y = view_of(v, "output");
+  std::vector<double> dy;
+  if (opt.accumulation == Accumulation::float64)
+    conv_forward(p, x, w, b, y, opt.threads);
+  else
+    conv_forward_acc(p, x, w, b, y, opt.accumulation);
+  const double loss = mse({p.n, p.o, p.hout(), p.wout()}, y, view_of(v, "target"), opt.loss_on, dy);
+  const View gx = view_of(v, "grad_input"), gw = view_of(v, "grad_weight"), gb = view_of(v, "grad_bias");
+  if (opt.accumulation == Accumulation::float64)
+    conv_backward(p, x, w, dy, gx, gw, gb, opt.threads);
+  else
+    conv_backward_acc(p, x, w, dy, gx, gw, gb, opt.accumulation);
+  return loss;
+}
+
+}  // namespace validate::ops::conv2d

@@ -1,0 +1,14 @@
+// conv_transpose2d's LibTorch forward (compiled into validate_ops_torch only).
+#include "validate/ops/torch_forward.hpp"
+
+namespace validate::ops {
+
+at::Tensor torch_forward(const ConvTransposeParams& p, const TorchLeaves& in) {
+  auto b = in.find("bias");
+  return torch::conv_transpose2d(in.at("input"), in.at("weight"), b == in.end() ? at::Tensor() : b->second,
+                                 {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                                 {p.output_padding[0], p.output_padding[1]}, p.groups,
+                                 {p.dilation[0], p.dilation[1]});
+}
+
+}  // namespace validate::ops
