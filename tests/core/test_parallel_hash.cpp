@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,44 +130,88 @@ TEST(Float32Scan, MatchesAPlainLoopFedInPieces) {
 }
 
 // A result's scan (value_scan) comes from the hash pass itself: same file hash as OpenSSL over the
-// file, NaN count and max |x| as npy::read + a plain loop, over a payload of several 256 KiB chunks
-// with a NaN in the last, partial one; not scanned when it is not float32 C-order.
+// file, NaN count and max |x| as npy::read + a plain loop. Results are hashed two at a time on a
+// core: here pairs of unequal length (several 256 KiB chunks against one partial chunk), a NaN in a
+// last partial chunk, an infinity, and a float64 file whose partner then goes alone.
 TEST(ParallelHash, ResultScanInTheHashPassMatchesReadingTheFile) {
   char tmpl[] = "/tmp/validate_phash_XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  Tensor a(DType::float32, {3, 70001});  // 840 012 bytes: three whole chunks and a partial one
-  for (std::int64_t i = 0; i < a.numel(); ++i) a.set(i, std::sin(0.001 * static_cast<double>(i)) * (i % 1000));
-  a.data<float>()[a.numel() - 5] = std::nanf("");
-  a.data<float>()[123456] = -2048.5f;
-  Tensor b(DType::float64, {4, 2});
-  ASSERT_TRUE(npy::write(dir + "/a.npy", a));
-  ASSERT_TRUE(npy::write(dir + "/b.npy", b));
-  std::vector<FileHashRequest> rq{{dir + "/a.npy", false, true}, {dir + "/b.npy", false, true}};
-  auto r = hash_files(rq, 2);
-  ASSERT_TRUE(r[0].hashed && r[1].hashed);
-  EXPECT_EQ(r[0].sha256, *sha256_file(rq[0].path));
-  EXPECT_EQ(r[1].sha256, *sha256_file(rq[1].path));
-  ASSERT_TRUE(r[0].has_scan);
-  EXPECT_FALSE(r[0].has_value);
-  EXPECT_EQ(r[0].shape, (Shape{3, 70001}));
-  auto back = npy::read(rq[0].path);
-  ASSERT_TRUE(back);
-  std::int64_t nans = 0;
-  double m = 0;
-  for (std::int64_t i = 0; i < back->numel(); ++i) {
-    const float x = back->data<float>()[i];
-    nans += std::isnan(x);
-    if (!std::isnan(x)) m = std::max(m, std::fabs(static_cast<double>(x)));
+  const std::vector<Shape> shapes{{3, 70001}, {2, 3, 30011}, {50003}, {3}, {1, 1}};
+  std::vector<std::string> names;
+  for (std::size_t f = 0; f < shapes.size(); ++f) {
+    Tensor a(DType::float32, shapes[f]);
+    for (std::int64_t i = 0; i < a.numel(); ++i)
+      a.set(i, std::sin(0.001 * static_cast<double>(i) + static_cast<double>(f)) * static_cast<double>(i % 1000));
+    if (f == 0) a.data<float>()[a.numel() - 5] = std::nanf("");
+    if (f == 0) a.data<float>()[123456] = -2048.5f;
+    if (f == 2) a.data<float>()[777] = std::numeric_limits<float>::infinity();
+    names.push_back(dir + "/r" + std::to_string(f) + ".npy");
+    ASSERT_TRUE(npy::write(names.back(), a));
   }
-  EXPECT_EQ(r[0].nans, nans);
+  Tensor b(DType::float64, {4, 2});
+  names.push_back(dir + "/b.npy");
+  ASSERT_TRUE(npy::write(names.back(), b));
+  std::vector<FileHashRequest> rq;
+  for (const auto& n : names) rq.push_back({n, false, true});
+  auto r = hash_files(rq, 2);
+  ASSERT_EQ(r.size(), rq.size());
+  for (std::size_t f = 0; f < rq.size(); ++f) {
+    SCOPED_TRACE(rq[f].path);
+    ASSERT_TRUE(r[f].hashed) << r[f].error;
+    EXPECT_EQ(r[f].sha256, *sha256_file(rq[f].path));
+    EXPECT_FALSE(r[f].has_value);
+    if (f + 1 == rq.size()) {
+      EXPECT_FALSE(r[f].has_scan);  // float64: verify reads it itself
+      continue;
+    }
+    ASSERT_TRUE(r[f].has_scan);
+    EXPECT_EQ(r[f].shape, shapes[f]);
+    auto back = npy::read(rq[f].path);
+    ASSERT_TRUE(back);
+    std::int64_t nans = 0;
+    double m = 0;
+    for (std::int64_t i = 0; i < back->numel(); ++i) {
+      const float x = back->data<float>()[i];
+      nans += std::isnan(x);
+      if (!std::isnan(x)) m = std::max(m, std::fabs(static_cast<double>(x)));
+    }
+    EXPECT_EQ(r[f].nans, nans);
+    EXPECT_EQ(r[f].max_abs.has_value(), std::isfinite(m));
+    if (r[f].max_abs) {
+      EXPECT_EQ(*r[f].max_abs, m);
+    }
+  }
   EXPECT_EQ(r[0].nans, 1);
-  ASSERT_TRUE(r[0].max_abs.has_value());
-  EXPECT_EQ(*r[0].max_abs, m);
-  EXPECT_EQ(*r[0].max_abs, 2048.5);
-  EXPECT_FALSE(r[1].has_scan);  // float64: verify reads it itself
-  for (const char* n : {"a.npy", "b.npy"}) std::remove((dir + "/" + n).c_str());
+  EXPECT_EQ(r[0].max_abs, std::optional<double>(2048.5));
+  EXPECT_FALSE(r[2].max_abs.has_value());
+  for (const auto& n : names) std::remove(n.c_str());
   ::rmdir(dir.c_str());
+}
+
+// sha256_header_payload_visit2 against OpenSSL on two messages of every relative length (one
+// empty, equal, one a chunk longer, both ending mid-block), visiting every payload byte once.
+TEST(Sha256Pair, TwoFilesOnOneCoreEqualOpenSsl) {
+  SCOPED_TRACE(sha256_cpu_has_sha_ni() ? "SHA-NI path" : "OpenSSL fallback");
+  const std::size_t chunk = 256 << 10;
+  for (auto [na, nb] : {std::pair<std::size_t, std::size_t>{0, 100}, {chunk, chunk}, {3 * chunk + 37, chunk - 1},
+                        {chunk + 64, 2 * chunk + 55}}) {
+    auto da = random_bytes(128 + na, static_cast<unsigned>(na)), db = random_bytes(64 + nb, static_cast<unsigned>(nb) + 1);
+    std::size_t seen_a = 0, seen_b = 0;
+    Sha256Visit a{da.data(), 128, da.data() + 128, na, [&](const void* p, std::size_t n) {
+                    EXPECT_EQ(p, da.data() + 128 + seen_a);
+                    seen_a += n;
+                  }};
+    Sha256Visit b{db.data(), 64, db.data() + 64, nb, [&](const void* p, std::size_t n) {
+                    EXPECT_EQ(p, db.data() + 64 + seen_b);
+                    seen_b += n;
+                  }};
+    auto d = sha256_header_payload_visit2(a, b);
+    EXPECT_EQ(d[0], sha256_hex(da.data(), da.size())) << na << " " << nb;
+    EXPECT_EQ(d[1], sha256_hex(db.data(), db.size())) << na << " " << nb;
+    EXPECT_EQ(seen_a, na);
+    EXPECT_EQ(seen_b, nb);
+  }
 }
 
 // The vector path of fill_normal (AVX2 + libmvec, with its rounding-boundary fallback) must give

@@ -26,15 +26,14 @@ std::string hex_of(const std::uint32_t h[8]) {
 
 constexpr std::size_t kVisitChunk = 256 << 10;  // a multiple of 64: every chunk but the last is whole blocks
 
-std::string visit_openssl(const void* header, std::size_t header_size, const void* payload, std::size_t payload_size,
-                          const std::function<void(const void*, std::size_t)>& visit) {
-  const auto* p = static_cast<const unsigned char*>(payload);
+std::string visit_openssl(const Sha256Visit& m) {
+  const auto* p = static_cast<const unsigned char*>(m.payload);
   Sha256 file;
-  file.update(header, header_size);
-  for (std::size_t off = 0; off < payload_size; off += kVisitChunk) {
-    const std::size_t n = payload_size - off < kVisitChunk ? payload_size - off : kVisitChunk;
+  file.update(m.header, m.header_size);
+  for (std::size_t off = 0; off < m.payload_size; off += kVisitChunk) {
+    const std::size_t n = m.payload_size - off < kVisitChunk ? m.payload_size - off : kVisitChunk;
     file.update(p + off, n);
-    visit(p + off, n);
+    m.visit(p + off, n);
   }
   return file.hex_digest();
 }
@@ -116,6 +115,55 @@ __attribute__((target("sha,sse4.1,ssse3"))) void compress(State* const* st, cons
   }
 }
 
+// Two independent messages (two files) into two states, one block of each per step: each has its
+// own message schedule, and the two round chains interleave as in compress<2> (one SHA-NI chain is
+// bound by the latency of sha256rnds2, not by its throughput).
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_two(State& s0, const unsigned char* p0, State& s1,
+                                                              const unsigned char* p1, std::size_t nblocks) {
+  const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  State* st[2] = {&s0, &s1};
+  const unsigned char* p[2] = {p0, p1};
+  __m128i abef[2], cdgh[2];
+  for (int s = 0; s < 2; ++s) {
+    __m128i abcd = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st[s]->h)), 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st[s]->h + 4)), 0x1B);
+    abef[s] = _mm_alignr_epi8(abcd, efgh, 8);
+    cdgh[s] = _mm_blend_epi16(efgh, abcd, 0xF0);
+  }
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    __m128i w[2][16];
+    for (int s = 0; s < 2; ++s) {
+      for (int i = 0; i < 4; ++i)
+        w[s][i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[s] + 64 * b + 16 * i)), bswap);
+      for (int i = 4; i < 16; ++i)
+        w[s][i] = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(w[s][i - 4], w[s][i - 3]),
+                                                     _mm_alignr_epi8(w[s][i - 1], w[s][i - 2], 4)),
+                                       w[s][i - 1]);
+    }
+    const __m128i save_abef[2] = {abef[0], abef[1]}, save_cdgh[2] = {cdgh[0], cdgh[1]};
+    for (int i = 0; i < 16; ++i) {
+      const __m128i k = _mm_load_si128(reinterpret_cast<const __m128i*>(kRound + 4 * i));
+      __m128i wk[2], wk_hi[2];
+      for (int s = 0; s < 2; ++s) {
+        wk[s] = _mm_add_epi32(w[s][i], k);
+        wk_hi[s] = _mm_shuffle_epi32(wk[s], 0x0E);
+      }
+      for (int s = 0; s < 2; ++s) cdgh[s] = _mm_sha256rnds2_epu32(cdgh[s], abef[s], wk[s]);
+      for (int s = 0; s < 2; ++s) abef[s] = _mm_sha256rnds2_epu32(abef[s], cdgh[s], wk_hi[s]);
+    }
+    for (int s = 0; s < 2; ++s) {
+      abef[s] = _mm_add_epi32(abef[s], save_abef[s]);
+      cdgh[s] = _mm_add_epi32(cdgh[s], save_cdgh[s]);
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    __m128i feba = _mm_shuffle_epi32(abef[s], 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh[s], 0xB1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(st[s]->h), _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(st[s]->h + 4), _mm_alignr_epi8(dchg, feba, 8));
+  }
+}
+
 // Pads the last (< 64) bytes and appends the message length in bits, big-endian.
 std::string finish(State& st, const unsigned char* tail, std::size_t tail_size, std::uint64_t total_bytes) {
   unsigned char buf[128] = {};
@@ -140,26 +188,51 @@ std::string sha256_hex_ni(const void* data, std::size_t size) {
   return finish(st, p + size / 64 * 64, size % 64, size);
 }
 
-std::string sha256_header_payload_visit(const void* header, std::size_t header_size, const void* payload,
-                                        std::size_t payload_size,
-                                        const std::function<void(const void*, std::size_t)>& visit) {
-  constexpr std::size_t kChunk = kVisitChunk;
-  const auto* p = static_cast<const unsigned char*>(payload);
-  if (sha256_cpu_has_sha_ni() && header_size % 64 == 0) {
-    State st;
-    State* one[1] = {&st};
-    compress<1>(one, static_cast<const unsigned char*>(header), header_size / 64);
-    std::size_t off = 0;
-    for (; off + kChunk <= payload_size; off += kChunk) {
-      compress<1>(one, p + off, kChunk / 64);
-      visit(p + off, kChunk);
-    }
-    const std::size_t rest = payload_size - off;
-    compress<1>(one, p + off, rest / 64);
-    if (rest) visit(p + off, rest);
-    return finish(st, p + off + rest / 64 * 64, rest % 64, header_size + payload_size);
+namespace {
+
+// The rest of a visited hash from payload offset `off` (whole chunks before it already in `st`).
+std::string visit_rest(State& st, const Sha256Visit& m, std::size_t off) {
+  const auto* p = static_cast<const unsigned char*>(m.payload);
+  State* one[1] = {&st};
+  for (; off + kVisitChunk <= m.payload_size; off += kVisitChunk) {
+    compress<1>(one, p + off, kVisitChunk / 64);
+    m.visit(p + off, kVisitChunk);
   }
-  return visit_openssl(header, header_size, payload, payload_size, visit);
+  const std::size_t rest = m.payload_size - off;
+  compress<1>(one, p + off, rest / 64);
+  if (rest) m.visit(p + off, rest);
+  return finish(st, p + off + rest / 64 * 64, rest % 64, m.header_size + m.payload_size);
+}
+
+void start(State& st, const Sha256Visit& m) {
+  State* one[1] = {&st};
+  compress<1>(one, static_cast<const unsigned char*>(m.header), m.header_size / 64);
+}
+
+}  // namespace
+
+std::string sha256_header_payload_visit(const Sha256Visit& m) {
+  if (!sha256_cpu_has_sha_ni() || m.header_size % 64 != 0) return visit_openssl(m);
+  State st;
+  start(st, m);
+  return visit_rest(st, m, 0);
+}
+
+std::array<std::string, 2> sha256_header_payload_visit2(const Sha256Visit& a, const Sha256Visit& b) {
+  if (!sha256_cpu_has_sha_ni() || a.header_size % 64 != 0 || b.header_size % 64 != 0)
+    return {visit_openssl(a), visit_openssl(b)};
+  State sa, sb;
+  start(sa, a);
+  start(sb, b);
+  const auto* pa = static_cast<const unsigned char*>(a.payload);
+  const auto* pb = static_cast<const unsigned char*>(b.payload);
+  std::size_t off = 0;
+  for (; off + kVisitChunk <= a.payload_size && off + kVisitChunk <= b.payload_size; off += kVisitChunk) {
+    compress_two(sa, pa + off, sb, pb + off, kVisitChunk / 64);
+    a.visit(pa + off, kVisitChunk);
+    b.visit(pb + off, kVisitChunk);
+  }
+  return {visit_rest(sa, a, off), visit_rest(sb, b, off)};
 }
 
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
@@ -179,10 +252,9 @@ Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, co
 #else
 bool sha256_cpu_has_sha_ni() { return false; }
 std::string sha256_hex_ni(const void* data, std::size_t size) { return sha256_hex(data, size); }
-std::string sha256_header_payload_visit(const void* header, std::size_t header_size, const void* payload,
-                                        std::size_t payload_size,
-                                        const std::function<void(const void*, std::size_t)>& visit) {
-  return visit_openssl(header, header_size, payload, payload_size, visit);
+std::string sha256_header_payload_visit(const Sha256Visit& m) { return visit_openssl(m); }
+std::array<std::string, 2> sha256_header_payload_visit2(const Sha256Visit& a, const Sha256Visit& b) {
+  return {visit_openssl(a), visit_openssl(b)};
 }
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
                                  std::size_t payload_size) {

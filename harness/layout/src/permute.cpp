@@ -132,7 +132,10 @@ void run_tiles(const Plan& p, std::size_t k, const T* src, T* dst, int threads) 
   // nearly so (a jump of more than a page per line costs a TLB miss per line):
   //  - 3-D: when another axis m moves both sides by less than a page (CHWN:F's H), each unit is one
   //    tile position run along m: ~`line` short-stride streams on both sides;
-  //  - TLB tiles (tlb_tile): the destination rows are far apart (the 151936 x 896 transpose): a
+  //  - k-band: `line` k-rows run along all of l, when the source lines it reads are under 1 KiB
+  //    apart (several share a page): `line` sequential destination rows (NHWC -> NCHW);
+  //  - TLB tiles (tlb_tile): the destination rows are far apart and so are the source lines, each
+  //    in a page of its own or nearly (the 151936 x 896 transpose: 3.5 KiB): a
   //    super-tile of one page of every destination row it covers by the source rows it needs, each
   //    walked in line x line tiles `line` k-rows at a time; the super-tile's pages stay in the TLB
   //    until they are used up, so each page is looked up about once;
@@ -146,7 +149,9 @@ void run_tiles(const Plan& p, std::size_t k, const T* src, T* dst, int threads) 
   std::int64_t bk = line, bl = line;
   bool l_major = false;  // units walk all k-blocks of an l-block before the next l-block
   if (m == l) {
-    if (std::llabs(dk) > std::llabs(sl)) {
+    if (std::llabs(dk) > std::llabs(sl) && std::llabs(sl) * es < 1024) {
+      bl = nl;  // k-band: the source lines a band reads share pages (NHWC -> NCHW: 16 per page)
+    } else if (std::llabs(dk) > std::llabs(sl)) {
       const auto [tk, tl] = tlb_tile(nk, sl, es, line);
       bk = tk;
       bl = std::min(nl, tl);
