@@ -71,6 +71,12 @@ PLANTED_IN_FAMILY = {
     # CHWN:F's memory order is N,W,H,C: writing NCHW is no simple channels move there.
     ("fortran", "out_channels_first"): "axes_permuted",
 }
+WHY_IN_FAMILY = {
+    "grad_weight_filter_layout": "cuDNN's filter layout is the declared one there, so the mutant returns "
+                                 "grad_weight in the other flip state (the classic forgotten un-flip)",
+    "out_channels_first": "the declared CHWN:F is N,W,H,C in memory, so writing NCHW there is no simple "
+                          "channels-first/last move but another axis order",
+}
 
 def dtype(cell):
     """ "family:dtype/case/op" -> dtype """
@@ -88,14 +94,14 @@ EXCEPTIONS = [
     ("loss_unrounded", lambda c: dtype(c) == "float32", "-",
      "a float32 output is not rounded before the loss: nothing to see"),
     ("loss_unrounded", lambda c: dtype(c) == "bfloat16" and "/k0072_ic008/conv2d" in c, "-",
-     "on this cell rounding the output moves the loss by 2 float32 units (1.90298450 vs 1.90298474): "
+     "on the bfloat16 k0072_ic008 conv2d cell rounding the output moves the loss by 2 float32 units (1.90298450 vs 1.90298474): "
      "within the float32 reduction noise of an honest loss, so the loss_on_stored_output check "
      "cannot decide, and the loss agrees with the reference's to 2 units anyway"),
     ("fp16_accumulate", lambda c: dtype(c) == "bfloat16", "-",
      "a float16 accumulator is finer than bfloat16's own rounding of the output: output and loss pass "
      "every gate"),
     ("fp16_accumulate", lambda c: dtype(c) == "bfloat16" and "/k0144_ic016/matmul" in c, "none",
-     "output and loss pass; grad_A, computed from dL/dy of the slightly different output, moves one "
+     "on the bfloat16 k0144_ic016 matmul cell output and loss pass; grad_A, computed from dL/dy of the slightly different output, moves one "
      "bfloat16 unit on 5 of 147456 elements just above the near-zero floor: no hypothesis models "
      "gradients of a perturbed output, so nothing is named (honestly: \"no hypothesis explains\")"),
     ("bias_missing", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
@@ -238,9 +244,10 @@ def write_table(path, table):
     for m, pred, value, why in EXCEPTIONS:
         lines.append(f"- `{m}` → `{value}`: {why}.")
     for (fam, m), code in PLANTED_IN_FAMILY.items():
-        lines.append(f"- `{m}` → `{code}` in the {fam} family: cuDNN's filter layout is the declared one there, so the mutant "
-                     "returns grad_weight in the other flip state (the classic forgotten un-flip).")
+        lines.append(f"- `{m}` → `{code}` in the {fam} family: {WHY_IN_FAMILY[m]}.")
     lines.append("- every mutant of one op leaves the other op's cells `-` (its code path is not touched).")
+    lines.append("- `pair:R@T+W`: `read_write_pair` with `params.read.code` R on tensor T and `params.write.code` W "
+                 "on the output: both planted mistakes named (the suite checks both codes).")
     lines.append("- `fp16_inputs` and `tf32` share the code `rounded_inputs`; both are named with `params.format` tf32 and float16 listed as equally consistent: the two keep the same 10-bit mantissa and differ only below 2^-14 or above 65504.")
     lines.append("- batch-1 cases (k0072, k0144): where two mistakes put the same bytes in the same places "
                  "through the size-1 batch axis, the simpler one is named and the planted one is listed with "

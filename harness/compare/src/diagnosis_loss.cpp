@@ -84,14 +84,20 @@ void search_loss(const DiagnosisInput& in, Search& s) {
     std::vector<std::pair<bool, const char*>> orders = {{false, "c,kh,kw"}};
     if (in.op == "conv2d") orders.push_back({true, "kh,kw,c"});
     if (in.op != "conv2d") orders[0].second = "k";
-    for (Rounding acc : accumulators_to_try(in.logical))
+    // The variants share one full-forward budget (a failing loss pays at most about what the
+    // unrounded-loss hypothesis below pays).
+    const std::vector<Rounding> accs = accumulators_to_try(in.logical);
+    DiagnosisInput shared = in;
+    shared.full_forward_budget =
+        in.full_forward_budget / static_cast<std::int64_t>(accs.size() * orders.size());
+    for (Rounding acc : accs)
       for (const auto& [inner, order] : orders) {
         std::vector<double> y;
         // The recompute in diag's own loop orders (the op reference sums in one canonical order
         // only); conv_transpose2d has none yet and is not tried.
         bool ok = false;
-        if (in.op == "conv2d") ok = conv_forward_all(in, out, y, acc, inner);
-        else if (in.op == "matmul") ok = matmul_forward_all(in, out, y, acc);
+        if (in.op == "conv2d") ok = conv_forward_all(shared, out, y, acc, inner);
+        else if (in.op == "matmul") ok = matmul_forward_all(shared, out, y, acc);
         if (!ok || T.numel != static_cast<std::int64_t>(y.size())) break;
         const double want = mse_of(y, true);
         Hypothesis h = narrow_accumulation_hypothesis(

@@ -14,7 +14,8 @@ using namespace detail;
 
 std::optional<LossRoundingCheck> check_loss_rounding(const DiagnosisInput& in,
                                                      const ArrayView& run_output) {
-  if (in.logical == DType::float32 || !in.inputs.count("target") || !in.input_shapes.count("output"))
+  if (in.logical == DType::float32 || !in.inputs.count("target") ||
+      !in.input_shapes.count("output"))
     return std::nullopt;
   const ArrayView T = in.inputs.at("target");
   const std::int64_t n = T.numel;

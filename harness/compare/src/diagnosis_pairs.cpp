@@ -25,14 +25,18 @@ namespace validate::compare::detail {
 namespace {
 
 std::string write_words(const Reading& rd) {
-  std::string w = rd.perm_code == "hw_swapped"                 ? "with H and W exchanged"
-                  : rd.perm_code == "fortran_order"            ? "in the opposite memory order (column-major handed over as C order, or the reverse)"
-                  : rd.perm_code == "transposed"               ? "transposed"
-                  : rd.perm_code == "channels_order"           ? "with channels first and last confused"
-                  : rd.perm_code == "fortran_order+hw_swapped" ? "in the opposite memory order with H and W exchanged"
-                  : rd.perm_code.empty()                       ? ""
-                                                               : "with its axes in another order";
-  if (!rd.flips.empty()) w += std::string(w.empty() ? "" : " and ") + "with " + axis_words(rd.flips) + " flipped";
+  std::string w =
+      rd.perm_code == "hw_swapped" ? "with H and W exchanged"
+      : rd.perm_code == "fortran_order"
+          ? "in the opposite memory order (column-major handed over as C order, or the reverse)"
+      : rd.perm_code == "transposed"     ? "transposed"
+      : rd.perm_code == "channels_order" ? "with channels first and last confused"
+      : rd.perm_code == "fortran_order+hw_swapped"
+          ? "in the opposite memory order with H and W exchanged"
+      : rd.perm_code.empty() ? ""
+                             : "with its axes in another order";
+  if (!rd.flips.empty())
+    w += std::string(w.empty() ? "" : " and ") + "with " + axis_words(rd.flips) + " flipped";
   return w;
 }
 
@@ -63,7 +67,8 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
   const DeclaredBytes b = declared_bytes(in.run, in.shape, in.axes, in.declared_layout);
   const std::string declared = in.declared_layout.empty() ? in.axes : in.declared_layout;
   std::vector<Reading> writes;
-  for (Reading& rd : readings(in.shape, in.axes, b.declared, declared.find(":F") != std::string::npos))
+  for (Reading& rd :
+       readings(in.shape, in.axes, b.declared, declared.find(":F") != std::string::npos))
     if (rd.rank <= 3) writes.push_back(std::move(rd));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::vector<double>> cache(reads.size(), std::vector<double>(positions.size(), nan));
@@ -89,11 +94,13 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       nlohmann::json rp = rh.params;
       rp["code"] = rh.code;
       rp["tensor"] = rh.tensor;
-      nlohmann::json wp = {{"code", w.code()}, {"tensor", in.tensor}, {"declared", declared}, {"bytes", w.spec}};
+      nlohmann::json wp = {
+          {"code", w.code()}, {"tensor", in.tensor}, {"declared", declared}, {"bytes", w.spec}};
       if (!w.flips.empty()) wp["flipped"] = w.flips;
       h.params = {{"read", rp}, {"write", wp}};
-      h.description = fmt::format("two mistakes at once: (1) {}; (2) it wrote {}.bin {} (declared {}, the bytes are {})",
-                                  read_words(rh), in.tensor, write_words(w), declared, w.spec);
+      h.description = fmt::format(
+          "two mistakes at once: (1) {}; (2) it wrote {}.bin {} (declared {}, the bytes are {})",
+          read_words(rh), in.tensor, write_words(w), declared, w.spec);
       h.cause = rh.cause + ", and the result written in another layout than declared";
       h.fix = rh.fix + "; and write " + in.tensor + ".bin as " + declared +
               " (check the loop order where you write it)";
