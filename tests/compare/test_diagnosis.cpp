@@ -9,6 +9,7 @@
 #include "validate/compare/diagnosis.hpp"
 #include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
+#include "validate/ops/op.hpp"
 
 using namespace validate;
 using namespace validate::compare;
@@ -293,6 +294,14 @@ DiagnosisInput conv_input(const Conv& g, const Tensor& ref, const Tensor& run, c
   in.conv.dilation[1] = g.DW;
   in.conv.groups = g.G;
   in.conv.bias = b != nullptr;
+  // The op's parameters, as compare hands them over (add_reference_tensors): the whole-output
+  // recomputes go through the op's own reference with them.
+  ops::ConvParams p;
+  p.n = g.N, p.c = g.C, p.h = g.H, p.w = g.W, p.o = g.O, p.kh = g.KH, p.kw = g.KW;
+  p.stride = {g.SH, g.SW}, p.padding = {g.PH, g.PW}, p.dilation = {g.DH, g.DW};
+  p.groups = g.G;
+  p.bias = b != nullptr;
+  in.params = p;
   return in;
 }
 

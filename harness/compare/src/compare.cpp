@@ -58,17 +58,6 @@ Result<Mapped> open_npy(const std::string& path) {
   return Mapped{std::move(*f), std::move(*h)};
 }
 
-const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
-  const Json* p = &j;
-  for (const char* k : keys) {
-    if (!p->is_object()) return nullptr;
-    auto it = p->find(k);
-    if (it == p->end()) return nullptr;
-    p = &*it;
-  }
-  return p;
-}
-
 std::string g(double v) { return fmt::format("{:.3g}", v); }
 
 float scalar_value(const ArrayView& v) {

@@ -17,18 +17,6 @@ namespace {
 
 const char* const kDtypeDirs[] = {"float32", "bfloat16", "float16"};
 
-// The value at a key path, or null when any step is missing.
-const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
-  const Json* p = &j;
-  for (const char* k : keys) {
-    if (!p->is_object()) return nullptr;
-    auto it = p->find(k);
-    if (it == p->end()) return nullptr;
-    p = &*it;
-  }
-  return p;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

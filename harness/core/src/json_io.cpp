@@ -40,4 +40,15 @@ Status write_json(const std::string& path, const Json& j) {
   return fs::write_atomic(path, j.dump(2) + "\n");
 }
 
+const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {
+  const Json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return nullptr;
+    auto it = p->find(k);
+    if (it == p->end()) return nullptr;
+    p = &*it;
+  }
+  return p;
+}
+
 }  // namespace validate

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "exec_process.hpp"
+#include "exec_result_file.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/mapped_file.hpp"
@@ -33,6 +34,8 @@ namespace validate::runners {
 namespace {
 
 namespace stdfs = std::filesystem;
+using exec::Expected;
+using exec::read_result;
 
 constexpr const char* kProtocol = "validate-exec/1";
 constexpr std::size_t kTailBytes = 4096;      // of stderr kept for the message
@@ -82,71 +85,6 @@ std::optional<Declared> declared_in_file(const layout::LayoutSet& set) {
     for (const auto& [t, spec] : tensors.items()) names.insert(t);
   }
   return d;
-}
-
-struct Expected {
-  cases::TensorInfo info;
-  layout::Spec spec;
-  DType dtype;
-  std::string file;
-};
-
-std::string describe(const Expected& e) {
-  return fmt::format(
-      "{} {} in layout {}", dtype_name(e.dtype),
-      shape_to_string(layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)),
-      layout::to_string(e.spec));
-}
-
-// One result file -> canonical tensor. Messages start with the file name.
-Result<Tensor> read_result(const std::string& dir, const Expected& e, bool npy_format) {
-  const std::string path = dir + "/" + e.file;
-  const Shape lshape = layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape);
-  const bool scalar = e.info.role == cases::Role::loss;
-  // lstat, not stat: a result that is a symlink (to /dev/zero, to a file outside the work dir)
-  // or a FIFO is refused by name instead of being followed or blocking the read.
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return Error{e.file + ": missing (the program did not write it)"};
-  if (!S_ISREG(st.st_mode))
-    return Error{e.file + ": " + (S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device") +
-                 ", not a regular file (results are read only from regular files in the work directory)"};
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-
-  Tensor laid;
-  if (!npy_format) {
-    const std::uint64_t want =
-        static_cast<std::uint64_t>(shape_numel(lshape)) * dtype_size(e.dtype);
-    if (size != want)
-      return Error{fmt::format("{}: {} bytes, expected {} bytes ({}{})", e.file, size, want,
-                               describe(e), scalar ? ": exactly one value" : "")};
-    auto map = MappedFile::open(path);  // O_NOFOLLOW | O_NONBLOCK: no race to a FIFO or link
-    if (!map) return Error{map.message()};
-    if (map->size() != want) return Error{e.file + ": changed size while being read"};
-    laid = Tensor(e.dtype, lshape);
-    if (want) std::memcpy(laid.bytes(), map->data(), want);
-    if (scalar) return laid;
-    return layout::from_layout(laid, e.info.canonical_axes, e.info.shape, e.spec);
-  }
-  auto a = npy::read(path);  // its messages name the path
-  if (!a) return Error{a.message()};
-  if (a->dtype() != e.dtype)
-    return Error{fmt::format("{}: dtype {}, expected {} ({})", e.file, dtype_name(a->dtype()),
-                             dtype_name(e.dtype), describe(e))};
-  if (scalar) {
-    if (a->numel() != 1)
-      return Error{fmt::format("{}: shape {}, expected exactly one value", e.file,
-                               shape_to_string(a->shape()))};
-    a->reshape({});
-    return std::move(*a);
-  }
-  if (a->shape() != lshape)
-    return Error{fmt::format("{}: shape {}, expected {} (the shape in the layout's axis order: {})",
-                             e.file, shape_to_string(a->shape()), shape_to_string(lshape),
-                             describe(e))};
-  // npy::read returns the array in C order whatever its fortran_order flag: its indices are the
-  // layout's axes, so it is the C-order version of the declared spec (flips included).
-  const layout::Spec c_order{e.spec.axes, false, e.spec.flip};
-  return layout::from_layout(*a, e.info.canonical_axes, e.info.shape, c_order);
 }
 
 // One task's files in its work directory: what the program reads and what it must write.
@@ -485,72 +423,6 @@ Status ExecRunner::check_work_dir_kept(const TaskFiles& f) {
     return Error{"the program removed or replaced its work directory " + f.dir};
   ::chmod(f.dir.c_str(), 0755);  // one it made unreadable (mode 000) is ours to read back
   return Status::ok();
-}
-
-namespace {
-
-// The placeholders of --cmd, in the order expand_command() takes their values.
-constexpr const char* kPlaceholders[] = {"{dir}", "{case}", "{op}", "{dtype}"};
-
-// Index in kPlaceholders of the placeholder that starts at cmd[i]; -1 when none does.
-int placeholder_at(const std::string& cmd, std::size_t i) {
-  if (cmd[i] != '{') return -1;
-  for (int k = 0; k < 4; ++k)
-    if (cmd.compare(i, std::char_traits<char>::length(kPlaceholders[k]), kPlaceholders[k]) == 0) return k;
-  return -1;
-}
-
-}  // namespace
-
-Status check_placeholders_unquoted(const std::string& cmd) {
-  // Shell quoting state while walking the command: a placeholder inside '...' or "..." would be
-  // quoted twice, and '{dir}' with $(...) in the path ran that command (issue 10).
-  enum { none, single, dbl } q = none;
-  for (std::size_t i = 0; i < cmd.size(); ++i) {
-    const char ch = cmd[i];
-    if (const int k = q != none ? placeholder_at(cmd, i) : -1; k >= 0) {
-      const std::string key = kPlaceholders[k];
-      return Error{"--cmd: " + key + " is inside quotes; validate quotes every placeholder itself, so write " + key +
-                   " without quotes around it (not \"" + key + "\" or '" + key + "')"};
-    }
-    if (q == single) {
-      if (ch == '\'') q = none;
-      continue;
-    }
-    if (ch == '\\') {
-      ++i;
-      continue;
-    }
-    if (q == dbl && ch == '"') {
-      q = none;
-      continue;
-    }
-    if (q == none && ch == '\'') {
-      q = single;
-      continue;
-    }
-    if (q == none && ch == '"') {
-      q = dbl;
-      continue;
-    }
-  }
-  return Status::ok();
-}
-
-std::string expand_command(const std::string& cmd, const std::string& dir,
-                           const std::string& case_name, const std::string& op,
-                           const std::string& dtype) {
-  const std::string* values[] = {&dir, &case_name, &op, &dtype};  // kPlaceholders' order
-  std::string out;
-  for (std::size_t i = 0; i < cmd.size();) {
-    if (const int k = placeholder_at(cmd, i); k >= 0) {
-      out += shell_quote(*values[k]);
-      i += std::char_traits<char>::length(kPlaceholders[k]);
-    } else {
-      out += cmd[i++];
-    }
-  }
-  return out;
 }
 
 std::unique_ptr<Runner> make_exec_runner(const ExecOptions& opt, const layout::LayoutSet& layouts) {

@@ -1,6 +1,7 @@
 #pragma once
 // JSON files through nlohmann_json: parse errors become Status messages naming the file and the
 // byte, and writes are atomic and pretty-printed with sorted keys (deterministic bytes).
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,10 @@ using Json = nlohmann::json;
 // or a mistake, never a case file or a manifest).
 Result<Json> read_json(const std::string& path, std::size_t max_bytes = 64u << 20);
 Status write_json(const std::string& path, const Json& j);
+
+// The value at a key path (find_path(j, {"ops", "conv2d", "K"})), or null when a step is missing
+// or is not an object: for reading files written by others without exceptions.
+const Json* find_path(const Json& j, std::initializer_list<const char*> keys);
 
 // Typed access with a message naming the file and key: get_field<int>(j, "batch", path).
 template <class T>
