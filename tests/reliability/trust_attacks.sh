@@ -313,7 +313,9 @@ touch "$marker"
 EOF
   "$bin" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" --cmd "sh $work/prog.sh" > "$work/log" 2>&1 &
   pid=$!
-  sleep 2
+  # Signal once the program runs (validate installs its handlers before it starts any): a fixed
+  # sleep raced a loaded machine, where the signal could arrive before the first case began.
+  for _ in $(seq 300); do pgrep -f "$work/prog.sh" > /dev/null && break; sleep 0.1; done
   kill -TERM $pid
   t0=$(date +%s)
   wait $pid
@@ -364,7 +366,8 @@ concurrent_writers)  # 15. two generates into one --out both exited 0; 1 in 3 se
   # the same for run, whose lock is taken before any case runs
   "$bin" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" --cmd 'sleep 3; exit 1' --only '^float32/k0072' > "$work/log0" 2>&1 &
   p1=$!
-  sleep 1
+  # Once its first case runs (its work dir exists) the lock is held; a fixed sleep raced load.
+  for _ in $(seq 300); do [ -d "$run/work" ] && break; sleep 0.1; done
   v "$work/log1" run --backend oracle --progress 0 --ref "$ref" --out "$run"
   expect 2 $? "$work/log1" "is being written by pid $p1"
   wait $p1
