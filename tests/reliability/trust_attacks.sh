@@ -306,16 +306,19 @@ timeout_overflow)  # 12. --timeout 1e10 killed every program at once (overflow)
 
 sigterm_forwarded)  # 13. SIGTERM to validate run left the user's program running forever
   marker=$work/still_running
+  started=$work/started
   cat > "$work/prog.sh" << EOF
 trap 'echo got TERM >&2; exit 143' TERM
+touch "$started"
 i=0; while [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done
 touch "$marker"
 EOF
   "$bin" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" --cmd "sh $work/prog.sh" > "$work/log" 2>&1 &
   pid=$!
   # Signal once the program runs (validate installs its handlers before it starts any): a fixed
-  # sleep raced a loaded machine, where the signal could arrive before the first case began.
-  for _ in $(seq 300); do pgrep -f "$work/prog.sh" > /dev/null && break; sleep 0.1; done
+  # sleep raced a loaded machine, where the signal could arrive before the first case began. Not
+  # `pgrep -f prog.sh`: validate's own command line holds that name.
+  for _ in $(seq 300); do [ -e "$started" ] && break; sleep 0.1; done
   kill -TERM $pid
   t0=$(date +%s)
   wait $pid
