@@ -7,6 +7,7 @@
 #include <map>
 
 #include "validate/train/schedule.hpp"
+#include "validate/train/tensor_names.hpp"
 #include "validate/train/sgd.hpp"
 #include "validate/train/trajectory.hpp"
 #include "validate/train/trajectory_gate.hpp"
@@ -84,15 +85,31 @@ TEST(TrainSgd, Float32UpdateStaysWithinRoundingOfFloat64) {
   for (std::size_t i = 0; i < pd.size(); ++i) EXPECT_NEAR(pf[i], pd[i], 1e-5 * (1 + std::fabs(pd[i]))) << i;
 }
 
-TEST(TrainSchedule, CheckpointsAreFirstLastAndEveryKth) {
+TEST(TrainSchedule, CheckpointsAreFirstSecondLastAndEveryKth) {
   TrainConfig c;
   c.steps = 10;
   c.checkpoint_every = 4;
-  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 4, 8, 9}));
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 4, 8, 9}));
   c.checkpoint_every = 0;
-  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 9}));
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 9}));
+  c.steps = 2;
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1}));
   c.steps = 1;
   EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0}));
+}
+
+TEST(TrainNames, CheckpointTensorNamesRoundTripAndRejectLookAlikes) {
+  EXPECT_EQ(checkpoint_tensor(12, "grad_weight"), "step12_grad_weight");
+  auto n = parse_checkpoint_tensor("step12_grad_weight");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->step, 12);
+  EXPECT_EQ(n->tensor, "grad_weight");
+  n = parse_checkpoint_tensor("step0_B");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->step, 0);
+  EXPECT_EQ(n->tensor, "B");
+  for (const char* bad : {"step_weight", "step01_weight", "step1", "step1_", "stepx_weight", "weight", "train_loss"})
+    EXPECT_FALSE(parse_checkpoint_tensor(bad)) << bad;
 }
 
 TEST(TrainSchedule, ReadsAndRoundTripsAConfig) {

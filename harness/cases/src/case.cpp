@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "validate/ops/registry.hpp"
+#include "validate/train/tensor_names.hpp"
 
 namespace validate::cases {
 
@@ -48,7 +49,26 @@ Case Case::conv_with_im2col(std::string name, const ConvParams& conv) {
 
 std::vector<TensorInfo> Case::tensors(Op op) const {
   const OpInstance* o = find(op);
-  return o ? ops::find(op).tensors(o->params) : std::vector<TensorInfo>{};
+  if (!o) return {};
+  std::vector<TensorInfo> all = ops::find(op).tensors(o->params);
+  if (!train) return all;
+  std::vector<TensorInfo> params;
+  for (const auto& t : all)
+    if (t.parameter) params.push_back(t);
+  all.push_back({train::kLossCurve, Role::loss_curve, "S", {train->steps}});
+  for (std::int64_t k : train::checkpoint_steps(*train)) {
+    for (const auto& p : params) all.push_back({train::checkpoint_tensor(k, p.name), Role::checkpoint, p.canonical_axes, p.shape});
+    for (const auto& p : params)
+      all.push_back({train::checkpoint_tensor(k, "grad_" + p.name), Role::checkpoint, p.canonical_axes, p.shape});
+  }
+  return all;
+}
+
+std::vector<TensorInfo> Case::parameters(Op op) const {
+  std::vector<TensorInfo> r;
+  for (auto& t : tensors(op))
+    if (t.parameter) r.push_back(t);
+  return r;
 }
 
 const std::vector<std::string>& all_tensor_names() {

@@ -13,7 +13,7 @@ namespace validate::cases {
 namespace {
 
 // The case file's own keys of a case entry; the rest are the op's (OpDef::case_keys).
-const std::set<std::string> kCaseKeys = {"name", "op", "dtypes"};
+const std::set<std::string> kCaseKeys = {"name", "op", "dtypes", "train"};
 
 // Every key any op takes: what "defaults" may hold (each op applies the ones it knows).
 std::set<std::string> all_op_keys() {
@@ -86,6 +86,15 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
     if (cj) VALIDATE_TRY(apply_keys(def, *cj, p, at, true));
     return p;
   };
+  // "train" (docs/training.md): the case's own, else the file's "defaults".
+  auto read_train = [&](const Json* cj, Case& c, const std::string& at) -> Status {
+    const Json* tj = cj && cj->contains("train") ? &(*cj)["train"] : defaults.contains("train") ? &defaults["train"] : nullptr;
+    if (!tj) return Status::ok();
+    auto t = train::read_train_config(*tj, at);
+    if (!t) return t.status();
+    c.train = *t;
+    return Status::ok();
+  };
   const ops::OpDef& conv2d = ops::find(Op::conv2d);
   std::set<std::string> names;
   // Geometry is checked before anything uses it: naming a sweep case computes K = C/groups*KH*KW,
@@ -108,7 +117,9 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       std::get<ConvParams>(*p).c = ic.get<std::int64_t>();
       VALIDATE_TRY(conv2d.check(*p, at));
       // The default sweep's case: a conv2d and its im2col matmul.
-      VALIDATE_TRY(add(Case::conv_with_im2col(conv2d.default_case_name(*p), std::get<ConvParams>(*p)), {}, at));
+      Case c = Case::conv_with_im2col(conv2d.default_case_name(*p), std::get<ConvParams>(*p));
+      VALIDATE_TRY(read_train(nullptr, c, at));
+      VALIDATE_TRY(add(std::move(c), {}, at));
     }
   }
   if (j.contains("cases")) {
@@ -140,6 +151,7 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       } else {
         c.name = def->default_case_name(*p);
       }
+      VALIDATE_TRY(read_train(&cj, c, at));
       std::vector<DType> dts;
       if (cj.contains("dtypes")) {
         auto d = read_dtypes(cj["dtypes"], at);

@@ -31,7 +31,7 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       std::string file = c.file_name(op, t.name);
       Json tj = {{"file", file}, {"shape", t.shape}, {"layout", t.canonical_axes.empty() ? "scalar" : t.canonical_axes},
                  {"role", role_name(t.role)}};
-      DType storage = t.role == Role::loss ? DType::float32 : storage_dtype(c.dtype);
+      DType storage = t.role == Role::loss || t.role == Role::loss_curve ? DType::float32 : storage_dtype(c.dtype);
       auto it = records.find(file);
       if (it != records.end()) {
         tj["sha256"] = it->second.sha256;
@@ -46,6 +46,7 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
     opj["tensors"] = tensors;
     meta["ops"][on] = opj;
   }
+  if (c.train) meta["train"] = train::to_json(*c.train);
   return meta;
 }
 
@@ -72,6 +73,11 @@ Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
     }
     for (auto it = ops_json.begin(); it != ops_json.end(); ++it)
       if (!ops::find(it.key())) return Error{where + ": unknown op '" + it.key() + "' in \"ops\""};
+    if (meta.contains("train")) {
+      auto t = train::read_train_config(meta.at("train"), where);
+      if (!t) return t.status();
+      c.train = *t;
+    }
     return c;
   } catch (const nlohmann::json::exception& e) {
     return Error{where + ": malformed metadata (" + std::string(e.what()) + ")"};

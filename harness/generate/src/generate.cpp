@@ -174,6 +174,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       if (i == 0) item.update(def.expanded_case(c.ops[i].params));
       else item[def.name()] = def.metadata_params(c.ops[i].params);
     }
+    if (c.train) item["train"] = train::to_json(*c.train);
     expanded.push_back(std::move(item));
   }
   config["expanded_cases"] = expanded;

@@ -7,6 +7,7 @@
 
 #include "validate/core/rng.hpp"
 #include "validate/ops/registry.hpp"
+#include "validate/train/trajectory.hpp"
 
 namespace validate::generate {
 
@@ -20,8 +21,9 @@ struct Draw {
   double density;     // exact fill: probability of a non-zero
 };
 
-Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill, unsigned threads) {
-  Philox rng(seed, c.name, cases::op_name(op), d.name);
+Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t seed, Fill fill, unsigned threads,
+            std::int64_t step) {
+  const Philox rng = train::step_stream(Philox(seed, c.name, cases::op_name(op), d.name), step);
   Tensor f32 = Tensor::uninitialized(DType::float32, d.shape);  // part() below writes every element
   float* p = f32.data<float>();
   const auto n = static_cast<std::uint64_t>(f32.numel());
@@ -59,7 +61,7 @@ Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t see
 }  // namespace
 
 std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill,
-                                          int threads) {
+                                          int threads, std::int64_t step) {
   const unsigned nt = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Draw> draws;
   const double k = static_cast<double>(ops::find(op).reduction_length(c.find(op)->params));
@@ -67,6 +69,7 @@ std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, st
   // Exact fill: |x| <= 2, |w| <= 2, so a product is <= 4 and K products stay below 2^24 at this density.
   const double density = std::min(1.0, 16777216.0 / (2.0 * 2.0 * k));
   for (const auto& t : c.inputs(op)) {
+    if (step > 0 && t.parameter) continue;  // a later step's parameters are the optimizer's
     Draw d{t.name, t.shape, 1.0f, 2, 1.0};
     if (t.name == "weight" || t.name == "B") {
       d.scale = wscale;
@@ -79,7 +82,7 @@ std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, st
     draws.push_back(d);
   }
   std::map<std::string, Tensor> out;
-  for (const auto& d : draws) out.emplace(d.name, draw(c, op, d, seed, fill, nt));
+  for (const auto& d : draws) out.emplace(d.name, draw(c, op, d, seed, fill, nt, step));
   return out;
 }
 

@@ -29,7 +29,7 @@ class Matmul final : public OpDefFor<MatmulParams> {
 
  protected:
   std::vector<TensorInfo> tensors_of(const MatmulParams& p) const override {
-    return {{"A", Role::input, "MK", {p.m, p.k}},      {"B", Role::input, "KN", {p.k, p.n}},
+    return {{"A", Role::input, "MK", {p.m, p.k}},      {"B", Role::input, "KN", {p.k, p.n}, true},
             {"target", Role::input, "MN", {p.m, p.n}}, {"output", Role::output, "MN", {p.m, p.n}},
             {"loss", Role::loss, "", {}},              {"grad_A", Role::grad, "MK", {p.m, p.k}},
             {"grad_B", Role::grad, "KN", {p.k, p.n}}};

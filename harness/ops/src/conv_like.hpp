@@ -21,8 +21,8 @@ std::vector<TensorInfo> tensors(const P& p, const char* waxes, const Shape& wsha
   std::vector<TensorInfo> t;
   Shape act_in{p.n, p.c, p.h, p.w}, act_out{p.n, p.o, p.hout(), p.wout()};
   t.push_back({"input", Role::input, "NCHW", act_in});
-  t.push_back({"weight", Role::input, waxes, wshape});
-  if (p.bias) t.push_back({"bias", Role::input, "O", {p.o}});
+  t.push_back({"weight", Role::input, waxes, wshape, true});
+  if (p.bias) t.push_back({"bias", Role::input, "O", {p.o}, true});
   t.push_back({"target", Role::input, "NCHW", act_out});
   t.push_back({"output", Role::output, "NCHW", act_out});
   t.push_back({"loss", Role::loss, "", {}});

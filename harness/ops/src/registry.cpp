@@ -53,6 +53,8 @@ const char* role_name(Role r) {
     case Role::output: return "output";
     case Role::loss: return "loss";
     case Role::grad: return "grad";
+    case Role::loss_curve: return "loss_curve";
+    case Role::checkpoint: return "checkpoint";
   }
   return "?";
 }

@@ -18,6 +18,7 @@
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
+#include "validate/generate/inputs.hpp"
 #include "validate/runners/interrupt.hpp"
 
 namespace validate::runners {
@@ -105,6 +106,33 @@ Result<OpInputs> read_op_inputs(const cases::RefCase& rc, cases::Op op) {
     in.tensors.emplace(t.name, std::move(*tensor));
   }
   return in;
+}
+
+// What generate drew the inputs from: a training case's later batches are drawn the same way
+// (docs/training.md), from the seed and fill of the set's config.json.
+struct DrawKey {
+  std::uint64_t seed = 0;
+  generate::Fill fill = generate::Fill::random;
+};
+Result<std::optional<DrawKey>> training_draw_key(const std::string& ref, const Json& manifest,
+                                                 const std::vector<const cases::RefCase*>& list) {
+  if (std::none_of(list.begin(), list.end(), [](const cases::RefCase* rc) { return rc->c.train.has_value(); }))
+    return std::optional<DrawKey>{};
+  const std::string path = ref + "/config.json";
+  const Json* files = find_path(manifest, {"files"});
+  if (!files || !files->contains("config.json"))
+    return Error{path + ": the set has training cases, whose later batches are drawn from its seed, but its manifest "
+                 "lists no config.json"};
+  auto config = read_json(path);
+  if (!config) return config.status();
+  const Json* seed = find_path(*config, {"seed"});
+  const Json* fill = find_path(*config, {"fill"});
+  if (!seed || !seed->is_number_unsigned() || !fill || !fill->is_string() ||
+      (*fill != "random" && *fill != "exact"))
+    return Error{path + ": a set with training cases needs \"seed\" (an unsigned integer) and \"fill\" "
+                 "(\"random\" or \"exact\")"};
+  return std::optional<DrawKey>{DrawKey{seed->get<std::uint64_t>(),
+                                        *fill == "exact" ? generate::Fill::exact : generate::Fill::random}};
 }
 
 // The runner's results for one op; never empty. Runners report failures as values: an exception
@@ -318,6 +346,8 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
   if (!all) return all.status();
   auto list = select_cases(*all, opt);
   if (!list) return list.status();
+  auto draw_key = training_draw_key(opt.ref, *manifest, *list);
+  if (!draw_key) return draw_key.status();
 
   // The run directory holds exactly this run: not the reference set, not an older run's cases
   // (`run --out OLD --only x` kept 64 stale results that compare passed), one writer at a time.
@@ -350,6 +380,12 @@ Result<RunSummary> run_cases(Runner& runner, const RunOptions& opt, std::ostream
         for (auto& [k, v] : inputs->tensors) task.inputs[k] = &v;
         task.work_dir = (stdfs::path(opt.out) / "work" / dt / c.name / cases::op_name(op)).string();
         task.run_dir = opt.out;
+        if (c.train && *draw_key) {
+          const DrawKey key = **draw_key;
+          task.step_inputs = [&c, op, key](std::int64_t step) {
+            return generate::make_inputs(c, op, key.seed, key.fill, 0, step);
+          };
+        }
         results = run_op(runner, task);
       }
       const double elapsed = seconds_since(tc);

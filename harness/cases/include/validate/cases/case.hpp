@@ -3,6 +3,7 @@
 // the default sweep's case is a conv2d plus the matmul that is its im2col GEMM. What an op is —
 // its tensors, parameters, references — lives in harness/ops/<op>/ behind ops::registry().
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "validate/core/tensor.hpp"
 #include "validate/ops/op.hpp"
 #include "validate/ops/params_json.hpp"
+#include "validate/train/schedule.hpp"
 
 namespace validate::cases {
 
@@ -34,6 +36,9 @@ struct Case {
   std::string name;  // k0072_ic008
   DType dtype = DType::float32;  // logical dtype
   std::vector<OpInstance> ops;   // in run and file order; at most one instance per Op
+  // A training case (docs/training.md): every op of the case runs this many optimizer steps, each
+  // on a new batch; its tensors then include the loss curve and the checkpoints.
+  std::optional<train::TrainConfig> train;
 
   bool has(Op op) const { return find(op) != nullptr; }
   const OpInstance* find(Op op) const;
@@ -56,8 +61,11 @@ struct Case {
   // The default sweep's pairing: this conv2d and its im2col matmul.
   static Case conv_with_im2col(std::string name, const ConvParams& conv);
 
-  // Every tensor of the op in file order: inputs first (target is an input), then output, loss, grads.
+  // Every tensor of the op in file order: inputs first (target is an input), then output, loss,
+  // grads; a training case then has train_loss and, per checkpoint step, each parameter and its
+  // gradient (train/tensor_names.hpp).
   std::vector<TensorInfo> tensors(Op op) const;
+  std::vector<TensorInfo> parameters(Op op) const;  // the inputs an optimizer updates
   std::vector<TensorInfo> inputs(Op op) const;    // role input
   std::vector<TensorInfo> produced(Op op) const;  // output, loss, grads
   // "<case>_<op>_<tensor>.npy"

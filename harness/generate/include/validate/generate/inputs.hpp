@@ -20,7 +20,12 @@ enum class Fill { random, exact };
 // Returned tensors are in the reference's storage dtype: float32 for float32 and bfloat16 cases,
 // float16 for float16 cases. Large tensors are drawn on `threads` threads (0: every core) with
 // the same bits as one thread.
+//
+// `step` > 0 (a training case, docs/training.md): only the data inputs (input, A, target — not the
+// parameters, which the optimizer carries), each from its step-0 stream re-keyed by the step
+// (train::step_stream); step 0 is exactly the single-step case's inputs. Built without LibTorch
+// (library validate_inputs): the runners draw the later steps' batches with it.
 std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill,
-                                          int threads = 0);
+                                          int threads = 0, std::int64_t step = 0);
 
 }  // namespace validate::generate

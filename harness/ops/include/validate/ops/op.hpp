@@ -30,7 +30,10 @@ constexpr Op op_of() {
 
 inline Op op_of(const OpParams& p) { return static_cast<Op>(p.index()); }
 
-enum class Role { input, output, loss, grad };
+// input/output/loss/grad: one forward/backward step. A training case (docs/training.md) adds
+// loss_curve (the loss of every step, "train_loss") and checkpoint (a parameter or its gradient at a
+// checkpoint step, "step<k>_weight", "step<k>_grad_weight"): both produced by a runner.
+enum class Role { input, output, loss, grad, loss_curve, checkpoint };
 const char* role_name(Role r);
 const char* op_name(Op op);  // "conv2d", "matmul", "conv_transpose2d"
 
@@ -39,6 +42,9 @@ struct TensorInfo {
   Role role;
   std::string canonical_axes;  // "NCHW", "OIHW", "IOHW", "O", "MK", "KN", "MN", "" (scalar)
   Shape shape;                 // canonical shape
+  // A trainable parameter (weight, bias, B): the optimizer updates it in a training case; the
+  // other inputs (input, A, target) are data, drawn anew at every step.
+  bool parameter = false;
 };
 
 // One op of a case: its parameters (the Op is the variant's alternative).

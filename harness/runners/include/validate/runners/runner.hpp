@@ -3,6 +3,8 @@
 // op with its inputs in canonical layout (exactly the reference's bytes), feeds them to its stack
 // in the layouts it was asked for, and hands back what it produced, converted to canonical layout.
 // Outcomes are data, never exceptions: one failing case never stops the others.
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,13 +31,18 @@ struct OpTask {
   std::map<std::string, const Tensor*> inputs;
   std::string work_dir;  // a scratch directory the runner may use (exec writes its files here)
   std::string run_dir;   // the run directory being written (a program must leave it alone); "" outside `run`
+  // A training case (c->train, docs/training.md): the data inputs of step s >= 1 ("input"/"A" and
+  // "target", canonical, storage dtype), drawn from the set's seed exactly as generate drew them.
+  // Set by `run` for training cases; a runner that trains needs nothing else to reproduce them.
+  std::function<std::map<std::string, Tensor>(std::int64_t step)> step_inputs;
 };
 
 struct OpResult {
   RunOutcome outcome = RunOutcome::ok;
   std::string message;  // why it failed or was skipped; the program's stderr for exec
   // Canonical-layout results in the reference's storage dtype: "output", "loss" (0-d float32),
-  // grads. A runner lists only what it computed.
+  // grads; for a training case also "train_loss" (float32, [steps]) and the checkpoint tensors
+  // (train/tensor_names.hpp). A runner lists only what it computed.
   std::map<std::string, Tensor> outputs;
   // What other components act on (not requested, --repeat determinism, how tensors reached the
   // backend), as fields; `info` is backend detail for people: layouts used, algorithms, timings.

@@ -20,8 +20,8 @@ struct TrainConfig {
   double dampening = 0;
   double weight_decay = 0;
   bool nesterov = false;
-  // Parameters and gradients are kept at step 0, at the last step and every k-th step (0: only
-  // the first and the last).
+  // Parameters and gradients are kept at steps 0 and 1, at the last step and every k-th step (0:
+  // only those three).
   std::int64_t checkpoint_every = 0;
 };
 
