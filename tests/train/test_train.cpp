@@ -228,8 +228,9 @@ TEST(TrainTrajectory, GradientDescentReachesTheLeastSquaresLine) {
   EXPECT_NEAR(t->final_params.at("bias")[0], b_star, 1e-9);
   ASSERT_EQ(t->losses.size(), 400u);
   EXPECT_LT(t->losses.back(), t->losses.front());
-  // Checkpoints: steps 0, 100, 200, 300, 399, each with the parameters that step used.
-  ASSERT_EQ(t->checkpoints.size(), 5u);
+  // Checkpoints: steps 0, 1, 100, 200, 300, 399, each with the parameters that step used.
+  ASSERT_EQ(t->checkpoints.size(), 6u);
+  EXPECT_EQ(t->checkpoints[1].step, 1);
   for (const auto& cp : t->checkpoints) EXPECT_EQ(cp.params, seen.at(static_cast<std::size_t>(cp.step))) << cp.step;
   EXPECT_EQ(t->checkpoints.back().step, 399);
 }

@@ -40,7 +40,7 @@ Tensor::Tensor(DType dtype, Shape shape, Uninit) : dtype_(dtype), shape_(std::mo
   // input stage took twice as long and system time rose: each huge fault zeroes 2 MiB at once.)
   void* p = std::aligned_alloc(64, n);
   if (!p) throw std::bad_alloc();
-  data_.reset(static_cast<std::byte*>(p));
+  data_.reset(static_cast<std::byte*>(p), AlignedFree{});
   // The bytes after the last element up to the 64-byte boundary stay zero, as they always were,
   // for any vector loop that reads whole lines.
   const std::size_t end = (nbytes() + 63) / 64 * 64;
@@ -52,6 +52,16 @@ Tensor::Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), Unini
 }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) { return Tensor(dtype, std::move(shape), Uninit{}); }
+
+Tensor Tensor::adopt(DType dtype, Shape shape, std::byte* data, std::shared_ptr<void> owner) {
+  assert(reinterpret_cast<std::uintptr_t>(data) % 64 == 0);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.data_ = std::shared_ptr<std::byte>(std::move(owner), data);  // aliasing: owner's lifetime, our pointer
+  return t;
+}
 
 Tensor Tensor::clone() const {
   Tensor t = uninitialized(dtype_, shape_);

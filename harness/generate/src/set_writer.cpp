@@ -60,6 +60,11 @@ void SetWriter::write_text(const std::string& rel_path, std::string text) {
   cv_.notify_all();
 }
 
+void SetWriter::wait_below(std::size_t bytes) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return queued_bytes_ <= bytes; });
+}
+
 Status SetWriter::drain() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return queue_.empty() && busy_ == 0; });

@@ -51,6 +51,22 @@ Tensor from_torch(const at::Tensor& x, DType storage) {
   return t;
 }
 
+// A result LibTorch will not touch again, without a copy (issue 16: the copy of the largest
+// gradient was one more 300 MB buffer at generate's peak). The conversion to the storage dtype is
+// the only copy left, and only when the types differ; the Tensor keeps LibTorch's buffer alive.
+// A buffer off the 64-byte alignment our Tensors promise (LibTorch's CPU allocator gives 64) is
+// copied instead. Not for tensors LibTorch updates later (the trajectory's parameters).
+Tensor adopt_from_torch(const at::Tensor& x, DType storage) {
+  const at::ScalarType st = storage == DType::float16 ? at::kHalf : storage == DType::float64 ? at::kDouble : at::kFloat;
+  at::Tensor c = x.detach().to(at::kCPU).to(st).contiguous();
+  if (c.numel() > 0 && reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 64 == 0) {
+    Shape shape(c.sizes().begin(), c.sizes().end());
+    auto* data = static_cast<std::byte*>(c.data_ptr());
+    return Tensor::adopt(storage, std::move(shape), data, std::make_shared<at::Tensor>(std::move(c)));
+  }
+  return from_torch(c, storage);
+}
+
 std::string run_command(const char* cmd) {
   std::string out;
   FILE* p = ::popen(cmd, "r");
@@ -129,7 +145,20 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   const at::ScalarType compute = emulate ? at::kFloat : logical;
   // A differentiable rounding to the case dtype: autograd casts the incoming gradient the same way.
   auto rounded = [&](const at::Tensor& t) { return emulate ? t.to(logical).to(at::kFloat) : t; };
-  auto result = [&](const at::Tensor& t) { return timed([&] { return from_torch(emulate ? t.to(logical) : t, storage); }); };
+  // Results leave LibTorch without a copy. An emulated bfloat16 result (stored as float32) is
+  // rounded in place in that buffer (round to nearest even, as LibTorch's conversion; issue 16:
+  // t.to(kBFloat16) and back cost 700 MB of transient buffers on the largest gradient); a float16
+  // one is rounded by its conversion to the float16 storage.
+  auto result = [&](const at::Tensor& t) {
+    return timed([&] {
+      Tensor r = adopt_from_torch(t, storage);
+      if (emulate && logical == at::kBFloat16) {
+        float* p = r.data<float>();
+        for (std::int64_t i = 0, n = r.numel(); i < n; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
+      }
+      return r;
+    });
+  };
   std::map<std::string, Tensor> out;
   try {
     auto leaf = [&](const char* name) { return timed([&] { return to_torch(*in.at(name), compute, dev); }).requires_grad_(true); };
@@ -142,9 +171,11 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     for (const auto& t : table)
       if (t.role == cases::Role::input && t.name != "target") leaves.emplace(t.name, leaf(t.name.c_str()));
     at::Tensor y = rounded(ops::torch_forward(inst->params, leaves));
+
     // Loss on the output upcast to float32, as DESIGN.md defines it.
     at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
     loss.backward();
+
     // Results in the table's order: output, loss, then grad_<x> for each leaf x.
     for (const auto& t : table) {
       if (t.role == cases::Role::output) out.emplace(t.name, result(y));

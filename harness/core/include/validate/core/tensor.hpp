@@ -26,6 +26,12 @@ class Tensor {
   // of LibTorch, a file read): the zero-fill would be one more pass over up to a gigabyte, and the
   // pages are then first touched by the threads that fill them.
   static Tensor uninitialized(DType dtype, Shape shape);
+  // A tensor over memory another owner allocated (LibTorch's result buffers, issue 16: copying the
+  // largest gradient out of LibTorch cost one more 300 MB buffer at generate's peak). `owner` keeps
+  // the memory alive and frees it when the tensor goes; `data` must be 64-byte aligned and hold
+  // nbytes. Unlike uninitialized(), nothing past the last element is guaranteed readable: only for
+  // consumers that read exactly nbytes (hashing, writing .npy).
+  static Tensor adopt(DType dtype, Shape shape, std::byte* data, std::shared_ptr<void> owner);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
   Tensor(const Tensor&) = delete;  // copies of gigabyte tensors are explicit: clone()
@@ -61,7 +67,7 @@ class Tensor {
   DType dtype_ = DType::float32;
   Shape shape_;
   std::int64_t numel_ = 0;
-  std::unique_ptr<std::byte[], AlignedFree> data_;
+  std::shared_ptr<std::byte> data_;  // shared only with an adopted buffer's owner (adopt())
 };
 
 // max |x| over the non-NaN values; none when a value is infinite (JSON has no infinity). generate

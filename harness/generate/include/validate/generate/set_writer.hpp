@@ -37,6 +37,10 @@ class SetWriter {
   Status write_text_now(const std::string& rel_path, const std::string& text);
   // Records a file that is already on disk (kept by --resume) as if this writer had written it.
   void adopt(const std::string& rel_path, const cases::ManifestEntry& entry, const cases::TensorRecord* record);
+  // Blocks until the tensors queued or being written hold at most `bytes` (the caller is about to
+  // allocate the rest of the memory budget for its next computation).
+  void wait_below(std::size_t bytes);
+  std::size_t max_queued_bytes() const { return max_bytes_; }
   // Waits for the queue to drain; returns the first error, if any.
   Status drain();
 
