@@ -99,7 +99,7 @@ bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vec
   auto ident = [](const Shape& s) {
     std::vector<int> p(s.size());
     for (std::size_t a = 0; a < p.size(); ++a) p[a] = static_cast<int>(a);
-    return LayoutMapping::make(s, p, std::vector<bool>(s.size(), false));
+    return layout::placement(s, p, std::vector<bool>(s.size(), false));
   };
   Operand x{in.inputs.at("input"), ident(P.xs)}, w{in.inputs.at("weight"), ident(P.ws)};
   x.prepare();
@@ -222,15 +222,15 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   // The commonest pair: the flip that belongs to the weights applied to the data instead.
   s.family("flip_pairs");
   for (const std::string f : {"HW", "H", "W"}) {
-    std::vector<bool> fx = xb.declared.flip, fw = wb.declared.flip;
+    std::vector<bool> fx = xb.declared.flipped, fw = wb.declared.flipped;
     for (char c : f) {
       const auto a = std::string("NCHW").find(c);
       fx[a] = !fx[a];
       fw[a] = !fw[a];
     }
-    const LayoutMapping mx = LayoutMapping::make(P.xs, xb.declared.perm, fx),
-                        mw = LayoutMapping::make(P.ws, wb.declared.perm, fw);
-    if (mx.signature() == xb.declared.signature() || mw.signature() == wb.declared.signature())
+    const layout::Placement mx = layout::placement(P.xs, xb.declared.memory_axes, fx),
+                            mw = layout::placement(P.ws, wb.declared.memory_axes, fw);
+    if (layout::same_offsets(mx, xb.declared) || layout::same_offsets(mw, wb.declared))
       continue;
     Hypothesis h;
     h.code = "flip_on_data";

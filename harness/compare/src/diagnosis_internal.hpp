@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "layout_mapping.hpp"
 #include "validate/compare/diagnosis.hpp"
+#include "validate/layout/convert.hpp"
 #include "validate/ops/reference.hpp"
 
 namespace validate::compare::detail {
@@ -76,7 +76,7 @@ void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx);
 struct DeclaredBytes {
   ArrayView view;
   std::vector<std::byte> owned;
-  LayoutMapping declared;  // canonical index -> offset of the declared layout
+  layout::Placement declared;  // canonical index -> offset of the declared layout
 };
 DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
                              const std::string& axes, const std::string& declared_spec);
@@ -84,7 +84,7 @@ DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
 // A reading of those bytes other than the declared one ("the bytes are really X"), its code
 // relative to the declared layout, and its spelling.
 struct Reading {
-  LayoutMapping m;
+  layout::Placement m;
   std::string spec;       // "NCWH", "OIHW+flip=HW"
   std::string perm_code;  // "", hw_swapped, fortran_order, transposed, axes_permuted
   std::string flips;      // axes whose flip differs from the declared layout ("HW", "W", "")
@@ -105,7 +105,7 @@ void add_aliases(const Reading& rd, Hypothesis& h);
 // and so are duplicates (the first, simplest spelling is kept).
 // `declared_fortran`: the declared spec ends in ":F", so the reversed reading is spelled in C order.
 std::vector<Reading> readings(const Shape& shape, const std::string& axes,
-                              const LayoutMapping& declared, bool declared_fortran = false);
+                              const layout::Placement& declared, bool declared_fortran = false);
 
 // Evaluates a recomputed hypothesis on sampled output positions against the run, stopping at the
 // first few positions beyond tolerance (a wrong hypothesis is off almost everywhere; the residual
@@ -121,7 +121,7 @@ Eval eval_recompute(const DiagnosisInput& in, const ElementTest& t,
   return e;
 }
 void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel);
-std::string spec_of(const LayoutMapping& m, const std::string& axes);
+std::string spec_of(const layout::Placement& m, const std::string& axes);
 std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
                           const std::string& axes);
 

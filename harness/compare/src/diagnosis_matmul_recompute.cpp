@@ -48,25 +48,25 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   const DeclaredBytes ab = declared_bytes(in.inputs.at("A"), as, "MK", da == "MK" ? "" : da);
   const DeclaredBytes bb = declared_bytes(in.inputs.at("B"), bs, "KN", db == "KN" ? "" : db);
   auto transposed = [](const DeclaredBytes& d) {
-    const std::vector<int> rev(d.declared.perm.rbegin(), d.declared.perm.rend());
-    return LayoutMapping::make(d.declared.shape, rev, d.declared.flip);
+    std::vector<int> rev(d.declared.memory_axes.rbegin(), d.declared.memory_axes.rend());
+    return layout::placement(d.declared.canonical_shape, std::move(rev), d.declared.flipped);
   };
   // The float64 output at flat position i with the operands read through ma, mb and rounded to
   // r; `acc` other than none: the running sum rounded to it after every add (k ascending).
-  auto value = [&](std::int64_t i, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r,
+  auto value = [&](std::int64_t i, const layout::Placement& ma, const layout::Placement& mb, Rounding r,
                    Rounding acc) {
     std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
     double sum = 0;
     for (std::int64_t k = 0; k < K; ++k) {
       ai[1] = k;
       bi[0] = k;
-      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset(ai)), r)) *
-             round_as(read_value(bb.view, mb.offset(bi)), r);
+      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset_of(ai)), r)) *
+             round_as(read_value(bb.view, mb.offset_of(bi)), r);
       if (acc != Rounding::none) sum = round_accumulator(sum, acc);
     }
     return sum;
   };
-  auto run = [&](Hypothesis h, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r) {
+  auto run = [&](Hypothesis h, const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
     const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
       return value(i, ma, mb, r, Rounding::none);
     });
@@ -74,7 +74,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     s.add(std::move(h));
   };
   std::vector<ReadCandidate> reads;  // for the read + write pairs
-  auto read_candidate = [&](const Hypothesis& h, LayoutMapping ma, LayoutMapping mb) {
+  auto read_candidate = [&](const Hypothesis& h, layout::Placement ma, layout::Placement mb) {
     reads.push_back({h, [&value, ma, mb](std::int64_t i) {
                        return value(i, ma, mb, Rounding::none, Rounding::none);
                      }});
