@@ -169,16 +169,7 @@ void conv_backward(const ConvParams& p, const View& x, const View& w,
   }
 
   // db[o] = sum over n, oh, ow of dy.
-  if (gb) {
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n) {
-        const double* d = dy_plane(n, o);
-        for (i64 i = 0; i < P; ++i) s += d[i];
-      }
-      gb.at(o) = s;
-    }
-  }
+  if (gb) grad_bias(p.n, p.o, P, dy, gb, Accumulation::float64);
 }
 
 void conv_forward_acc(const ConvParams& p, const View& x, const View& w, const View& b, const View& y,
@@ -249,14 +240,7 @@ void conv_backward_acc(const ConvParams& p, const View& x, const View& w, const 
             gw.at(o, ci, kh, kw) = s;
           }
     }
-  if (gb)
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow) s = accumulate(s, d(n, o, oh, ow), acc);
-      gb.at(o) = s;
-    }
+  if (gb) grad_bias(p.n, p.o, Ho * Wo, dy, gb, acc);
 }
 
 double reference(const ConvParams& p, const Views& v, const ReferenceOptions& opt) {

@@ -89,14 +89,7 @@ void backward(const ConvTransposeParams& p, const View& x, const View& w, const 
             gw.at(c, oc, kh, kw) = s;
           }
     });
-  if (gb)
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow) s = accumulate(s, d(n, o, oh, ow), acc);
-      gb.at(o) = s;
-    }
+  if (gb) grad_bias(p.n, p.o, Ho * Wo, dy, gb, acc);
 }
 
 double reference(const ConvTransposeParams& p, const Views& v, const ReferenceOptions& opt) {

@@ -71,4 +71,19 @@ inline void axpy(i64 n, double v, const double* x, i64 xs, double* a, i64 as) {
   }
 }
 
+// db[o] = sum over n, then over the output plane, of dy[n, o, :] (dy canonical, contiguous
+// [n][o][plane]): every convolution's bias gradient, in one order. The running sum is rounded as
+// `acc` says after every add (float64: a plain sum, the oracle's bytes).
+inline void grad_bias(i64 batch, i64 channels, i64 plane, const std::vector<double>& dy, const View& gb,
+                      Accumulation acc) {
+  for (i64 o = 0; o < channels; ++o) {
+    double s = 0;
+    for (i64 n = 0; n < batch; ++n) {
+      const double* d = dy.data() + (n * channels + o) * plane;
+      for (i64 i = 0; i < plane; ++i) s = accumulate(s, d[i], acc);
+    }
+    gb.at(o) = s;
+  }
+}
+
 }  // namespace validate::ops::ref
