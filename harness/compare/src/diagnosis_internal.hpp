@@ -152,22 +152,16 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
 // A match so far that is not a write-side one (side "output").
 bool any_read_match(const Search& s);
 
-// The float64 output at every position, from the canonical reference inputs (for hypotheses
-// that need the whole output, e.g. the loss on the unrounded output). False when the op's inputs
-// are not there or the work exceeds in.full_forward_budget multiply-adds.
-// `acc` other than none: the running sum rounded to it after every add (narrow accumulation), in
-// the order (c, kh, kw) or, with `channels_inner`, (kh, kw, c); matmul sums over k in order.
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                      Rounding acc = Rounding::none, bool channels_inner = false);
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                        Rounding acc = Rounding::none);
 // The float64 output at every position, from the canonical reference inputs, through the op's
-// own reference (ops::OpDef::reference; `accumulation` as there: float64, or the running sum
-// rounded to a narrow type after every add, for "accumulated in float16"-style hypotheses). For
-// hypotheses that need the whole output, e.g. the loss on the unrounded output. False when the
-// op's parameters or inputs are not there or the work exceeds in.full_forward_budget multiply-adds.
+// own reference (ops::OpDef::reference) with `opt`: by default the oracle's sums; with a narrow
+// accumulation, a summation order and bias_first, "accumulated in float16, channels innermost"
+// (ops::ReferenceOptions). For hypotheses that need the whole output, e.g. the loss on the
+// unrounded output. False when the op's parameters or inputs are not there or the work exceeds
+// in.full_forward_budget multiply-adds.
 bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                 ops::Accumulation accumulation = ops::Accumulation::float64);
+                 const ops::ReferenceOptions& opt = {});
+// The reference's accumulation for a rounding of the diagnosis (none: float64).
+ops::Accumulation accumulation_of(Rounding r);
 
 // "H and W" / "W"
 std::string axis_words(const std::string& letters);

@@ -7,30 +7,6 @@
 
 namespace validate::compare::detail {
 
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                        Rounding acc) {
-  if (in.op != "matmul" || !in.inputs.count("A") || !in.inputs.count("B") ||
-      !in.input_shapes.count("A") || !in.input_shapes.count("B") || out_shape.size() != 2)
-    return false;
-  const Shape as = in.input_shapes.at("A"), bs = in.input_shapes.at("B");
-  if (as.size() != 2 || bs.size() != 2 || as[1] != bs[0] || out_shape[0] != as[0] ||
-      out_shape[1] != bs[1])
-    return false;
-  const std::int64_t M = as[0], K = as[1], N = bs[1];
-  if (M * N * K > in.full_forward_budget) return false;
-  const ArrayView A = in.inputs.at("A"), B = in.inputs.at("B");
-  y.assign(static_cast<std::size_t>(M * N), 0.0);
-  for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t k = 0; k < K; ++k) {
-      const double a = read_value(A, m * K + k);
-      for (std::int64_t n = 0; n < N; ++n) {
-        double& v = y[static_cast<std::size_t>(m * N + n)];
-        v = round_accumulator(v + a * read_value(B, k * N + n), acc);
-      }
-    }
-  return true;
-}
-
 void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != "matmul" || in.role != "output" || in.run_shape != in.shape || in.shape.size() != 2)
     return;
