@@ -6,6 +6,7 @@
 #include <random>
 
 #include "fixture.hpp"
+#include "narrow_loss.hpp"
 #include "validate/compare/diagnosis.hpp"
 #include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
@@ -500,17 +501,7 @@ TEST(Diagnosis, LossAsASumAndGradientsScaled) {
 
 namespace {
 
-// Round to `bits` significant bits, ties to even (std::nearbyint in the default mode), from the
-// definition: the expectation of the narrow-accumulation tests, independent of the harness's
-// bit-twiddling round_as. bfloat16: 8 bits, float16: 11 bits (normal range only: the sums here
-// stay far from 2^-14 and 65504).
-double round_bits(double v, int bits) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  int e;
-  std::frexp(v, &e);
-  const double scale = std::ldexp(1.0, bits - e);
-  return std::nearbyint(v * scale) / scale;
-}
+using validate::testing::round_bits;  // narrow_loss.hpp
 
 // conv2d with the running sum (started at the bias) rounded after every add, in the order
 // (c, kh, kw) or (kh, kw, c), or `reversed` (c, kh, kw all descending).
@@ -597,45 +588,18 @@ TEST(Diagnosis, NarrowAccumulationIsNamedWithItsFormatAndOrder) {
 // innermost, each add done in float32 and stored as bfloat16.
 TEST(Diagnosis, LossOfANarrowAccumulatorIsNamed) {
   const Conv g = kOdd;
-  auto bf16 = [](double v) { return round_bits(v, 8); };
   auto bf16_tensor = [&](const Shape& s, unsigned seed) {
     Tensor t = random_tensor(s, seed);
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, bf16(t.get(i)));
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, validate::testing::bf16(t.get(i)));
     return t;
   };
   const Tensor x = bf16_tensor({g.N, g.C, g.H, g.W}, 46), w = bf16_tensor({g.O, g.C / g.G, g.KH, g.KW}, 47),
                b = bf16_tensor({g.O}, 48);
   const Tensor exact = conv_narrow(g, x, w, &b, [](double v) { return v; }, false);
-  const Tensor narrow = conv_narrow(g, x, w, &b, [&](double v) { return bf16(static_cast<float>(v)); }, true);
-  const Tensor t = bf16_tensor(exact.shape(), 49);
-  auto mse = [&](const Tensor& y) {
-    double sum = 0;
-    for (std::int64_t i = 0; i < y.numel(); ++i) sum += std::pow(bf16(y.get(i)) - t.get(i), 2);
-    return sum / static_cast<double>(y.numel());
-  };
-  auto in = conv_input(g, exact, exact, x, w, &b);
-  in.role = "loss";
-  in.tensor = "loss";
-  in.logical = DType::bfloat16;
-  in.inputs["target"] = view_of(t);
-  in.input_shapes["target"] = t.shape();
-  in.input_shapes["output"] = t.shape();
-  in.ref_loss = mse(exact);
-  in.run_loss = mse(narrow);
-  ASSERT_GT(std::fabs(in.run_loss - in.ref_loss), 1e-4 * in.ref_loss) << "the accumulator must move the loss";
-  const auto dx = diagnose(in);
-  ASSERT_NE(dx.named(), nullptr) << dx.summary;
-  EXPECT_EQ(dx.named()->code, "narrow_accumulation") << dx.summary;
-  EXPECT_EQ(dx.named()->params["format"], "bfloat16") << dx.summary;
-  // The program's order is among the matches. The loss, one number, seldom tells the orders apart
-  // (the accumulator's squared errors move it alike in both), so the other may match too; a float16
-  // accumulator, 8 times finer, leaves the loss where the reference has it and must not.
-  bool program_order = false;
-  for (const auto& m : dx.matches) {
-    EXPECT_EQ(m.params.value("format", ""), "bfloat16") << dx.summary;
-    program_order = program_order || m.params.value("order", "") == "kh,kw,c";
-  }
-  EXPECT_TRUE(program_order) << dx.summary;
+  const Tensor narrow = conv_narrow(
+      g, x, w, &b, [](double v) { return validate::testing::bf16(static_cast<float>(v)); }, true);
+  validate::testing::expect_narrow_accumulator_named_from_loss(conv_input(g, exact, exact, x, w, &b), exact,
+                                                               narrow, bf16_tensor(exact.shape(), 49));
 }
 
 // The other side of the distinction: inputs rounded to bfloat16 before the products (summed

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "fixture.hpp"
+#include "narrow_loss.hpp"
 #include "validate/compare/diagnosis.hpp"
 #include "validate/ops/op.hpp"
 
@@ -123,18 +124,7 @@ TEST(DiagnosisConvTranspose, CorrectRunAndRandomDifferenceAreNotNamedAsLayout) {
   }
 }
 
-namespace {
-
-// Round to 8 significant bits (bfloat16), ties to even, from the definition.
-double bf16(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  int e;
-  std::frexp(v, &e);
-  const double scale = std::ldexp(1.0, 8 - e);
-  return std::nearbyint(v * scale) / scale;
-}
-
-}  // namespace
+using validate::testing::bf16;  // narrow_loss.hpp
 
 // conv_transpose2d on a bfloat16 case, its output summed with a bfloat16 accumulator (bias first,
 // channels innermost, each add in float32): the loss moves and the diagnosis names the
@@ -174,22 +164,10 @@ TEST(DiagnosisConvTranspose, LossOfANarrowAccumulatorIsNamed) {
   };
   const Tensor exact = output([](double v) { return v; });
   const Tensor narrow = output([](double v) { return bf16(static_cast<float>(v)); });
-  const Tensor t = bf16_tensor(exact.shape(), 39);
-  auto mse = [&](const Tensor& y) {
-    double sum = 0;
-    for (std::int64_t i = 0; i < y.numel(); ++i) sum += std::pow(bf16(y.get(i)) - t.get(i), 2);
-    return sum / static_cast<double>(y.numel());
-  };
   DiagnosisInput in = ct_input(g, exact, exact, x, w);
-  in.role = "loss";
-  in.tensor = "loss";
-  in.logical = DType::bfloat16;
   in.conv.bias = true;
   in.inputs["bias"] = view_of(b);
   in.input_shapes["bias"] = b.shape();
-  in.inputs["target"] = view_of(t);
-  in.input_shapes["target"] = t.shape();
-  in.input_shapes["output"] = t.shape();
   ops::ConvTransposeParams p;
   p.n = g.N, p.c = g.C, p.h = g.H, p.w = g.W, p.o = g.O, p.kh = g.KH, p.kw = g.KW;
   p.stride = {g.SH, g.SW}, p.padding = {g.PH, g.PW}, p.output_padding = {g.OPH, g.OPW};
@@ -197,20 +175,5 @@ TEST(DiagnosisConvTranspose, LossOfANarrowAccumulatorIsNamed) {
   ASSERT_EQ(p.hout(), g.HO());
   ASSERT_EQ(p.wout(), g.WO());
   in.params = p;
-  in.ref_loss = mse(exact);
-  in.run_loss = mse(narrow);
-  ASSERT_GT(std::fabs(in.run_loss - in.ref_loss), 1e-4 * in.ref_loss) << "the accumulator must move the loss";
-  const auto dx = diagnose(in);
-  ASSERT_NE(dx.named(), nullptr) << dx.summary;
-  EXPECT_EQ(dx.named()->code, "narrow_accumulation") << dx.summary;
-  EXPECT_EQ(dx.named()->params["format"], "bfloat16") << dx.summary;
-  // The program's order is among the matches. The loss, one number, seldom tells the orders apart
-  // (the accumulator's squared errors move it alike in both), so the other may match too; a float16
-  // accumulator, 8 times finer, leaves the loss where the reference has it and must not.
-  bool program_order = false;
-  for (const auto& m : dx.matches) {
-    EXPECT_EQ(m.params.value("format", ""), "bfloat16") << dx.summary;
-    program_order = program_order || m.params.value("order", "") == "kh,kw,c";
-  }
-  EXPECT_TRUE(program_order) << dx.summary;
+  validate::testing::expect_narrow_accumulator_named_from_loss(in, exact, narrow, bf16_tensor(exact.shape(), 39));
 }

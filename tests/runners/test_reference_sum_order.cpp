@@ -40,7 +40,8 @@ std::vector<double> normals(std::size_t n, unsigned seed) {
 // One output element's sum: `term(c, u, v)` is the product or kNone, in the order
 // (c, u, v) or, channels inner, (u, v, c); the bias first or last; rounded after every add.
 template <class Term>
-double narrow_sum(i64 channels, i64 kh, i64 kw, bool channels_inner, bool bias_first, double bias, Term term) {
+double narrow_sum(i64 channels, i64 kh, i64 kw, bool channels_inner, bool bias_first, double bias,
+                  Term term) {
   double s = bias_first ? to_half(bias) : 0;
   auto add = [&](i64 c, i64 u, i64 v) {
     const double t = term(c, u, v);
@@ -59,8 +60,9 @@ double narrow_sum(i64 channels, i64 kh, i64 kw, bool channels_inner, bool bias_f
 }
 
 // Runs the registry's reference for `p` on x, w, b with `opt`; returns the output.
-std::vector<double> reference_output(const ops::OpParams& p, std::vector<double>& x, std::vector<double>& w,
-                                     std::vector<double>& b, const ops::ReferenceOptions& opt) {
+std::vector<double> reference_output(const ops::OpParams& p, std::vector<double>& x,
+                                     std::vector<double>& w, std::vector<double>& b,
+                                     const ops::ReferenceOptions& opt) {
   const ops::OpDef& def = ops::find(ops::op_of(p));
   std::vector<double> y, t;
   ops::Views v;
@@ -79,6 +81,17 @@ std::vector<double> reference_output(const ops::OpParams& p, std::vector<double>
   return y;
 }
 
+// f(n, o, oh, ow) for every output element, in C order.
+template <class F>
+std::vector<double> each_output(i64 batch, i64 channels, i64 ho, i64 wo, F f) {
+  std::vector<double> y;
+  for (i64 n = 0; n < batch; ++n)
+    for (i64 o = 0; o < channels; ++o)
+      for (i64 oh = 0; oh < ho; ++oh)
+        for (i64 ow = 0; ow < wo; ++ow) y.push_back(f(n, o, oh, ow));
+  return y;
+}
+
 struct Variant {
   ops::SumOrder order;
   bool bias_first;
@@ -91,8 +104,8 @@ const Variant kVariants[] = {{ops::SumOrder::canonical, false},
 // Each variant equals its loop nest exactly, and the four differ from each other (the options
 // are not ignored: a test of them that could not fail would be worthless).
 template <class Expect>
-void check_variants(const ops::OpParams& p, std::vector<double>& x, std::vector<double>& w, std::vector<double>& b,
-                    Expect expect) {
+void check_variants(const ops::OpParams& p, std::vector<double>& x, std::vector<double>& w,
+                    std::vector<double>& b, Expect expect) {
   std::vector<std::vector<double>> got;
   for (const Variant& var : kVariants) {
     ops::ReferenceOptions opt;
@@ -104,7 +117,8 @@ void check_variants(const ops::OpParams& p, std::vector<double>& x, std::vector<
     ASSERT_EQ(y.size(), want.size());
     i64 differ = 0;
     for (std::size_t i = 0; i < y.size(); ++i) differ += y[i] != want[i];
-    EXPECT_EQ(differ, 0) << "order " << static_cast<int>(var.order) << " bias_first " << var.bias_first;
+    EXPECT_EQ(differ, 0) << "order " << static_cast<int>(var.order) << " bias_first "
+                         << var.bias_first;
     got.push_back(y);
   }
   for (std::size_t a = 0; a < got.size(); ++a)
@@ -114,7 +128,8 @@ void check_variants(const ops::OpParams& p, std::vector<double>& x, std::vector<
   inner.order = ops::SumOrder::channels_inner;
   inner.bias_first = true;
   const auto y0 = reference_output(p, x, w, b, fast), y1 = reference_output(p, x, w, b, inner);
-  for (std::size_t i = 0; i < y0.size(); ++i) EXPECT_NEAR(y1[i], y0[i], 1e-12 * (1 + std::fabs(y0[i])));
+  for (std::size_t i = 0; i < y0.size(); ++i)
+    EXPECT_NEAR(y1[i], y0[i], 1e-12 * (1 + std::fabs(y0[i])));
 }
 
 }  // namespace
@@ -128,52 +143,47 @@ TEST(ReferenceSumOrder, Conv2dFollowsTheLoopNestItNames) {
   auto w = normals(static_cast<std::size_t>(p.o * Cg * p.kh * p.kw), 2);
   auto b = normals(static_cast<std::size_t>(p.o), 3);
   check_variants(p, x, w, b, [&](bool inner, bool bias_first) {
-    std::vector<double> y;
-    for (i64 n = 0; n < p.n; ++n)
-      for (i64 o = 0; o < p.o; ++o)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow)
-            y.push_back(narrow_sum(Cg, p.kh, p.kw, inner, bias_first, b[static_cast<std::size_t>(o)],
-                                   [&](i64 c, i64 u, i64 v) {
-                                     const i64 ih = oh * p.stride[0] - p.padding[0] + u * p.dilation[0],
-                                               iw = ow * p.stride[1] - p.padding[1] + v * p.dilation[1];
-                                     if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) return kNone;
-                                     const i64 ci = o / Og * Cg + c;
-                                     return x[static_cast<std::size_t>(((n * p.c + ci) * p.h + ih) * p.w + iw)] *
-                                            w[static_cast<std::size_t>(((o * Cg + c) * p.kh + u) * p.kw + v)];
-                                   }));
-    return y;
+    return each_output(p.n, p.o, Ho, Wo, [&](i64 n, i64 o, i64 oh, i64 ow) {
+      return narrow_sum(
+          Cg, p.kh, p.kw, inner, bias_first, b[static_cast<std::size_t>(o)],
+          [&](i64 c, i64 u, i64 v) {
+            const i64 ih = oh * p.stride[0] - p.padding[0] + u * p.dilation[0],
+                      iw = ow * p.stride[1] - p.padding[1] + v * p.dilation[1];
+            if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) return kNone;
+            const i64 ci = o / Og * Cg + c;
+            return x[static_cast<std::size_t>(((n * p.c + ci) * p.h + ih) * p.w + iw)] *
+                   w[static_cast<std::size_t>(((o * Cg + c) * p.kh + u) * p.kw + v)];
+          });
+    });
   });
 }
 
 TEST(ReferenceSumOrder, ConvTranspose2dFollowsTheLoopNestItNames) {
   ops::ConvTransposeParams p;
   p.n = 2, p.c = 4, p.h = 5, p.w = 7, p.o = 6, p.kh = 2, p.kw = 5;
-  p.stride = {2, 2}, p.padding = {1, 2}, p.output_padding = {1, 1}, p.dilation = {1, 2}, p.groups = 2;
+  p.stride = {2, 2}, p.padding = {1, 2}, p.output_padding = {1, 1}, p.dilation = {1, 2},
+  p.groups = 2;
   p.bias = true;
   const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
   auto x = normals(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 4);
   auto w = normals(static_cast<std::size_t>(p.c * Og * p.kh * p.kw), 5);  // IOHW
   auto b = normals(static_cast<std::size_t>(p.o), 6);
   check_variants(p, x, w, b, [&](bool inner, bool bias_first) {
-    std::vector<double> y;
-    for (i64 n = 0; n < p.n; ++n)
-      for (i64 o = 0; o < p.o; ++o)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow)
-            y.push_back(narrow_sum(Cg, p.kh, p.kw, inner, bias_first, b[static_cast<std::size_t>(o)],
-                                   [&](i64 c, i64 u, i64 v) {
-                                     // x[n, ci, ih, iw] reaches y[n, o, ih*s - p + u*d, iw*s - p + v*d].
-                                     const i64 th = oh + p.padding[0] - u * p.dilation[0],
-                                               tw = ow + p.padding[1] - v * p.dilation[1];
-                                     if (th < 0 || tw < 0 || th % p.stride[0] || tw % p.stride[1]) return kNone;
-                                     const i64 ih = th / p.stride[0], iw = tw / p.stride[1];
-                                     if (ih >= p.h || iw >= p.w) return kNone;
-                                     const i64 ci = o / Og * Cg + c;
-                                     return x[static_cast<std::size_t>(((n * p.c + ci) * p.h + ih) * p.w + iw)] *
-                                            w[static_cast<std::size_t>(((ci * Og + o % Og) * p.kh + u) * p.kw + v)];
-                                   }));
-    return y;
+    return each_output(p.n, p.o, Ho, Wo, [&](i64 n, i64 o, i64 oh, i64 ow) {
+      return narrow_sum(
+          Cg, p.kh, p.kw, inner, bias_first, b[static_cast<std::size_t>(o)],
+          [&](i64 c, i64 u, i64 v) {
+            // x[n, ci, ih, iw] reaches y[n, o, ih*s - p + u*d, iw*s - p + v*d].
+            const i64 th = oh + p.padding[0] - u * p.dilation[0],
+                      tw = ow + p.padding[1] - v * p.dilation[1];
+            if (th < 0 || tw < 0 || th % p.stride[0] || tw % p.stride[1]) return kNone;
+            const i64 ih = th / p.stride[0], iw = tw / p.stride[1];
+            if (ih >= p.h || iw >= p.w) return kNone;
+            const i64 ci = o / Og * Cg + c;
+            return x[static_cast<std::size_t>(((n * p.c + ci) * p.h + ih) * p.w + iw)] *
+                   w[static_cast<std::size_t>(((ci * Og + o % Og) * p.kh + u) * p.kw + v)];
+          });
+    });
   });
 }
 
