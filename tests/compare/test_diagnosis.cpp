@@ -6,6 +6,7 @@
 #include <random>
 
 #include "fixture.hpp"
+#include "narrow_loss.hpp"
 #include "validate/compare/diagnosis.hpp"
 #include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
@@ -500,17 +501,7 @@ TEST(Diagnosis, LossAsASumAndGradientsScaled) {
 
 namespace {
 
-// Round to `bits` significant bits, ties to even (std::nearbyint in the default mode), from the
-// definition: the expectation of the narrow-accumulation tests, independent of the harness's
-// bit-twiddling round_as. bfloat16: 8 bits, float16: 11 bits (normal range only: the sums here
-// stay far from 2^-14 and 65504).
-double round_bits(double v, int bits) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  int e;
-  std::frexp(v, &e);
-  const double scale = std::ldexp(1.0, bits - e);
-  return std::nearbyint(v * scale) / scale;
-}
+using validate::testing::round_bits;  // narrow_loss.hpp
 
 // conv2d with the running sum (started at the bias) rounded after every add, in the order
 // (c, kh, kw) or (kh, kw, c), or `reversed` (c, kh, kw all descending).
@@ -589,6 +580,26 @@ TEST(Diagnosis, NarrowAccumulationIsNamedWithItsFormatAndOrder) {
     EXPECT_NE(dx.summary.find("running sum rounded to " + std::string(r.format)), std::string::npos)
         << dx.summary;
   }
+}
+
+// On a bfloat16 case a narrow accumulator can pass the output's loose gate and still move the
+// loss: named from the loss alone, with its format, through the op's own reference in each of the
+// op's summation orders (ops::ReferenceOptions order + bias_first). The program: bias first, channels
+// innermost, each add done in float32 and stored as bfloat16.
+TEST(Diagnosis, LossOfANarrowAccumulatorIsNamed) {
+  const Conv g = kOdd;
+  auto bf16_tensor = [&](const Shape& s, unsigned seed) {
+    Tensor t = random_tensor(s, seed);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, validate::testing::bf16(t.get(i)));
+    return t;
+  };
+  const Tensor x = bf16_tensor({g.N, g.C, g.H, g.W}, 46), w = bf16_tensor({g.O, g.C / g.G, g.KH, g.KW}, 47),
+               b = bf16_tensor({g.O}, 48);
+  const Tensor exact = conv_narrow(g, x, w, &b, [](double v) { return v; }, false);
+  const Tensor narrow = conv_narrow(
+      g, x, w, &b, [](double v) { return validate::testing::bf16(static_cast<float>(v)); }, true);
+  validate::testing::expect_narrow_accumulator_named_from_loss(conv_input(g, exact, exact, x, w, &b), exact,
+                                                               narrow, bf16_tensor(exact.shape(), 49));
 }
 
 // The other side of the distinction: inputs rounded to bfloat16 before the products (summed

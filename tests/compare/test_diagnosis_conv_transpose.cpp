@@ -9,7 +9,9 @@
 #include <random>
 
 #include "fixture.hpp"
+#include "narrow_loss.hpp"
 #include "validate/compare/diagnosis.hpp"
+#include "validate/ops/op.hpp"
 
 using namespace validate;
 using namespace validate::compare;
@@ -120,4 +122,58 @@ TEST(DiagnosisConvTranspose, CorrectRunAndRandomDifferenceAreNotNamedAsLayout) {
   if (dx.named()) {
     EXPECT_NE(dx.named()->family, "input_layout") << dx.summary;
   }
+}
+
+using validate::testing::bf16;  // narrow_loss.hpp
+
+// conv_transpose2d on a bfloat16 case, its output summed with a bfloat16 accumulator (bias first,
+// channels innermost, each add in float32): the loss moves and the diagnosis names the
+// accumulator from the loss, through conv_transpose2d's own reference. Before the registry
+// dispatch only conv2d and matmul were tried here.
+TEST(DiagnosisConvTranspose, LossOfANarrowAccumulatorIsNamed) {
+  const CT g;
+  auto bf16_tensor = [](const Shape& s, unsigned seed) {
+    Tensor t = random_tensor(s, seed);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, bf16(t.get(i)));
+    return t;
+  };
+  const std::int64_t CG = g.C / g.G, OG = g.O / g.G;
+  const Tensor x = bf16_tensor({g.N, g.C, g.H, g.W}, 36), w = bf16_tensor({g.C, OG, g.KH, g.KW}, 37),
+               b = bf16_tensor({g.O}, 38);
+  // Gather form, the running sum started at the bias and rounded by `round` after every add.
+  auto output = [&](auto round) {
+    Tensor y(DType::float32, {g.N, g.O, g.HO(), g.WO()});
+    for (std::int64_t n = 0; n < g.N; ++n)
+      for (std::int64_t o = 0; o < g.O; ++o)
+        for (std::int64_t oh = 0; oh < g.HO(); ++oh)
+          for (std::int64_t ow = 0; ow < g.WO(); ++ow) {
+            double s = round(b.get(o));
+            for (std::int64_t u = 0; u < g.KH; ++u)
+              for (std::int64_t v = 0; v < g.KW; ++v)
+                for (std::int64_t c = 0; c < CG; ++c) {
+                  const std::int64_t th = oh + g.PH - u * g.DH, tw = ow + g.PW - v * g.DW;
+                  if (th < 0 || tw < 0 || th % g.SH || tw % g.SW || th / g.SH >= g.H || tw / g.SW >= g.W) continue;
+                  const std::int64_t ci = o / OG * CG + c;
+                  const std::int64_t ih = th / g.SH, iw = tw / g.SW;
+                  s = round(s + static_cast<double>(x.get(((n * g.C + ci) * g.H + ih) * g.W + iw)) *
+                                    w.get(((ci * OG + o % OG) * g.KH + u) * g.KW + v));
+                }
+            y.set(((n * g.O + o) * g.HO() + oh) * g.WO() + ow, s);
+          }
+    return y;
+  };
+  const Tensor exact = output([](double v) { return v; });
+  const Tensor narrow = output([](double v) { return bf16(static_cast<float>(v)); });
+  DiagnosisInput in = ct_input(g, exact, exact, x, w);
+  in.conv.bias = true;
+  in.inputs["bias"] = view_of(b);
+  in.input_shapes["bias"] = b.shape();
+  ops::ConvTransposeParams p;
+  p.n = g.N, p.c = g.C, p.h = g.H, p.w = g.W, p.o = g.O, p.kh = g.KH, p.kw = g.KW;
+  p.stride = {g.SH, g.SW}, p.padding = {g.PH, g.PW}, p.output_padding = {g.OPH, g.OPW};
+  p.dilation = {g.DH, g.DW}, p.groups = g.G, p.bias = true;
+  ASSERT_EQ(p.hout(), g.HO());
+  ASSERT_EQ(p.wout(), g.WO());
+  in.params = p;
+  validate::testing::expect_narrow_accumulator_named_from_loss(in, exact, narrow, bf16_tensor(exact.shape(), 39));
 }

@@ -233,5 +233,51 @@ TEST(ConvertPlacement, OffsetOfAgreesWithTheDefinition) {
         }
 }
 
+// The memory-order form (what the diagnosis enumerates) is the spec form with layout_shape spelled
+// in memory order: same strides, flips and offsets. Column-major WHIO is memory order O, I, H, W
+// (slowest first); column-major OHWI is I, W, H, O.
+TEST(ConvertPlacement, MemoryOrderFormIsTheSpecFormInCOrder) {
+  const Shape shape{4, 3, 2, 5};
+  struct Row {
+    const char* spec;
+    std::vector<int> memory_axes;
+    std::vector<bool> flipped;
+  };
+  for (const Row& r : {Row{"WHIO:F+flip=H", {0, 1, 2, 3}, {false, false, true, false}},
+                       Row{"HWIO", {2, 3, 1, 0}, {false, false, false, false}},
+                       Row{"OHWI:F+flip=HW", {1, 3, 2, 0}, {false, false, true, true}}}) {
+    const Spec s = spec(r.spec, "OIHW");
+    const Placement a = placement(s, "OIHW", shape), b = placement(shape, r.memory_axes, r.flipped);
+    EXPECT_EQ(a.memory_axes, b.memory_axes) << r.spec;
+    EXPECT_EQ(a.memory_shape, b.memory_shape) << r.spec;
+    EXPECT_EQ(b.layout_shape, b.memory_shape) << r.spec;
+    EXPECT_EQ(a.stride, b.stride) << r.spec;
+    EXPECT_EQ(a.flipped, b.flipped) << r.spec;
+    EXPECT_TRUE(same_offsets(a, b)) << r.spec;
+    for (std::int64_t f = 0; f < shape_numel(shape); f += 7) {
+      const std::vector<std::int64_t> c{f / 30, f / 10 % 3, f / 5 % 2, f % 5};
+      EXPECT_EQ(b.offset_of(c.data()), test::definition_offset(s, "OIHW", shape, c)) << r.spec;
+    }
+  }
+}
+
+// same_offsets ignores size-1 axes and nothing else: NCHW:F is memory order W, H, C, N, which with
+// batch 1 puts every element where NWHC does; with batch 2 it does not. A flip of a
+// size-1 axis is no flip; a flip of any longer axis is.
+TEST(ConvertPlacement, SameOffsetsAndIsCanonical) {
+  auto pl = [](const Shape& shape, const char* text) { return placement(spec(text, "NCHW"), "NCHW", shape); };
+  const Shape one{1, 3, 4, 5}, two{2, 3, 4, 5};
+  EXPECT_TRUE(same_offsets(pl(one, "NCHW:F"), pl(one, "NWHC")));
+  EXPECT_FALSE(same_offsets(pl(two, "NCHW:F"), pl(two, "NWHC")));
+  EXPECT_TRUE(same_offsets(pl(one, "NCHW+flip=N"), pl(one, "NCHW")));
+  EXPECT_FALSE(same_offsets(pl(two, "NCHW+flip=H"), pl(two, "NCHW")));
+  EXPECT_FALSE(same_offsets(pl(two, "NCHW"), pl(Shape{2, 3, 5, 4}, "NCHW")));  // other shape
+  EXPECT_TRUE(is_canonical(pl(two, "NCHW")));
+  EXPECT_TRUE(is_canonical(pl(Shape{2, 1, 4, 5}, "NHWC")));  // C of size 1: NHWC is NCHW
+  EXPECT_FALSE(is_canonical(pl(two, "NHWC")));
+  EXPECT_FALSE(is_canonical(pl(two, "NCHW+flip=W")));
+  EXPECT_TRUE(is_canonical(placement(two, {0, 1, 2, 3}, {false, false, false, false})));
+}
+
 }  // namespace
 }  // namespace validate::layout

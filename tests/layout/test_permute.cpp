@@ -224,5 +224,43 @@ TEST(PermuteEdge, EmptyAndSingleElement) {
   EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + 4, src.begin() + 12));
 }
 
+// The simplification both engines plan from (CPU here, validate::gpu's plan_permute), on a
+// tensor whose every axis has a different size; expected plans worked out by hand from the rule.
+TEST(PermuteSimplify, DropsOnesAndMergesRunsOnly) {
+  struct Row {
+    Shape shape;
+    std::vector<std::int64_t> strides;
+    std::int64_t offset;
+    Shape want_shape;
+    std::vector<std::int64_t> want_strides;
+  };
+  const Row rows[] = {
+      // identity NCHW [2,3,4,5]: one run of 120
+      {{2, 3, 4, 5}, {60, 20, 5, 1}, 0, {120}, {1}},
+      // NCHW -> NHWC: dst [2][4][5][3] reads src strides [60, 5, 1, 20]: H and W merge into 20
+      {{2, 4, 5, 3}, {60, 5, 1, 20}, 0, {2, 20, 3}, {60, 1, 20}},
+      // W flipped: a reversed run of 5 does not merge with H (5 != -1 * 5) ...
+      {{2, 3, 4, 5}, {60, 20, 5, -1}, 4, {24, 5}, {5, -1}},
+      // ... but H and W both flipped are one reversed run of 20, which merges with nothing above
+      {{2, 3, 4, 5}, {60, 20, -5, -1}, 19, {6, 20}, {20, -1}},
+      // size-1 axes dropped, their neighbours merged across them
+      {{2, 1, 4, 1, 5}, {20, 7, 5, 3, 1}, 0, {40}, {1}},
+      // all ones: one element
+      {{1, 1, 1}, {9, 3, 1}, 2, {}, {}},
+  };
+  for (const Row& r : rows) {
+    const SimpleGather g = simplify_gather(r.shape, r.strides, r.offset);
+    EXPECT_EQ(g.shape, r.want_shape);
+    EXPECT_EQ(g.strides, r.want_strides);
+    EXPECT_EQ(g.offset, r.offset);
+    // And it is the same gather: permute_copy_naive over either puts the same bytes out.
+    const auto src = test::pattern(200, 4);
+    std::vector<std::byte> a(static_cast<std::size_t>(shape_numel(r.shape)) * 4), b(a.size());
+    permute_copy_naive(src.data(), a.data(), 4, r.shape, r.strides, r.offset);
+    permute_copy_naive(src.data(), b.data(), 4, g.shape, g.strides, g.offset);
+    EXPECT_EQ(a, b);
+  }
+}
+
 }  // namespace
 }  // namespace validate::layout

@@ -219,25 +219,23 @@ std::vector<int> identity_perm(std::size_t r) {
   return p;
 }
 
-LayoutMapping mapping_of_spec(const std::string& spec, const std::string& axes,
-                              const Shape& shape) {
+layout::Placement placement_of_spec(const std::string& spec, const std::string& axes,
+                                    const Shape& shape) {
   const std::size_t r = shape.size();
   if (!spec.empty()) {
-    if (auto parsed = layout::parse_spec(spec, axes); parsed && !parsed->is_scalar()) {
-      const layout::Placement p = layout::placement(*parsed, axes, shape);
-      return LayoutMapping::make(shape, p.memory_axes, p.flipped);
-    }
+    if (auto parsed = layout::parse_spec(spec, axes); parsed && !parsed->is_scalar())
+      return layout::placement(*parsed, axes, shape);
   }
-  return LayoutMapping::make(shape, identity_perm(r), std::vector<bool>(r, false));
+  return layout::placement(shape, identity_perm(r), std::vector<bool>(r, false));
 }
 }  // namespace
 
 DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
                              const std::string& axes, const std::string& declared_spec) {
   DeclaredBytes d;
-  d.declared = mapping_of_spec(declared_spec, axes, shape);
+  d.declared = placement_of_spec(declared_spec, axes, shape);
   d.view = canonical;
-  if (d.declared.is_identity()) return d;
+  if (layout::is_canonical(d.declared)) return d;
   const std::size_t es = dtype_size(canonical.storage);
   d.owned.resize(static_cast<std::size_t>(canonical.numel) * es);
   d.view.data = d.owned.data();
@@ -250,7 +248,7 @@ DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
   const std::size_t r = shape.size();
   std::vector<std::int64_t> idx(r, 0);
   for (std::int64_t p = 0; p < canonical.numel; ++p) {
-    std::memcpy(d.owned.data() + d.declared.offset(idx.data()) * static_cast<std::int64_t>(es),
+    std::memcpy(d.owned.data() + d.declared.offset_of(idx.data()) * static_cast<std::int64_t>(es),
                 canonical.data + p * static_cast<std::int64_t>(es), es);
     for (std::size_t a = r; a-- > 0;) {
       if (++idx[a] < shape[a]) break;
@@ -261,12 +259,12 @@ DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
   return d;
 }
 
-std::string spec_of(const LayoutMapping& m, const std::string& axes) {
+std::string spec_of(const layout::Placement& m, const std::string& axes) {
   std::string s;
-  for (int a : m.perm) s += axes[static_cast<std::size_t>(a)];
+  for (int a : m.memory_axes) s += axes[static_cast<std::size_t>(a)];
   std::string f;
-  for (std::size_t a = 0; a < m.flip.size(); ++a)
-    if (m.flip[a] && m.shape[a] > 1) f += axes[a];
+  for (std::size_t a = 0; a < m.flipped.size(); ++a)
+    if (m.flipped[a] && m.canonical_shape[a] > 1) f += axes[a];
   if (!f.empty()) s += "+flip=" + f;
   if (auto parsed = layout::parse_spec(s, axes)) return layout::to_string(*parsed);
   return s;
@@ -289,7 +287,7 @@ void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel) {
 }
 
 std::vector<Reading> readings(const Shape& shape, const std::string& axes,
-                              const LayoutMapping& declared, bool declared_fortran) {
+                              const layout::Placement& declared, bool declared_fortran) {
   std::vector<Reading> out;
   const std::size_t r = shape.size();
   if (r < 2 || r > 6 || axes.size() != r) return out;
@@ -297,7 +295,7 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
   const bool spatial = hpos != std::string::npos && wpos != std::string::npos;
   std::vector<std::string> flip_sets = {""};
   if (spatial) flip_sets = {"", "HW", "H", "W"};
-  const std::vector<int>& dp = declared.perm;
+  const std::vector<int>& dp = declared.memory_axes;
   std::vector<int> rev(dp.rbegin(), dp.rend()), hw = dp;
   if (spatial) {
     auto ih = std::find(hw.begin(), hw.end(), static_cast<int>(hpos));
@@ -325,8 +323,8 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
   do {
     if (std::find(perms.begin(), perms.end(), p) == perms.end()) perms.push_back(p);
   } while (std::next_permutation(p.begin(), p.end()));
-  std::vector<std::vector<std::pair<std::int64_t, bool>>> seen = {declared.signature()};
-  std::vector<std::ptrdiff_t> seen_at = {-1};  // index in `out` of each seen signature
+  std::vector<layout::Placement> seen = {declared};  // distinct by layout::same_offsets
+  std::vector<std::ptrdiff_t> seen_at = {-1};        // index in `out` of each seen placement
   auto perm_code = [&](const std::vector<int>& q) -> std::string {
     if (q == dp) return "";
     if (q == rev) return r == 2 ? "transposed" : "fortran_order";
@@ -336,15 +334,15 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
     return "axes_permuted";
   };
   auto add = [&](const std::vector<int>& q, const std::string& f, int rank) {
-    std::vector<bool> flip = declared.flip;
+    std::vector<bool> flip = declared.flipped;
     for (char c : f) {
       const auto a = axes.find(c);
       flip[a] = !flip[a];
     }
-    Reading rd{LayoutMapping::make(shape, q, flip), "", perm_code(q), f, rank, {}};
-    auto sig = rd.m.signature();
+    Reading rd{layout::placement(shape, q, flip), "", perm_code(q), f, rank, {}};
     rd.spec = spec_of(rd.m, axes);
-    auto hit = std::find(seen.begin(), seen.end(), sig);
+    auto hit = std::find_if(seen.begin(), seen.end(),
+                            [&](const layout::Placement& p) { return layout::same_offsets(p, rd.m); });
     if (hit != seen.end()) {
       const std::ptrdiff_t at = seen_at[static_cast<std::size_t>(hit - seen.begin())];
       if (at >= 0) {  // one alias per code: the first (simplest) spelling
@@ -356,7 +354,7 @@ std::vector<Reading> readings(const Shape& shape, const std::string& axes,
       }
       return;
     }
-    seen.push_back(sig);
+    seen.push_back(rd.m);
     seen_at.push_back(static_cast<std::ptrdiff_t>(out.size()));
     if (q == rev && r > 2 && !declared_fortran) {
       // The C-order bytes of the reversed axes are the declared axes in Fortran order: spell

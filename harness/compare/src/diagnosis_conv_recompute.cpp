@@ -10,6 +10,7 @@
 
 #include "diagnosis_internal.hpp"
 #include "diagnosis_operand.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare::detail {
 
@@ -89,26 +90,6 @@ bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem&
 }
 
 }  // namespace
-
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                      Rounding acc, bool channels_inner) {
-  ConvProblem P;
-  if (in.op != "conv2d" || !make_problem(in, out_shape, P)) return false;
-  const std::int64_t numel = shape_numel(out_shape);
-  if (numel * P.ws[1] * P.ws[2] * P.ws[3] > in.full_forward_budget) return false;
-  auto ident = [](const Shape& s) {
-    std::vector<int> p(s.size());
-    for (std::size_t a = 0; a < p.size(); ++a) p[a] = static_cast<int>(a);
-    return LayoutMapping::make(s, p, std::vector<bool>(s.size(), false));
-  };
-  Operand x{in.inputs.at("input"), ident(P.xs)}, w{in.inputs.at("weight"), ident(P.ws)};
-  x.prepare();
-  w.prepare();
-  y.resize(static_cast<std::size_t>(numel));
-  for (std::int64_t i = 0; i < numel; ++i)
-    y[static_cast<std::size_t>(i)] = P.at(i, x, w, 1.0, acc, channels_inner);
-  return true;
-}
 
 void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != "conv2d" || in.role != "output" || in.run_shape != in.shape ||
@@ -222,15 +203,15 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   // The commonest pair: the flip that belongs to the weights applied to the data instead.
   s.family("flip_pairs");
   for (const std::string f : {"HW", "H", "W"}) {
-    std::vector<bool> fx = xb.declared.flip, fw = wb.declared.flip;
+    std::vector<bool> fx = xb.declared.flipped, fw = wb.declared.flipped;
     for (char c : f) {
       const auto a = std::string("NCHW").find(c);
       fx[a] = !fx[a];
       fw[a] = !fw[a];
     }
-    const LayoutMapping mx = LayoutMapping::make(P.xs, xb.declared.perm, fx),
-                        mw = LayoutMapping::make(P.ws, wb.declared.perm, fw);
-    if (mx.signature() == xb.declared.signature() || mw.signature() == wb.declared.signature())
+    const layout::Placement mx = layout::placement(P.xs, xb.declared.memory_axes, fx),
+                            mw = layout::placement(P.ws, wb.declared.memory_axes, fw);
+    if (layout::same_offsets(mx, xb.declared) || layout::same_offsets(mw, wb.declared))
       continue;
     Hypothesis h;
     h.code = "flip_on_data";
@@ -261,12 +242,11 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   // clean float64 recompute on the same positions (kNarrowFactor, diagnosis_internal.hpp).
   {
     double clean = -1;  // residual of the clean recompute, computed when first needed
+    const auto orders = ops::find(ops::Op::conv2d).sum_orders();  // their names and words
     for (Rounding r : accumulators_to_try(in.logical))
-      for (bool inner : {false, true}) {
-        Hypothesis h = narrow_accumulation_hypothesis(
-            r, "output", inner ? "kh,kw,c" : "c,kh,kw",
-            inner ? "summed over the kernel window with the channels innermost"
-                  : "summed channel by channel, the kernel window innermost");
+      for (const auto& order : orders) {
+        const bool inner = order.order == ops::SumOrder::channels_inner;
+        Hypothesis h = narrow_accumulation_hypothesis(r, "output", order.name, order.words);
         const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) {
           return P.at(p, x0, w0, 1.0, r, inner);
         });

@@ -8,8 +8,17 @@
 
 namespace validate::compare::detail {
 
+ops::Accumulation accumulation_of(Rounding r) {
+  switch (r) {
+    case Rounding::float32: return ops::Accumulation::float32;
+    case Rounding::bfloat16: return ops::Accumulation::bfloat16;
+    case Rounding::float16: return ops::Accumulation::float16;
+    default: return ops::Accumulation::float64;  // none; tf32 is an operand rounding, not an accumulator
+  }
+}
+
 bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                 ops::Accumulation accumulation) {
+                 const ops::ReferenceOptions& opt) {
   if (!in.params) return false;
   const ops::OpDef& def = ops::find(ops::op_of(*in.params));
   if (in.op != def.name()) return false;
@@ -31,8 +40,6 @@ bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<d
     for (std::int64_t i = 0; i < it->second.numel; ++i) v[static_cast<std::size_t>(i)] = read_value(it->second, i);
     views[t.name] = ops::dense_view(v, t.shape);
   }
-  ops::ReferenceOptions opt;
-  opt.accumulation = accumulation;
   (void)def.reference(*in.params, views, opt);  // the loss against the reference target is not needed here
   return true;
 }

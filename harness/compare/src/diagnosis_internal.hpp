@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "layout_mapping.hpp"
 #include "validate/compare/diagnosis.hpp"
+#include "validate/layout/convert.hpp"
 #include "validate/ops/reference.hpp"
 
 namespace validate::compare::detail {
@@ -76,7 +76,7 @@ void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx);
 struct DeclaredBytes {
   ArrayView view;
   std::vector<std::byte> owned;
-  LayoutMapping declared;  // canonical index -> offset of the declared layout
+  layout::Placement declared;  // canonical index -> offset of the declared layout
 };
 DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
                              const std::string& axes, const std::string& declared_spec);
@@ -84,7 +84,7 @@ DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
 // A reading of those bytes other than the declared one ("the bytes are really X"), its code
 // relative to the declared layout, and its spelling.
 struct Reading {
-  LayoutMapping m;
+  layout::Placement m;
   std::string spec;       // "NCWH", "OIHW+flip=HW"
   std::string perm_code;  // "", hw_swapped, fortran_order, transposed, axes_permuted
   std::string flips;      // axes whose flip differs from the declared layout ("HW", "W", "")
@@ -105,7 +105,7 @@ void add_aliases(const Reading& rd, Hypothesis& h);
 // and so are duplicates (the first, simplest spelling is kept).
 // `declared_fortran`: the declared spec ends in ":F", so the reversed reading is spelled in C order.
 std::vector<Reading> readings(const Shape& shape, const std::string& axes,
-                              const LayoutMapping& declared, bool declared_fortran = false);
+                              const layout::Placement& declared, bool declared_fortran = false);
 
 // Evaluates a recomputed hypothesis on sampled output positions against the run, stopping at the
 // first few positions beyond tolerance (a wrong hypothesis is off almost everywhere; the residual
@@ -121,7 +121,7 @@ Eval eval_recompute(const DiagnosisInput& in, const ElementTest& t,
   return e;
 }
 void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel);
-std::string spec_of(const LayoutMapping& m, const std::string& axes);
+std::string spec_of(const layout::Placement& m, const std::string& axes);
 std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
                           const std::string& axes);
 
@@ -152,22 +152,16 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
 // A match so far that is not a write-side one (side "output").
 bool any_read_match(const Search& s);
 
-// The float64 output at every position, from the canonical reference inputs (for hypotheses
-// that need the whole output, e.g. the loss on the unrounded output). False when the op's inputs
-// are not there or the work exceeds in.full_forward_budget multiply-adds.
-// `acc` other than none: the running sum rounded to it after every add (narrow accumulation), in
-// the order (c, kh, kw) or, with `channels_inner`, (kh, kw, c); matmul sums over k in order.
-bool conv_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                      Rounding acc = Rounding::none, bool channels_inner = false);
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                        Rounding acc = Rounding::none);
 // The float64 output at every position, from the canonical reference inputs, through the op's
-// own reference (ops::OpDef::reference; `accumulation` as there: float64, or the running sum
-// rounded to a narrow type after every add, for "accumulated in float16"-style hypotheses). For
-// hypotheses that need the whole output, e.g. the loss on the unrounded output. False when the
-// op's parameters or inputs are not there or the work exceeds in.full_forward_budget multiply-adds.
+// own reference (ops::OpDef::reference) with `opt`: by default the oracle's sums; with a narrow
+// accumulation, a summation order and bias_first, "accumulated in float16, channels innermost"
+// (ops::ReferenceOptions). For hypotheses that need the whole output, e.g. the loss on the
+// unrounded output. False when the op's parameters or inputs are not there or the work exceeds
+// in.full_forward_budget multiply-adds.
 bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                 ops::Accumulation accumulation = ops::Accumulation::float64);
+                 const ops::ReferenceOptions& opt = {});
+// The reference's accumulation for a rounding of the diagnosis (none: float64).
+ops::Accumulation accumulation_of(Rounding r);
 
 // "H and W" / "W"
 std::string axis_words(const std::string& letters);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare::detail {
 
@@ -80,10 +81,10 @@ void search_loss(const DiagnosisInput& in, Search& s) {
   // squares and cross terms over every element). Recomputed in full, within full_forward_budget.
   // Not on float32 cases: there a narrow accumulator fails the output's own gate and is named on
   // the output. Meant for an output that PASSED: diagnosis_op.cpp drops it when the output failed.
-  if (in.logical != DType::float32) {
-    std::vector<std::pair<bool, const char*>> orders = {{false, "c,kh,kw"}};
-    if (in.op == "conv2d") orders.push_back({true, "kh,kw,c"});
-    if (in.op != "conv2d") orders[0].second = "k";
+  if (in.logical != DType::float32 && in.params) {
+    // Every summation order the op's reference follows (ops::OpDef::sum_orders), the running sum
+    // started at the bias as a hand-written loop starts it.
+    const auto orders = ops::find(ops::op_of(*in.params)).sum_orders();
     // The variants share one full-forward budget (a failing loss pays at most about what the
     // unrounded-loss hypothesis below pays).
     const std::vector<Rounding> accs = accumulators_to_try(in.logical);
@@ -91,17 +92,15 @@ void search_loss(const DiagnosisInput& in, Search& s) {
     shared.full_forward_budget =
         in.full_forward_budget / static_cast<std::int64_t>(accs.size() * orders.size());
     for (Rounding acc : accs)
-      for (const auto& [inner, order] : orders) {
+      for (const auto& order : orders) {
         std::vector<double> y;
-        // The recompute in diag's own loop orders (the op reference sums in one canonical order
-        // only); conv_transpose2d has none yet and is not tried.
-        bool ok = false;
-        if (in.op == "conv2d") ok = conv_forward_all(shared, out, y, acc, inner);
-        else if (in.op == "matmul") ok = matmul_forward_all(shared, out, y, acc);
-        if (!ok || T.numel != static_cast<std::int64_t>(y.size())) break;
+        ops::ReferenceOptions opt;
+        opt.accumulation = accumulation_of(acc);
+        opt.order = order.order;
+        opt.bias_first = true;
+        if (!forward_all(shared, out, y, opt) || T.numel != static_cast<std::int64_t>(y.size())) break;
         const double want = mse_of(y, true);
-        Hypothesis h = narrow_accumulation_hypothesis(
-            acc, "output", order, inner ? "channels innermost" : "in the natural loop order");
+        Hypothesis h = narrow_accumulation_hypothesis(acc, "output", order.name, order.words);
         h.tensor = "output";
         h.spec = fmt::format("loss(acc={})", rounding_name(acc));
         h.params["expected"] = want;
@@ -113,7 +112,7 @@ void search_loss(const DiagnosisInput& in, Search& s) {
         h.beyond = h.passes ? 0 : 1;
         h.description = fmt::format("the run's loss equals the loss of an output accumulated in {} "
                                     "({:.9g}; order {})",
-                                    rounding_name(acc), want, order);
+                                    rounding_name(acc), want, order.name);
         s.add(std::move(h));
       }
   }

@@ -7,30 +7,6 @@
 
 namespace validate::compare::detail {
 
-bool matmul_forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
-                        Rounding acc) {
-  if (in.op != "matmul" || !in.inputs.count("A") || !in.inputs.count("B") ||
-      !in.input_shapes.count("A") || !in.input_shapes.count("B") || out_shape.size() != 2)
-    return false;
-  const Shape as = in.input_shapes.at("A"), bs = in.input_shapes.at("B");
-  if (as.size() != 2 || bs.size() != 2 || as[1] != bs[0] || out_shape[0] != as[0] ||
-      out_shape[1] != bs[1])
-    return false;
-  const std::int64_t M = as[0], K = as[1], N = bs[1];
-  if (M * N * K > in.full_forward_budget) return false;
-  const ArrayView A = in.inputs.at("A"), B = in.inputs.at("B");
-  y.assign(static_cast<std::size_t>(M * N), 0.0);
-  for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t k = 0; k < K; ++k) {
-      const double a = read_value(A, m * K + k);
-      for (std::int64_t n = 0; n < N; ++n) {
-        double& v = y[static_cast<std::size_t>(m * N + n)];
-        v = round_accumulator(v + a * read_value(B, k * N + n), acc);
-      }
-    }
-  return true;
-}
-
 void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != "matmul" || in.role != "output" || in.run_shape != in.shape || in.shape.size() != 2)
     return;
@@ -48,25 +24,25 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   const DeclaredBytes ab = declared_bytes(in.inputs.at("A"), as, "MK", da == "MK" ? "" : da);
   const DeclaredBytes bb = declared_bytes(in.inputs.at("B"), bs, "KN", db == "KN" ? "" : db);
   auto transposed = [](const DeclaredBytes& d) {
-    const std::vector<int> rev(d.declared.perm.rbegin(), d.declared.perm.rend());
-    return LayoutMapping::make(d.declared.shape, rev, d.declared.flip);
+    std::vector<int> rev(d.declared.memory_axes.rbegin(), d.declared.memory_axes.rend());
+    return layout::placement(d.declared.canonical_shape, std::move(rev), d.declared.flipped);
   };
   // The float64 output at flat position i with the operands read through ma, mb and rounded to
   // r; `acc` other than none: the running sum rounded to it after every add (k ascending).
-  auto value = [&](std::int64_t i, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r,
+  auto value = [&](std::int64_t i, const layout::Placement& ma, const layout::Placement& mb, Rounding r,
                    Rounding acc) {
     std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
     double sum = 0;
     for (std::int64_t k = 0; k < K; ++k) {
       ai[1] = k;
       bi[0] = k;
-      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset(ai)), r)) *
-             round_as(read_value(bb.view, mb.offset(bi)), r);
+      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset_of(ai)), r)) *
+             round_as(read_value(bb.view, mb.offset_of(bi)), r);
       if (acc != Rounding::none) sum = round_accumulator(sum, acc);
     }
     return sum;
   };
-  auto run = [&](Hypothesis h, const LayoutMapping& ma, const LayoutMapping& mb, Rounding r) {
+  auto run = [&](Hypothesis h, const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
     const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
       return value(i, ma, mb, r, Rounding::none);
     });
@@ -74,7 +50,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     s.add(std::move(h));
   };
   std::vector<ReadCandidate> reads;  // for the read + write pairs
-  auto read_candidate = [&](const Hypothesis& h, LayoutMapping ma, LayoutMapping mb) {
+  auto read_candidate = [&](const Hypothesis& h, layout::Placement ma, layout::Placement mb) {
     reads.push_back({h, [&value, ma, mb](std::int64_t i) {
                        return value(i, ma, mb, Rounding::none, Rounding::none);
                      }});

@@ -12,13 +12,13 @@ namespace validate::compare::detail {
 // multiply-add of two strided loads (the search runs ~150 hypotheses of K multiply-adds each).
 struct Operand {
   ArrayView bytes;
-  LayoutMapping m;
+  layout::Placement m;
   Rounding round = Rounding::none;
   std::int64_t stride[4] = {0, 0, 0, 0}, base = 0;
   void prepare() {
-    const auto st = m.src_strides();
-    for (std::size_t a = 0; a < 4 && a < st.size(); ++a) stride[a] = st[a];
-    base = m.src_offset();
+    const layout::Gather g = layout::from_layout_gather(m);
+    for (std::size_t a = 0; a < 4 && a < g.src_strides.size(); ++a) stride[a] = g.src_strides[a];
+    base = g.src_offset;
   }
   double load(std::int64_t off) const {
     const float v = bytes.storage == DType::float32

@@ -15,12 +15,12 @@ namespace validate::compare::detail {
 namespace {
 
 Eval eval_sample(const DiagnosisInput& in, const ArrayView& bytes, const ElementTest& t,
-                 const LayoutMapping& m, const std::vector<std::int64_t>& positions) {
+                 const layout::Placement& m, const std::vector<std::int64_t>& positions) {
   Eval e;
   std::int64_t idx[16];
   for (std::int64_t p : positions) {
     unravel(p, in.shape, idx);
-    e.add(read_value(in.ref, p), read_value(bytes, m.offset(idx)), t);
+    e.add(read_value(in.ref, p), read_value(bytes, m.offset_of(idx)), t);
   }
   return e;
 }
@@ -28,10 +28,11 @@ Eval eval_sample(const DiagnosisInput& in, const ArrayView& bytes, const Element
 // Every element: validate::layout's permute engine gathers the bytes into canonical order a slab
 // at a time (at most 16M elements in memory).
 Eval eval_all(const DiagnosisInput& in, const ArrayView& bytes, const ElementTest& t,
-              const LayoutMapping& m) {
+              const layout::Placement& m) {
   Eval e;
-  const std::vector<std::int64_t> strides = m.src_strides();
-  const std::int64_t offset = m.src_offset();
+  const layout::Gather g = layout::from_layout_gather(m);
+  const std::vector<std::int64_t>& strides = g.src_strides;
+  const std::int64_t offset = g.src_offset;
   const Shape inner(in.shape.begin() + 1, in.shape.end());
   const std::int64_t inner_n = std::max<std::int64_t>(1, shape_numel(inner));
   const std::int64_t rows = std::max<std::int64_t>(1, (std::int64_t{1} << 24) / inner_n);
@@ -49,22 +50,22 @@ Eval eval_all(const DiagnosisInput& in, const ArrayView& bytes, const ElementTes
   return e;
 }
 
-bool is_filter_descriptor(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& decl) {
+bool is_filter_descriptor(const DiagnosisInput& in, const Reading& rd, const layout::Placement& decl) {
   // cuDNN's filter descriptor (NCHW format) is C-order OIHW; in CUDNN_CONVOLUTION mode the values
   // are the flipped filter. A grad_weight in that layout while the program declared another one.
   if (in.axes != "OIHW" || in.tensor.rfind("grad", 0) != 0) return false;
   std::vector<int> id = {0, 1, 2, 3};
-  return rd.m.perm == id && decl.perm != id;
+  return rd.m.memory_axes == id && decl.memory_axes != id;
 }
 
-void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& decl,
+void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placement& decl,
               const std::string& declared, bool filter_desc, Hypothesis& h) {
   const std::string file = in.tensor + ".bin";
   // Words in the terms of the old single-tensor diagnosis (the GoogleTest matchers print them):
   // which axes moved relative to the declared order, or the Fortran reading, or the flips.
   std::vector<std::size_t> moved;
-  for (std::size_t j = 0; j < rd.m.perm.size(); ++j)
-    if (rd.m.perm[j] != decl.perm[j]) moved.push_back(j);
+  for (std::size_t j = 0; j < rd.m.memory_axes.size(); ++j)
+    if (rd.m.memory_axes[j] != decl.memory_axes[j]) moved.push_back(j);
   const std::string flipw = rd.flips.empty() ? "" : axis_words(rd.flips) + " flipped";
   std::string what;
   if (moved.empty())
@@ -76,8 +77,8 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
            ")" + (flipw.empty() ? "" : " and " + flipw);
   else if (moved.size() == 2)
     what = fmt::format("with {} and {} swapped (its bytes are {})",
-                       in.axes[static_cast<std::size_t>(decl.perm[moved[0]])],
-                       in.axes[static_cast<std::size_t>(decl.perm[moved[1]])], rd.spec) +
+                       in.axes[static_cast<std::size_t>(decl.memory_axes[moved[0]])],
+                       in.axes[static_cast<std::size_t>(decl.memory_axes[moved[1]])], rd.spec) +
            (flipw.empty() ? "" : " and " + flipw);
   else
     what = "read as " + rd.spec + (flipw.empty() ? "" : " with " + flipw);
@@ -85,7 +86,7 @@ void describe(const DiagnosisInput& in, const Reading& rd, const LayoutMapping& 
   h.description = what;
   if (filter_desc) {
     h.cause = "a weight gradient returned in the layout of cuDNN's filter descriptor (C-order OIHW" +
-              std::string(rd.m.flip[2] || rd.m.flip[3]
+              std::string(rd.m.flipped[2] || rd.m.flipped[3]
                               ? ", flipped as CUDNN_CONVOLUTION mode returns it)"
                               : ")") +
               " instead of the declared " + declared;
@@ -146,7 +147,7 @@ void search_output_side(const DiagnosisInput& in, Search& s) {
   const auto positions = sample_positions(numel, in.sample);
   for (const Reading& rd : readings(in.shape, in.axes, b.declared,
                                           declared.find(":F") != std::string::npos)) {
-    if (reshaped && rd.m.stored_shape() != in.run_shape) continue;
+    if (reshaped && rd.m.memory_shape != in.run_shape) continue;
     Hypothesis h;
     const bool fd = is_filter_descriptor(in, rd, b.declared);
     h.code = fd ? "filter_descriptor_layout"

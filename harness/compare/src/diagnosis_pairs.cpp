@@ -81,7 +81,7 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
         double& v = cache[r][k];
         if (std::isnan(v)) v = reads[r].value(positions[k]);
         unravel(positions[k], in.shape, idx.data());
-        e.add(round_to_logical(v, in.logical), read_value(b.view, w.m.offset(idx.data())), t);
+        e.add(round_to_logical(v, in.logical), read_value(b.view, w.m.offset_of(idx.data())), t);
         if (e.beyond > 0 && e.checked >= 4) break;
       }
       Hypothesis h;

@@ -5,6 +5,7 @@
 
 #include "validate/gpu/permute.hpp"
 #include "validate/layout/convert.hpp"
+#include "validate/layout/permute.hpp"
 
 namespace validate::gpu {
 
@@ -25,21 +26,12 @@ const char* kernel_name(PermuteKernel k) {
 PermutePlan plan_permute(const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
                          std::int64_t src_offset) {
   assert(dst_shape.size() == src_strides.size());
+  // The CPU engine's simplification (validate/layout/permute.hpp), so both engines see one plan.
+  layout::SimpleGather g = layout::simplify_gather(dst_shape, src_strides, src_offset);
   PermutePlan p;
-  p.offset = src_offset;
-  // Size-1 axes contribute nothing; dropping them first lets their neighbours merge.
-  for (std::size_t a = 0; a < dst_shape.size(); ++a) {
-    if (dst_shape[a] == 1) continue;
-    // Merge with the previous (outer) axis when walking this one to its end lands exactly where
-    // the outer axis steps: together they are one longer run, whatever the sign of the strides.
-    if (!p.shape.empty() && p.stride.back() == src_strides[a] * dst_shape[a]) {
-      p.shape.back() *= dst_shape[a];
-      p.stride.back() = src_strides[a];
-    } else {
-      p.shape.push_back(dst_shape[a]);
-      p.stride.push_back(src_strides[a]);
-    }
-  }
+  p.shape = std::move(g.shape);
+  p.stride = std::move(g.strides);
+  p.offset = g.offset;
   if (p.shape.empty()) {  // a scalar or all-ones shape: one element
     p.shape = {1};
     p.stride = {1};

@@ -7,24 +7,49 @@ namespace validate::layout {
 Placement placement(const Spec& spec, std::string_view axes, const Shape& shape) {
   assert(spec.axes.size() == axes.size() && shape.size() == axes.size());
   const std::size_t r = axes.size();
-  Placement p;
-  p.canonical_shape = shape;
-  p.flipped.assign(r, false);
-  p.stride.assign(r, 0);
   std::vector<int> perm(r);  // layout axis j holds canonical axis perm[j]
+  std::vector<bool> flipped(r, false);
   for (std::size_t j = 0; j < r; ++j) {
     const auto a = axes.find(spec.axes[j]);
     assert(a != std::string_view::npos);
     perm[j] = static_cast<int>(a);
-    p.layout_shape.push_back(shape[a]);
   }
-  for (char c : spec.flip) p.flipped[axes.find(c)] = true;
+  for (char c : spec.flip) flipped[axes.find(c)] = true;
   // C order: the written order is slowest -> fastest; Fortran: the reverse.
-  for (std::size_t t = 0; t < r; ++t) p.memory_axes.push_back(perm[spec.fortran ? r - 1 - t : t]);
-  for (int a : p.memory_axes) p.memory_shape.push_back(shape[static_cast<std::size_t>(a)]);
-  const auto ms = c_strides(p.memory_shape);
-  for (std::size_t t = 0; t < r; ++t) p.stride[static_cast<std::size_t>(p.memory_axes[t])] = ms[t];
+  std::vector<int> memory_axes;
+  for (std::size_t t = 0; t < r; ++t) memory_axes.push_back(perm[spec.fortran ? r - 1 - t : t]);
+  Placement p = placement(shape, std::move(memory_axes), std::move(flipped));
+  p.layout_shape.clear();
+  for (int a : perm) p.layout_shape.push_back(shape[static_cast<std::size_t>(a)]);
   return p;
+}
+
+Placement placement(const Shape& shape, std::vector<int> memory_axes, std::vector<bool> flipped) {
+  assert(memory_axes.size() == shape.size() && flipped.size() == shape.size());
+  Placement p;
+  p.canonical_shape = shape;
+  p.memory_axes = std::move(memory_axes);
+  p.flipped = std::move(flipped);
+  for (int a : p.memory_axes) p.memory_shape.push_back(shape[static_cast<std::size_t>(a)]);
+  p.layout_shape = p.memory_shape;
+  p.stride.assign(shape.size(), 0);
+  const auto ms = c_strides(p.memory_shape);
+  for (std::size_t t = 0; t < ms.size(); ++t) p.stride[static_cast<std::size_t>(p.memory_axes[t])] = ms[t];
+  return p;
+}
+
+bool same_offsets(const Placement& a, const Placement& b) {
+  if (a.canonical_shape != b.canonical_shape) return false;
+  for (std::size_t i = 0; i < a.canonical_shape.size(); ++i)
+    if (a.canonical_shape[i] > 1 && (a.stride[i] != b.stride[i] || a.flipped[i] != b.flipped[i])) return false;
+  return true;
+}
+
+bool is_canonical(const Placement& p) {
+  const auto cs = c_strides(p.canonical_shape);
+  for (std::size_t i = 0; i < p.canonical_shape.size(); ++i)
+    if (p.canonical_shape[i] > 1 && (p.stride[i] != cs[i] || p.flipped[i])) return false;
+  return true;
 }
 
 std::int64_t Placement::offset_of(const std::int64_t* idx) const {

@@ -292,26 +292,35 @@ void permute_copy_naive(const std::byte* src, std::byte* dst, std::size_t elem_s
   }
 }
 
+SimpleGather simplify_gather(const Shape& shape, const std::vector<std::int64_t>& strides,
+                             std::int64_t offset) {
+  assert(shape.size() == strides.size());
+  SimpleGather g;
+  g.offset = offset;
+  for (std::size_t a = 0; a < shape.size(); ++a) {
+    if (shape[a] == 1) continue;  // contributes nothing; dropping it lets its neighbours merge
+    // Walking this axis to its end lands exactly where the outer axis steps: one longer run.
+    if (!g.shape.empty() && g.strides.back() == strides[a] * shape[a]) {
+      g.shape.back() *= shape[a];
+      g.strides.back() = strides[a];
+    } else {
+      g.shape.push_back(shape[a]);
+      g.strides.push_back(strides[a]);
+    }
+  }
+  return g;
+}
+
 namespace {
 
 using detail::Plan;
 
-// Drops size-1 axes and merges neighbours that stay contiguous in the source (outer stride ==
-// inner stride * inner size; true of reversed runs too), so NCHW -> NHWC becomes a batch of 2-D
-// transposes [N][HW][C] and the identity a single run.
 Plan simplify(const Shape& shape, const std::vector<std::int64_t>& strides, std::int64_t offset) {
+  SimpleGather g = simplify_gather(shape, strides, offset);
   Plan p;
-  p.offset = offset;
-  for (std::size_t a = 0; a < shape.size(); ++a) {
-    if (shape[a] == 1) continue;
-    if (!p.n.empty() && p.s.back() == strides[a] * shape[a]) {
-      p.n.back() *= shape[a];
-      p.s.back() = strides[a];
-    } else {
-      p.n.push_back(shape[a]);
-      p.s.push_back(strides[a]);
-    }
-  }
+  p.n = std::move(g.shape);
+  p.s = std::move(g.strides);
+  p.offset = g.offset;
   p.d = c_strides(p.n);
   return p;
 }

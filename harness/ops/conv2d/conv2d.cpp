@@ -33,6 +33,11 @@ class Conv2d final : public OpDefFor<ConvParams> {
 
   std::set<std::string> case_keys() const override { return conv_like::case_keys(); }
 
+  std::vector<NamedOrder> sum_orders() const override {
+    return {{SumOrder::canonical, "c,kh,kw", "summed channel by channel, the kernel window innermost"},
+            {SumOrder::channels_inner, "kh,kw,c", "summed over the kernel window with the channels innermost"}};
+  }
+
  protected:
   std::vector<TensorInfo> tensors_of(const ConvParams& p) const override {
     return conv_like::tensors(p, "OIHW", {p.o, p.c / p.groups, p.kh, p.kw});

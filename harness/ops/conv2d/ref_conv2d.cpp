@@ -169,38 +169,27 @@ void conv_backward(const ConvParams& p, const View& x, const View& w,
   }
 
   // db[o] = sum over n, oh, ow of dy.
-  if (gb) {
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n) {
-        const double* d = dy_plane(n, o);
-        for (i64 i = 0; i < P; ++i) s += d[i];
-      }
-      gb.at(o) = s;
-    }
-  }
+  if (gb) grad_bias(p.n, p.o, P, dy, gb, Accumulation::float64);
 }
 
 void conv_forward_acc(const ConvParams& p, const View& x, const View& w, const View& b, const View& y,
-                      Accumulation acc) {
+                      const ReferenceOptions& opt) {
   const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
+  const Accumulation acc = opt.accumulation;
   for (i64 n = 0; n < p.n; ++n)
     for (i64 o = 0; o < p.o; ++o) {
       const i64 g = o / Og;
       for (i64 oh = 0; oh < Ho; ++oh)
         for (i64 ow = 0; ow < Wo; ++ow) {
-          double s = 0;
-          for (i64 ci = 0; ci < Cg; ++ci)
-            for (i64 kh = 0; kh < p.kh; ++kh) {
-              const i64 ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
-              if (ih < 0 || ih >= p.h) continue;
-              for (i64 kw = 0; kw < p.kw; ++kw) {
-                const i64 iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
-                if (iw < 0 || iw >= p.w) continue;
-                s = accumulate(s, x.at(n, g * Cg + ci, ih, iw) * w.at(o, ci, kh, kw), acc);
-              }
-            }
-          y.at(n, o, oh, ow) = b ? accumulate(s, b.at(o), acc) : s;
+          double s = b && opt.bias_first ? accumulate(0, b.at(o), acc) : 0;
+          auto term = [&](i64 ci, i64 kh, i64 kw) {
+            const i64 ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0],
+                      iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+            if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) return;
+            s = accumulate(s, x.at(n, g * Cg + ci, ih, iw) * w.at(o, ci, kh, kw), acc);
+          };
+          window_sum(opt.order, Cg, p.kh, p.kw, term);
+          y.at(n, o, oh, ow) = b && !opt.bias_first ? accumulate(s, b.at(o), acc) : s;
         }
     }
 }
@@ -249,23 +238,16 @@ void conv_backward_acc(const ConvParams& p, const View& x, const View& w, const 
             gw.at(o, ci, kh, kw) = s;
           }
     }
-  if (gb)
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow) s = accumulate(s, d(n, o, oh, ow), acc);
-      gb.at(o) = s;
-    }
+  if (gb) grad_bias(p.n, p.o, Ho * Wo, dy, gb, acc);
 }
 
 double reference(const ConvParams& p, const Views& v, const ReferenceOptions& opt) {
   const View x = view_of(v, "input"), w = view_of(v, "weight"), b = view_of(v, "bias"), y = view_of(v, "output");
   std::vector<double> dy;
-  if (opt.accumulation == Accumulation::float64)
+  if (opt.is_oracle_order())
     conv_forward(p, x, w, b, y, opt.threads);
   else
-    conv_forward_acc(p, x, w, b, y, opt.accumulation);
+    conv_forward_acc(p, x, w, b, y, opt);
   const double loss = mse({p.n, p.o, p.hout(), p.wout()}, y, view_of(v, "target"), opt.loss_on, dy);
   const View gx = view_of(v, "grad_input"), gw = view_of(v, "grad_weight"), gb = view_of(v, "grad_bias");
   if (opt.accumulation == Accumulation::float64)

@@ -15,9 +15,10 @@ void conv_backward(const ConvParams& p, const View& x, const View& w, const std:
 
 // The same sums, one element at a time in the canonical order (forward over ci, kh, kw, then the
 // bias; dx over o, kh, kw; dW over n, oh, ow; db over n, oh, ow), the running sum rounded as `acc`
-// says after every add. Single-threaded: it is the diagnosis's recompute, not the oracle's path.
+// says after every add. The forward follows opt.order (channels_inner: kh, kw, ci) and
+// opt.bias_first. Single-threaded: it is the diagnosis's recompute, not the oracle's path.
 void conv_forward_acc(const ConvParams& p, const View& x, const View& w, const View& b, const View& y,
-                      Accumulation acc);
+                      const ReferenceOptions& opt);
 void conv_backward_acc(const ConvParams& p, const View& x, const View& w, const std::vector<double>& dy,
                        const View& gx, const View& gw, const View& gb, Accumulation acc);
 

@@ -34,6 +34,11 @@ class ConvTranspose2d final : public OpDefFor<ConvTransposeParams> {
     return keys;
   }
 
+  std::vector<NamedOrder> sum_orders() const override {
+    return {{SumOrder::canonical, "c,kh,kw", "summed channel by channel, the kernel window innermost"},
+            {SumOrder::channels_inner, "kh,kw,c", "summed over the kernel window with the channels innermost"}};
+  }
+
  protected:
   std::vector<TensorInfo> tensors_of(const ConvTransposeParams& p) const override {
     return conv_like::tensors(p, "IOHW", {p.c, p.o / p.groups, p.kh, p.kw});

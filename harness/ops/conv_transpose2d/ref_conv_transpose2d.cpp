@@ -20,24 +20,27 @@ inline i64 source(i64 o, i64 s, i64 pad, i64 kd, i64 in) {
 }  // namespace
 
 void forward(const ConvTransposeParams& p, const View& x, const View& w, const View& b, const View& y,
-             Accumulation acc, int threads) {
+             const ReferenceOptions& opt) {
   const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
-  parallel_for(p.n * p.o, threads, [&](i64 item) {
+  const Accumulation acc = opt.accumulation;
+  parallel_for(p.n * p.o, opt.threads, [&](i64 item) {
     const i64 n = item / p.o, o = item % p.o, g = o / Og, oc = o - g * Og;
+    std::vector<i64> ih(static_cast<std::size_t>(p.kh)), iw(static_cast<std::size_t>(p.kw));
     for (i64 oh = 0; oh < Ho; ++oh)
       for (i64 ow = 0; ow < Wo; ++ow) {
-        double s = 0;
-        for (i64 ci = 0; ci < Cg; ++ci)
-          for (i64 kh = 0; kh < p.kh; ++kh) {
-            const i64 ih = source(oh, p.stride[0], p.padding[0], kh * p.dilation[0], p.h);
-            if (ih < 0) continue;
-            for (i64 kw = 0; kw < p.kw; ++kw) {
-              const i64 iw = source(ow, p.stride[1], p.padding[1], kw * p.dilation[1], p.w);
-              if (iw < 0) continue;
-              s = accumulate(s, x.at(n, g * Cg + ci, ih, iw) * w.at(g * Cg + ci, oc, kh, kw), acc);
-            }
-          }
-        y.at(n, o, oh, ow) = b ? accumulate(s, b.at(o), acc) : s;
+        // The input row and column each kernel position reads for this output (-1: none).
+        for (i64 kh = 0; kh < p.kh; ++kh)
+          ih[static_cast<std::size_t>(kh)] = source(oh, p.stride[0], p.padding[0], kh * p.dilation[0], p.h);
+        for (i64 kw = 0; kw < p.kw; ++kw)
+          iw[static_cast<std::size_t>(kw)] = source(ow, p.stride[1], p.padding[1], kw * p.dilation[1], p.w);
+        double s = b && opt.bias_first ? accumulate(0, b.at(o), acc) : 0;
+        auto term = [&](i64 ci, i64 kh, i64 kw) {
+          const i64 r = ih[static_cast<std::size_t>(kh)], c = iw[static_cast<std::size_t>(kw)];
+          if (r < 0 || c < 0) return;
+          s = accumulate(s, x.at(n, g * Cg + ci, r, c) * w.at(g * Cg + ci, oc, kh, kw), acc);
+        };
+        window_sum(opt.order, Cg, p.kh, p.kw, term);
+        y.at(n, o, oh, ow) = b && !opt.bias_first ? accumulate(s, b.at(o), acc) : s;
       }
   });
 }
@@ -89,19 +92,12 @@ void backward(const ConvTransposeParams& p, const View& x, const View& w, const 
             gw.at(c, oc, kh, kw) = s;
           }
     });
-  if (gb)
-    for (i64 o = 0; o < p.o; ++o) {
-      double s = 0;
-      for (i64 n = 0; n < p.n; ++n)
-        for (i64 oh = 0; oh < Ho; ++oh)
-          for (i64 ow = 0; ow < Wo; ++ow) s = accumulate(s, d(n, o, oh, ow), acc);
-      gb.at(o) = s;
-    }
+  if (gb) grad_bias(p.n, p.o, Ho * Wo, dy, gb, acc);
 }
 
 double reference(const ConvTransposeParams& p, const Views& v, const ReferenceOptions& opt) {
   const View x = view_of(v, "input"), w = view_of(v, "weight"), y = view_of(v, "output");
-  forward(p, x, w, view_of(v, "bias"), y, opt.accumulation, opt.threads);
+  forward(p, x, w, view_of(v, "bias"), y, opt);
   std::vector<double> dy;
   const double loss = mse({p.n, p.o, p.hout(), p.wout()}, y, view_of(v, "target"), opt.loss_on, dy);
   backward(p, x, w, dy, view_of(v, "grad_input"), view_of(v, "grad_weight"), view_of(v, "grad_bias"),

@@ -11,9 +11,10 @@ namespace validate::ops::conv_transpose2d {
 
 // Canonical order of every sum, whatever the layout and thread count: y over (ci, kh, kw) and then
 // the bias; dx over (o, kh, kw); dW over (n, ih, iw); db over (n, oh, ow). The running sum is
-// rounded as `acc` says after every add.
+// rounded as opt.accumulation says after every add; the forward follows opt.order (channels_inner:
+// kh, kw, ci) and opt.bias_first.
 void forward(const ConvTransposeParams& p, const View& x, const View& w, const View& b, const View& y,
-             Accumulation acc, int threads);
+             const ReferenceOptions& opt);
 void backward(const ConvTransposeParams& p, const View& x, const View& w, const std::vector<double>& dy,
               const View& gx, const View& gw, const View& gb, Accumulation acc, int threads);
 

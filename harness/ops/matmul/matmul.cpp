@@ -27,6 +27,8 @@ class Matmul final : public OpDefFor<MatmulParams> {
     return {"M", "K", "N"};
   }
 
+  std::vector<NamedOrder> sum_orders() const override { return {{SumOrder::canonical, "k", "summed over k in order"}}; }
+
  protected:
   std::vector<TensorInfo> tensors_of(const MatmulParams& p) const override {
     return {{"A", Role::input, "MK", {p.m, p.k}},      {"B", Role::input, "KN", {p.k, p.n}, true},

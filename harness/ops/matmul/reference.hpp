@@ -13,7 +13,8 @@ void matmul_backward(const MatmulParams& p, const View& a, const View& b, const 
                      const View& ga, const View& gb, int threads);
 
 // The same sums element by element (Y over k, dA over n, dB over m), the running sum rounded as
-// `acc` says after every add (the diagnosis's narrow-accumulation recompute).
+// `acc` says after every add (the diagnosis's narrow-accumulation recompute). matmul has one
+// summation order (k ascending) and no bias: ReferenceOptions::order and bias_first do not apply.
 void matmul_forward_acc(const MatmulParams& p, const View& a, const View& b, const View& y, Accumulation acc);
 void matmul_backward_acc(const MatmulParams& p, const View& a, const View& b, const std::vector<double>& dy,
                          const View& ga, const View& gb, Accumulation acc);

@@ -71,4 +71,34 @@ inline void axpy(i64 n, double v, const double* x, i64 xs, double* a, i64 as) {
   }
 }
 
+// Calls term(c, kh, kw) for every channel and kernel position of one convolution output, in the
+// forward order `order` names: canonical (c, kh, kw), or channels_inner (kh, kw, c).
+template <class Term>
+inline void window_sum(SumOrder order, i64 channels, i64 kh, i64 kw, Term&& term) {
+  if (order == SumOrder::channels_inner) {
+    for (i64 u = 0; u < kh; ++u)
+      for (i64 v = 0; v < kw; ++v)
+        for (i64 c = 0; c < channels; ++c) term(c, u, v);
+  } else {
+    for (i64 c = 0; c < channels; ++c)
+      for (i64 u = 0; u < kh; ++u)
+        for (i64 v = 0; v < kw; ++v) term(c, u, v);
+  }
+}
+
+// db[o] = sum over n, then over the output plane, of dy[n, o, :] (dy canonical, contiguous
+// [n][o][plane]): every convolution's bias gradient, in one order. The running sum is rounded as
+// `acc` says after every add (float64: a plain sum, the oracle's bytes).
+inline void grad_bias(i64 batch, i64 channels, i64 plane, const std::vector<double>& dy, const View& gb,
+                      Accumulation acc) {
+  for (i64 o = 0; o < channels; ++o) {
+    double s = 0;
+    for (i64 n = 0; n < batch; ++n) {
+      const double* d = dy.data() + (n * channels + o) * plane;
+      for (i64 i = 0; i < plane; ++i) s = accumulate(s, d[i], acc);
+    }
+    gb.at(o) = s;
+  }
+}
+
 }  // namespace validate::ops::ref

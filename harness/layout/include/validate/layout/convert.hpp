@@ -29,6 +29,18 @@ struct Placement {
   std::int64_t offset_of(const std::int64_t* idx) const;
 };
 Placement placement(const Spec& spec, std::string_view canonical_axes, const Shape& canonical_shape);
+// The same, named by memory order instead of a spec: canonical axis memory_axes[t] at memory
+// position t (slowest first, C order, so layout_shape == memory_shape), and a flip per canonical
+// axis. For callers that enumerate readings of a tensor's bytes rather than parse specs (the
+// diagnosis tries every axis order and flip); placement(spec, ...) is this with the spec's order.
+Placement placement(const Shape& canonical_shape, std::vector<int> memory_axes, std::vector<bool> flipped);
+
+// Whether two placements of one canonical shape put every element at the same offset: they agree
+// on every axis longer than 1 (a size-1 axis has no stride that matters, so with batch 1 NCHW:F
+// and a C<->W swap are the same bytes).
+bool same_offsets(const Placement& a, const Placement& b);
+// Whether `p` puts every element where the canonical layout (C order, nothing flipped) does.
+bool is_canonical(const Placement& p);
 
 // The shape in the layout's axis order as written (what case.json reports): HWIO:F -> [H,W,I,O].
 Shape shape_in_layout(const Spec& spec, std::string_view canonical_axes, const Shape& canonical_shape);

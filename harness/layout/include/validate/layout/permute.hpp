@@ -49,6 +49,19 @@ void permute_copy_naive(const std::byte* src, std::byte* dst, std::size_t elem_s
                         const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
                         std::int64_t src_offset);
 
+// The same gather with size-1 axes dropped and neighbours that stay contiguous in the source
+// merged (outer stride == inner stride * inner size; true of reversed runs too), so NCHW -> NHWC
+// becomes a batch of 2-D transposes [N][HW][C] and the identity a single run. Every element lands
+// where the original gather puts it. Empty shape: one element (a scalar or an all-ones shape).
+// Both permute engines plan from it: this one and validate::gpu's (gpu/src/permute_plan.cpp).
+struct SimpleGather {
+  Shape shape;                        // simplified destination shape (C order)
+  std::vector<std::int64_t> strides;  // source stride per simplified axis
+  std::int64_t offset = 0;
+};
+SimpleGather simplify_gather(const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
+                             std::int64_t src_offset);
+
 // Dense C-order strides of a shape, in elements ([2,3,4] -> [12,4,1]).
 std::vector<std::int64_t> c_strides(const Shape& shape);
 

@@ -68,10 +68,31 @@ inline View view_of(const Views& v, const char* name) {
   return it == v.end() ? View{} : it->second;
 }
 
+// The order in which the terms of each forward sum enter the running sum. In float64 the order
+// only moves the last bits; with a narrow accumulator it decides the result, so the diagnosis
+// recomputes the orders real loop nests use. An op lists the orders it follows
+// (OpDef::sum_orders); one it does not list is its canonical order. The backward sums always run
+// in the canonical order.
+enum class SumOrder {
+  canonical,       // the op's canonical order, stated in <op>/reference.hpp
+  channels_inner,  // convolutions: the kernel window outer, the channels innermost, (kh, kw, c):
+                   // a channels-last loop nest
+};
+
 struct ReferenceOptions {
   int threads = 1;
   Accumulation accumulation = Accumulation::float64;
+  SumOrder order = SumOrder::canonical;
+  // The forward's running sum starts at the bias (a loop `s = b[o]; for ... s += ...`) instead of
+  // adding it after the products (the canonical order).
+  bool bias_first = false;
   DType loss_on = DType::float64;  // the output is rounded to this once before the loss
+
+  // The defaults: float64, canonical order, bias last. The oracle's fast kernels run exactly
+  // then; anything else takes an op's element-by-element path in the order asked for.
+  bool is_oracle_order() const {
+    return accumulation == Accumulation::float64 && order == SumOrder::canonical && !bias_first;
+  }
 };
 
 // mean((round(y) - t)^2) over a contiguous canonical walk of a rank-`shape.size()` tensor (rank 2

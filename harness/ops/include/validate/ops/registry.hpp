@@ -58,6 +58,15 @@ class OpDef {
   // --- float64 reference (forward, MSE loss, backward) -----------------------------------------
   // Reads the inputs of `v`, writes every produced view present; returns the loss.
   virtual double reference(const OpParams& p, const Views& v, const ReferenceOptions& opt) const = 0;
+  // The forward summation orders the reference follows (ReferenceOptions::order), canonical first,
+  // each named as reports print it ("c,kh,kw") and in words: what the diagnosis tries when it asks
+  // "was this accumulated in a narrow type?".
+  struct NamedOrder {
+    SumOrder order;
+    const char* name;   // "c,kh,kw", "kh,kw,c", "k"
+    const char* words;  // "summed channel by channel, the kernel window innermost"
+  };
+  virtual std::vector<NamedOrder> sum_orders() const = 0;
 };
 
 // The op's default parameters with every optional tensor present (a bias): its full tensor table,
