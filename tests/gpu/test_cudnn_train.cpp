@@ -1,8 +1,8 @@
 // The cuDNN runner's training trajectories on the device (docs/cudnn.md, "Training cases") against
 // a float64 trajectory built here from the ops' own float64 references and train::run_trajectory —
-// the same loop, the same batches (generate::make_inputs by step), SGD in float64. Small cases whose
-// every axis has a different size, batch 2, 20 steps with momentum and weight decay; conv2d in the
-// torch, channels_last (NHWC filter: the update runs on KRSC bytes with KRSC dW) and fortran
+// the same loop, the same batches (generate::make_inputs by step), SGD in float64. Small cases
+// whose every axis has a different size, batch 2, 20 steps with momentum and weight decay; conv2d
+// in the torch, channels_last (NHWC filter: the update runs on KRSC bytes with KRSC dW) and fortran
 // (strided activations, flipped filter, conv mode) presets; matmul with grad_B in B's layout and in
 // another one (converted before the update). Each device test skips without a GPU.
 #include <gtest/gtest.h>
@@ -57,8 +57,8 @@ std::map<std::string, Tensor> batch(const cases::Case& c, cases::Op op, std::int
 
 // One step in float64: the op's reference at `params` on the step's data inputs.
 Result<train::StepOutcome<double>> reference_step(const cases::Case& single, cases::Op op,
-                                                   const std::map<std::string, Tensor>& data,
-                                                   const train::Tensors<double>& params) {
+                                                  const std::map<std::string, Tensor>& data,
+                                                  const train::Tensors<double>& params) {
   std::map<std::string, std::vector<double>> mem;
   ops::Views views;
   const auto table = single.tensors(op);
@@ -102,8 +102,9 @@ train::Trajectory<double> reference_trajectory(const cases::Case& c, cases::Op o
   return r ? *r : train::Trajectory<double>{};
 }
 
-std::vector<OpResult> run_training(const CudnnOptions& o, const layout::LayoutSet& ls, const cases::Case& c,
-                                   cases::Op op, const std::map<std::string, Tensor>& step0) {
+std::vector<OpResult> run_training(const CudnnOptions& o, const layout::LayoutSet& ls,
+                                   const cases::Case& c, cases::Op op,
+                                   const std::map<std::string, Tensor>& step0) {
   auto r = make_cudnn_runner(o, ls);
   EXPECT_TRUE(r) << r.message();
   if (!r) return {};
@@ -120,7 +121,8 @@ std::vector<OpResult> run_training(const CudnnOptions& o, const layout::LayoutSe
 // The device trajectory within the float64 one: the loss curve inside the trajectory gate at
 // every step (the float32 single-step gate 1e-6, growing as sqrt(1 + step)), every checkpoint's
 // parameters and gradients close, and the parameters visibly moved (a no-op update fails).
-void expect_trajectory(const OpResult& r, const cases::Case& c, cases::Op op, const std::string& what) {
+void expect_trajectory(const OpResult& r, const cases::Case& c, cases::Op op,
+                       const std::string& what) {
   ASSERT_EQ(r.outcome, RunOutcome::ok) << what << ": " << r.message << "\n" << r.info.dump(1);
   ASSERT_TRUE(r.info.contains("training")) << what;
   const auto ref = reference_trajectory(c, op);
@@ -148,7 +150,8 @@ void expect_trajectory(const OpResult& r, const cases::Case& c, cases::Op op, co
   const auto& first = ref.checkpoints.front().params;
   const std::int64_t last = ref.checkpoints.back().step;
   for (const auto& [name, w0] : first)
-    EXPECT_GT(testing_gpu::relative_error(r.outputs.at(train::checkpoint_tensor(last, name)), w0), 1e-3)
+    EXPECT_GT(testing_gpu::relative_error(r.outputs.at(train::checkpoint_tensor(last, name)), w0),
+              1e-3)
         << what << " " << name << " did not move";
 }
 
@@ -165,7 +168,8 @@ TEST_P(CudnnTrainConv, TrajectoryMatchesFloat64) {
   const auto step0 = batch(c, cases::Op::conv2d, 0);
   CudnnOptions o;
   o.conv_mode = GetParam().conv_mode;
-  auto results = run_training(o, *layout::load_layout(GetParam().name), c, cases::Op::conv2d, step0);
+  auto results =
+      run_training(o, *layout::load_layout(GetParam().name), c, cases::Op::conv2d, step0);
   ASSERT_EQ(results.size(), 1u);
   expect_trajectory(results[0], c, cases::Op::conv2d, GetParam().name);
   if (std::string(GetParam().name) == "channels_last") {
@@ -176,7 +180,8 @@ TEST_P(CudnnTrainConv, TrajectoryMatchesFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CudnnTrainConv,
-                         ::testing::Values(Preset{"torch", "xcorr"}, Preset{"channels_last", "xcorr"},
+                         ::testing::Values(Preset{"torch", "xcorr"},
+                                           Preset{"channels_last", "xcorr"},
                                            Preset{"fortran", "conv"}),
                          [](const auto& info) { return std::string(info.param.name); });
 

@@ -55,7 +55,8 @@ TEST(CudnnTrainHost, SgdElementMatchesSgdStepBitForBit) {
     for (int s = 0; s < 5; ++s) {
       const std::vector<float> g = normal(n, "g" + std::to_string(s));
       train::sgd_step(p_ref.data(), g.data(), n, state, c);
-      for (std::size_t i = 0; i < n; ++i) gpu::kernels::sgd_element(p_dev[i], g[i], mom[i], s == 0, h);
+      for (std::size_t i = 0; i < n; ++i)
+        gpu::kernels::sgd_element(p_dev[i], g[i], mom[i], s == 0, h);
       ASSERT_EQ(std::memcmp(p_ref.data(), p_dev.data(), n * sizeof(float)), 0)
           << "step " << s << " momentum " << c.momentum << " nesterov " << c.nesterov;
       if (c.momentum != 0) {
@@ -93,17 +94,20 @@ TEST(CudnnTrainHost, WeightDecayAfterMomentumIsDetected) {
 struct HostModel {
   std::int64_t m = 3, k = 5, n = 4;
   std::vector<float> batch(const char* what, std::int64_t step) const {
-    return normal(static_cast<std::size_t>(what[0] == 'A' ? m * k : m * n), std::string(what) + std::to_string(step));
+    return normal(static_cast<std::size_t>(what[0] == 'A' ? m * k : m * n),
+                  std::string(what) + std::to_string(step));
   }
   // Returns the loss; writes dB.
-  float loss_and_grad(std::int64_t step, const std::vector<float>& B, std::vector<float>& dB) const {
+  float loss_and_grad(std::int64_t step, const std::vector<float>& B,
+                      std::vector<float>& dB) const {
     const auto A = batch("A", step), T = batch("T", step);
     std::vector<float> d(static_cast<std::size_t>(m * n));
     float loss = 0;
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
         float y = 0;
-        for (std::int64_t q = 0; q < k; ++q) y += A[static_cast<std::size_t>(i * k + q)] * B[static_cast<std::size_t>(q * n + j)];
+        for (std::int64_t q = 0; q < k; ++q)
+          y += A[static_cast<std::size_t>(i * k + q)] * B[static_cast<std::size_t>(q * n + j)];
         const float e = y - T[static_cast<std::size_t>(i * n + j)];
         loss += e * e;
         d[static_cast<std::size_t>(i * n + j)] = (2.f / static_cast<float>(m * n)) * e;
@@ -112,7 +116,8 @@ struct HostModel {
     for (std::int64_t q = 0; q < k; ++q)
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t i = 0; i < m; ++i)
-          dB[static_cast<std::size_t>(q * n + j)] += A[static_cast<std::size_t>(i * k + q)] * d[static_cast<std::size_t>(i * n + j)];
+          dB[static_cast<std::size_t>(q * n + j)] +=
+              A[static_cast<std::size_t>(i * k + q)] * d[static_cast<std::size_t>(i * n + j)];
     return loss / static_cast<float>(m * n);
   }
 };
@@ -144,7 +149,8 @@ TEST(CudnnTrainHost, DeviceLoopMatchesRunTrajectory) {
     ASSERT_EQ(plan->checkpoints, (std::vector<std::int64_t>{0, 1, 3, 6}));
 
     // The reference loop.
-    train::StepFunction<float> fn = [&](std::int64_t s, const train::Tensors<float>& p) -> Result<train::StepOutcome<float>> {
+    train::StepFunction<float> fn =
+        [&](std::int64_t s, const train::Tensors<float>& p) -> Result<train::StepOutcome<float>> {
       train::StepOutcome<float> o;
       o.loss = hm.loss_and_grad(s, p.at("B"), o.grads["grad_B"]);
       return o;
@@ -177,7 +183,8 @@ TEST(CudnnTrainHost, DeviceLoopMatchesRunTrajectory) {
     };
     st.step = [&](bool first) -> Status {
       log += first ? "U!" : "U";
-      for (std::size_t i = 0; i < B.size(); ++i) gpu::kernels::sgd_element(B[i], dB[i], mom[i], first, h);
+      for (std::size_t i = 0; i < B.size(); ++i)
+        gpu::kernels::sgd_element(B[i], dB[i], mom[i], first, h);
       return Status::ok();
     };
     auto out = run_device_trajectory(*plan, st);
@@ -187,14 +194,18 @@ TEST(CudnnTrainHost, DeviceLoopMatchesRunTrajectory) {
     const Tensor& curve = out->at(train::kLossCurve);
     ASSERT_EQ(curve.shape(), Shape{c.steps});
     for (std::int64_t s = 0; s < c.steps; ++s)
-      EXPECT_EQ(curve.data<float>()[s], static_cast<float>(ref->losses[static_cast<std::size_t>(s)])) << s;
+      EXPECT_EQ(curve.data<float>()[s],
+                static_cast<float>(ref->losses[static_cast<std::size_t>(s)]))
+          << s;
     ASSERT_EQ(ref->checkpoints.size(), plan->checkpoints.size());
     for (const auto& cp : ref->checkpoints) {
-      for (const auto& [name, want] : std::map<std::string, std::vector<float>>{{"B", cp.params.at("B")}, {"grad_B", cp.grads.at("grad_B")}}) {
+      for (const auto& [name, want] : std::map<std::string, std::vector<float>>{
+               {"B", cp.params.at("B")}, {"grad_B", cp.grads.at("grad_B")}}) {
         const std::string key = train::checkpoint_tensor(cp.step, name);
         ASSERT_TRUE(out->count(key)) << key;
         ASSERT_EQ(out->at(key).shape(), bs);
-        EXPECT_EQ(std::memcmp(out->at(key).bytes(), want.data(), want.size() * sizeof(float)), 0) << key;
+        EXPECT_EQ(std::memcmp(out->at(key).bytes(), want.data(), want.size() * sizeof(float)), 0)
+            << key;
       }
     }
     // Checkpoint 1 holds the parameters after one update: not the initial ones.
@@ -212,7 +223,10 @@ TEST(CudnnTrainHost, DivergenceAndStepFailuresNameTheStep) {
   ASSERT_TRUE(plan);
   FunctionStepper st;
   std::int64_t step = 0;
-  st.load = [&](std::int64_t s) -> Status { step = s; return Status::ok(); };
+  st.load = [&](std::int64_t s) -> Status {
+    step = s;
+    return Status::ok();
+  };
   st.pass = [&]() -> Result<float> { return step == 4 ? NAN : 1.f; };
   st.read = [&]() -> Result<std::map<std::string, Tensor>> {
     std::map<std::string, Tensor> m;
@@ -227,10 +241,14 @@ TEST(CudnnTrainHost, DivergenceAndStepFailuresNameTheStep) {
   EXPECT_NE(out.message().find("diverged"), std::string::npos) << out.message();
 
   st.pass = [&]() -> Result<float> { return 1.f; };
-  st.step = [&](bool) -> Status { return step == 2 ? Status(Error{"kernel refused"}) : Status::ok(); };
+  st.step = [&](bool) -> Status {
+    return step == 2 ? Status(Error{"kernel refused"}) : Status::ok();
+  };
   out = run_device_trajectory(*plan, st);
   ASSERT_FALSE(out);
-  EXPECT_NE(out.message().find("training step 2: the SGD update: kernel refused"), std::string::npos) << out.message();
+  EXPECT_NE(out.message().find("training step 2: the SGD update: kernel refused"),
+            std::string::npos)
+      << out.message();
 
   // A stepper that reads back no gradient: an error, never a checkpoint left out.
   st.step = [](bool) { return Status::ok(); };
@@ -284,7 +302,8 @@ TEST(CudnnTrainHost, CheckTrainingOutputsNamesWhatIsMissingOrWrong) {
   std::map<std::string, Tensor> out;
   out.emplace("train_loss", Tensor(DType::float32, Shape{c.steps}));
   for (std::int64_t k : train::checkpoint_steps(c))
-    for (const char* t : {"B", "grad_B"}) out.emplace(train::checkpoint_tensor(k, t), Tensor(DType::float32, Shape{hm.k, hm.n}));
+    for (const char* t : {"B", "grad_B"})
+      out.emplace(train::checkpoint_tensor(k, t), Tensor(DType::float32, Shape{hm.k, hm.n}));
   ASSERT_TRUE(check_training_outputs(cs, cases::Op::matmul, out));
 
   auto missing = clone(out);

@@ -12,8 +12,8 @@ namespace validate::gpu {
 
 namespace {
 
-__global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ b,
-                           std::int64_t n, SgdHyper h, bool first_step) {
+__global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g,
+                           float* __restrict__ b, std::int64_t n, SgdHyper h, bool first_step) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float unused = 0.f;
@@ -24,7 +24,8 @@ __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, f
 
 }  // namespace
 
-SgdHyper sgd_hyper(double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+SgdHyper sgd_hyper(double lr, double momentum, double dampening, double weight_decay,
+                   bool nesterov) {
   SgdHyper h;
   h.lr = static_cast<float>(lr);
   h.momentum = static_cast<float>(momentum);
@@ -36,14 +37,16 @@ SgdHyper sgd_hyper(double lr, double momentum, double dampening, double weight_d
   return h;
 }
 
-Status sgd_update(float* param, const float* grad, float* momentum, std::int64_t n, const SgdHyper& h,
-                  bool first_step, cudaStream_t stream) {
+Status sgd_update(float* param, const float* grad, float* momentum, std::int64_t n,
+                  const SgdHyper& h, bool first_step, cudaStream_t stream) {
   if (n < 0) return Error{fmt::format("gpu::sgd_update: negative element count {}", n)};
   if (n == 0) return Status::ok();
   if (!param || !grad) return Error{"gpu::sgd_update: null parameter or gradient"};
-  if (h.use_momentum && !momentum) return Error{"gpu::sgd_update: momentum without a momentum buffer"};
+  if (h.use_momentum && !momentum)
+    return Error{"gpu::sgd_update: momentum without a momentum buffer"};
   const std::int64_t blocks = std::min<std::int64_t>((n + 255) / 256, 1 << 16);
-  sgd_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(param, grad, momentum, n, h, first_step);
+  sgd_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(param, grad, momentum, n, h,
+                                                                first_step);
   VALIDATE_GPU_TRY(cudaGetLastError());
   return Status::ok();
 }

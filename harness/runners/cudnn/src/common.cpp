@@ -180,15 +180,16 @@ Result<Tensor> download(const DeviceTensor& t, const layout::Spec& read_as, DTyp
 
 Status reupload(DeviceTensor& dst, const Tensor& host, const std::string& name) {
   if (host.shape() != dst.shape)
-    return Error{fmt::format("{} of shape {}, the case's is {}", name, shape_to_string(host.shape()),
-                             shape_to_string(dst.shape))};
+    return Error{fmt::format("{} of shape {}, the case's is {}", name,
+                             shape_to_string(host.shape()), shape_to_string(dst.shape))};
   auto up = upload(host, dst.dtype, dst.spec, dst.axes, name);
   if (!up) return up.status();
   dst = std::move(*up);
   return Status::ok();
 }
 
-bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes, const Shape& shape) {
+bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes,
+                 const Shape& shape) {
   const auto pa = layout::placement(a, axes, shape), pb = layout::placement(b, axes, shape);
   return pa.memory_axes == pb.memory_axes && pa.stride == pb.stride && pa.flipped == pb.flipped;
 }
@@ -204,8 +205,9 @@ Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& 
     if (!b) return b.status();
     momentum = std::move(*b);
   }
-  return gpu::sgd_update(param.buf.as<float>(), grad, h.use_momentum ? momentum.as<float>() : nullptr,
-                         param.numel(), h, first_step);
+  return gpu::sgd_update(param.buf.as<float>(), grad,
+                         h.use_momentum ? momentum.as<float>() : nullptr, param.numel(), h,
+                         first_step);
 }
 
 cudnnDataType_t cudnn_type(DType d) {

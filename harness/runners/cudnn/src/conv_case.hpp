@@ -18,7 +18,7 @@ namespace validate::runners::cudnn_detail {
 
 // How one activation tensor reaches cuDNN.
 struct ActPlan {
-  layout::Spec stack;                         // the layout of the device buffer cuDNN reads or writes
+  layout::Spec stack;                 // the layout of the device buffer cuDNN reads or writes
   std::string path;                   // native | strided | converted
   std::string format;                 // NCHW | NHWC | strided
   std::vector<std::int64_t> strides;  // per canonical axis n, c, h, w (strided)
@@ -56,7 +56,8 @@ struct Failure {
 
 class ConvCase {
  public:
-  ConvCase(Context& ctx, const OpTask& task) : ctx_(ctx), task_(task), p_(task.c->params<cases::ConvParams>()) {}
+  ConvCase(Context& ctx, const OpTask& task)
+      : ctx_(ctx), task_(task), p_(task.c->params<cases::ConvParams>()) {}
 
   // Plans, descriptors and algorithm candidates; falls back to converting every non-native layout
   // when cuDNN refuses the layouts as given or offers no algorithm for them (choose_layouts).
@@ -141,6 +142,7 @@ class ConvCase {
 // algorithms — every step's batch uploaded in the case's layouts, forward, loss, backward, the SGD
 // update of the weight in the filter layout cuDNN reads and writes — and adds train_loss and the
 // checkpoints to r.outputs; r.info["training"] says how it ran.
-Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const Combo& combo, OpResult& r);
+Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const Combo& combo,
+                  OpResult& r);
 
 }  // namespace validate::runners::cudnn_detail

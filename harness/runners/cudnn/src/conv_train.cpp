@@ -29,7 +29,8 @@ class ConvStepper final : public DeviceStepper {
       }
       return Status::ok();
     }
-    if (!task_.step_inputs) return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
+    if (!task_.step_inputs)
+      return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
     std::map<std::string, Tensor> batch;
     try {
       batch = task_.step_inputs(step);
@@ -63,9 +64,9 @@ class ConvStepper final : public DeviceStepper {
 }  // namespace
 
 Status ConvCase::reload(const std::string& name, const Tensor& host) {
-  DeviceTensor* dst = name == "input"    ? &x_
-                      : name == "target" ? &t_buf_
-                      : name == "weight" ? &w_buf_
+  DeviceTensor* dst = name == "input"             ? &x_
+                      : name == "target"          ? &t_buf_
+                      : name == "weight"          ? &w_buf_
                       : name == "bias" && p_.bias ? &b_
                                                   : nullptr;
   if (!dst) return Error{"no device tensor '" + name + "' to load"};
@@ -111,7 +112,8 @@ Status ConvCase::sgd(const gpu::SgdHyper& h, bool first_step) {
   return Status::ok();
 }
 
-Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const Combo& combo, OpResult& r) {
+Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const Combo& combo,
+                  OpResult& r) {
   const train::TrainConfig& c = plan.config;
   ConvStepper stepper(cc, task, combo,
                       gpu::sgd_hyper(c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov));

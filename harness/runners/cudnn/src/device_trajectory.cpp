@@ -13,17 +13,21 @@ namespace validate::runners::cudnn_detail {
 Result<TrainPlan> plan_training(const cases::Case& c, cases::Op op) {
   if (!c.train) return Error{"not a training case"};
   if (c.dtype != DType::float32)
-    return Error{fmt::format("training cases are float32 only (this one is {})", dtype_name(c.dtype))};
-  if (c.train->optimizer != train::Optimizer::sgd) return Error{"the device update implements SGD only"};
+    return Error{
+        fmt::format("training cases are float32 only (this one is {})", dtype_name(c.dtype))};
+  if (c.train->optimizer != train::Optimizer::sgd)
+    return Error{"the device update implements SGD only"};
   TrainPlan p;
   p.config = *c.train;
   p.checkpoints = train::checkpoint_steps(p.config);
   for (const auto& t : c.parameters(op)) p.params.push_back(t.name);
-  if (p.params.empty()) return Error{fmt::format("{} has no parameter to train", cases::op_name(op))};
+  if (p.params.empty())
+    return Error{fmt::format("{} has no parameter to train", cases::op_name(op))};
   return p;
 }
 
-Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& plan, DeviceStepper& stepper) {
+Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& plan,
+                                                            DeviceStepper& stepper) {
   const std::int64_t steps = plan.config.steps;
   if (steps < 1) return Error{fmt::format("a trajectory of {} steps", steps)};
   std::map<std::string, Tensor> out;
@@ -36,7 +40,8 @@ Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& pla
     auto loss = stepper.forward_backward();
     if (!loss) return fail("forward/backward", loss.message());
     if (!std::isfinite(*loss))
-      return Error{fmt::format("training step {}: the loss is {} (the trajectory diverged)", s, *loss)};
+      return Error{
+          fmt::format("training step {}: the loss is {} (the trajectory diverged)", s, *loss)};
     curve.data<float>()[s] = *loss;
     // The checkpoint holds the parameters this step's forward used: read before the update.
     if (std::binary_search(plan.checkpoints.begin(), plan.checkpoints.end(), s)) {
@@ -55,7 +60,8 @@ Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& pla
   return out;
 }
 
-Status check_training_outputs(const cases::Case& c, cases::Op op, const std::map<std::string, Tensor>& outputs) {
+Status check_training_outputs(const cases::Case& c, cases::Op op,
+                              const std::map<std::string, Tensor>& outputs) {
   for (const auto& t : c.tensors(op)) {
     if (t.role != cases::Role::loss_curve && t.role != cases::Role::checkpoint) continue;
     const DType want = t.role == cases::Role::loss_curve ? DType::float32 : storage_dtype(c.dtype);

@@ -36,7 +36,8 @@ class DeviceStepper {
  public:
   virtual ~DeviceStepper() = default;
   // Puts step s's batch in place: step 0 the reference's own inputs, and the initial parameters
-  // with a fresh optimizer state; s >= 1 only the data inputs (the parameters are the updated ones).
+  // with a fresh optimizer state; s >= 1 only the data inputs (the parameters are the updated
+  // ones).
   virtual Status load_step(std::int64_t step) = 0;
   // Forward, loss and backward at the current parameters; returns the loss.
   virtual Result<float> forward_backward() = 0;
@@ -63,11 +64,13 @@ struct FunctionStepper final : DeviceStepper {
 // step the parameters that step used and its gradients (read before the update), then the update.
 // Returns train_loss and every step<k>_<tensor>. Errors name the step; a non-finite loss is an
 // error (the trajectory diverged), as in train::run_trajectory.
-Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& plan, DeviceStepper& stepper);
+Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& plan,
+                                                            DeviceStepper& stepper);
 
 // Every loss-curve and checkpoint tensor the case's table lists for `op` is in `outputs` with the
 // table's shape and dtype; else an error naming the first one that is not. A trajectory that
 // skipped a tensor must fail here, never reach compare as a quiet "not produced".
-Status check_training_outputs(const cases::Case& c, cases::Op op, const std::map<std::string, Tensor>& outputs);
+Status check_training_outputs(const cases::Case& c, cases::Op op,
+                              const std::map<std::string, Tensor>& outputs);
 
 }  // namespace validate::runners::cudnn_detail

@@ -70,7 +70,8 @@ Result<Tensor> download(const DeviceTensor& t, const layout::Spec& read_as, DTyp
 Status reupload(DeviceTensor& dst, const Tensor& host, const std::string& name);
 // Whether two layouts put every canonical element at the same offset, so that an elementwise
 // kernel may combine the two buffers element by element.
-bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes, const Shape& shape);
+bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes,
+                 const Shape& shape);
 // The SGD update of a float32 parameter from a gradient held in the parameter's own layout; the
 // momentum buffer (same layout) is allocated on first use.
 Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& momentum,

@@ -223,7 +223,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
   nlohmann::json training_info;
   auto run_training = [&](const TrainPlan& tp, const auto& device_pass) -> Status {
     const train::TrainConfig& tc = tp.config;
-    const gpu::SgdHyper h = gpu::sgd_hyper(tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov);
+    const gpu::SgdHyper h =
+        gpu::sgd_hyper(tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov);
     const bool same = same_memory(B->spec, gB->spec, "KN", bs);
     DeviceTensor dB_as_B;
     if (!same) {
@@ -239,7 +240,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
         VALIDATE_TRY(reupload(*T, *task.inputs.at("target"), "target"));
         return reupload(*B, *task.inputs.at("B"), "B");
       }
-      if (!task.step_inputs) return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
+      if (!task.step_inputs)
+        return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
       std::map<std::string, Tensor> batch;
       try {
         batch = task.step_inputs(s);
@@ -285,7 +287,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
         {"checkpoints", tp.checkpoints},
         {"update", "own CUDA kernel (gpu::sgd_update, float32, no FMA contraction)"},
         {"update_layout", layout::to_string(B->spec)},
-        {"grad_B", same ? "used as written (B's layout)" : "converted to B's layout before the update"},
+        {"grad_B",
+         same ? "used as written (B's layout)" : "converted to B's layout before the update"},
         {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
     return Status::ok();
   };

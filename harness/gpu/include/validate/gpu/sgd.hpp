@@ -25,14 +25,15 @@ struct SgdHyper {
   bool nesterov = false;
 };
 
-SgdHyper sgd_hyper(double lr, double momentum, double dampening, double weight_decay, bool nesterov);
+SgdHyper sgd_hyper(double lr, double momentum, double dampening, double weight_decay,
+                   bool nesterov);
 
 // param[i] -= lr * update(grad[i]) for i < n, with the momentum buffer `momentum` (n floats, the
 // parameter's layout; required when h.use_momentum, ignored otherwise). `first_step`: the buffer
 // is initialised to the gradient (torch.optim.SGD's first step), not read. Each operation is
 // rounded on its own (no fused multiply-add), exactly as train::sgd_step<float> on the CPU, so the
 // two agree bit for bit. Device pointers, asynchronous on `stream`.
-Status sgd_update(float* param, const float* grad, float* momentum, std::int64_t n, const SgdHyper& h,
-                  bool first_step, cudaStream_t stream = nullptr);
+Status sgd_update(float* param, const float* grad, float* momentum, std::int64_t n,
+                  const SgdHyper& h, bool first_step, cudaStream_t stream = nullptr);
 
 }  // namespace validate::gpu
