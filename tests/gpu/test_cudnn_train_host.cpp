@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "conv_case.hpp"
 #include "device_trajectory.hpp"
 #include "sgd_element.hpp"
 #include "validate/core/rng.hpp"
+#include "validate/layout/layout.hpp"
 #include "validate/train/sgd.hpp"
 #include "validate/train/tensor_names.hpp"
 #include "validate/train/trajectory.hpp"
@@ -325,6 +327,36 @@ TEST(CudnnTrainHost, CheckTrainingOutputsNamesWhatIsMissingOrWrong) {
   auto wrong_dtype = clone(out);
   wrong_dtype.insert_or_assign("step0_B", Tensor(DType::float16, Shape{hm.k, hm.n}));
   EXPECT_FALSE(check_training_outputs(cs, cases::Op::matmul, wrong_dtype));
+}
+
+// The conv2d update combines the filter buffer cuDNN reads with the dW it writes element by element
+// (ConvCase::sgd refuses otherwise). Both come from the filter plan: for every preset's weight
+// layout and a few others, native and after the NCHW fallback, they must be one memory layout —
+// KRSC with KRSC for the NHWC filter, KCRS with KCRS, the flip kept in both — or the device
+// trajectory would refuse to train them.
+TEST(CudnnTrainHost, FilterBufferAndDwShareOneLayoutInEveryPreset) {
+  const Shape ws{5, 3, 4, 2};  // O, I, H, W: all different
+  std::vector<layout::Spec> specs;
+  for (const auto& name : layout::preset_names())
+    specs.push_back(*layout::load_layout(name)->find("conv2d", "weight"));
+  for (const char* s : {"HWIO", "IOHW", "OHWI+flip=HW", "HWIO:F+flip=HW", "OIHW+flip=O"})
+    specs.push_back(*layout::parse_spec(s, "OIHW"));
+  for (const auto& spec : specs)
+    for (bool convert : {false, true}) {
+      const FilterPlan f = plan_filter(spec, ws, convert);
+      EXPECT_TRUE(same_memory(f.stack, cudnn_grad_weight_spec(f, spec), "OIHW", ws))
+          << layout::to_string(spec) << (convert ? " converted" : " as given");
+    }
+  // channels_last: the NHWC filter, KRSC bytes, updated in place.
+  const auto cl = *layout::load_layout("channels_last")->find("conv2d", "weight");
+  const FilterPlan f = plan_filter(cl, ws, false);
+  EXPECT_EQ(f.format, CUDNN_TENSOR_NHWC);
+  EXPECT_EQ(layout::to_string(f.stack), "OHWI");
+  // same_memory tells the layouts apart: a KRSC dW against a KCRS buffer, or a lost flip.
+  const auto oihw = *layout::parse_spec("OIHW", "OIHW");
+  EXPECT_FALSE(same_memory(oihw, *layout::parse_spec("OHWI", "OIHW"), "OIHW", ws));
+  EXPECT_FALSE(same_memory(oihw, *layout::parse_spec("OIHW+flip=HW", "OIHW"), "OIHW", ws));
+  EXPECT_TRUE(same_memory(oihw, *layout::parse_spec("WHIO:F", "OIHW"), "OIHW", ws));
 }
 
 }  // namespace
