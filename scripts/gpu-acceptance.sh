@@ -33,7 +33,8 @@
 #             run is deleted right after its compare; references at the end unless --keep.
 #   --build   build folder (default build-gpu)
 #   --keep    keep the references in --work at the end (a later step on the same machine reuses them)
-#   --pack F  right after the build step, tar the built binaries (validate, gpu_tests, bench_gpu_permute) into F
+#   --pack F  right after the build step, tar the built binaries (validate with its modules in
+#             lib/validate/, gpu_tests, bench_gpu_permute) into F
 #             so a later device call on a fresh machine can skip the build (PLAN.md)
 #   --dry-run print the plan — each step: what it does, estimated seconds, peak disk and the disk it
 #             keeps — and exit: 0 when every step fits (<= 480 s), 2 when one does not
@@ -630,7 +631,10 @@ for s in ${STEPS//,/ }; do
       step build pass configure_and_build
       # Packed right away, so a call cut off later in its steps still brings the binaries back.
       if [[ -n $PACK && -x $VALIDATE ]]; then
-        (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
+        # lib/validate: the on-demand modules (libvalidate_torch.so for generate, libvalidate_cudnn.so
+        # for --backend cudnn) that validate dlopens from beside itself; without them a later call
+        # cannot generate or run cuDNN.
+        (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/lib/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
           echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
       fi
       step ctest-gpu pass ctest --test-dir "$ROOT/$BUILD" -L gpu --output-on-failure ;;

@@ -6,6 +6,7 @@
 #include "internal.hpp"
 #include "validate/gpu/cast.hpp"
 #include "validate/gpu/permute.hpp"
+#include "validate/layout/convert.hpp"
 
 namespace validate::runners::cudnn_detail {
 
@@ -175,6 +176,38 @@ Result<Tensor> download(const DeviceTensor& t, const layout::Spec& read_as, DTyp
   // a fault from any of them (checked).
   VALIDATE_TRY(src->buf.download(host.bytes(), host.nbytes()));
   return host;
+}
+
+Status reupload(DeviceTensor& dst, const Tensor& host, const std::string& name) {
+  if (host.shape() != dst.shape)
+    return Error{fmt::format("{} of shape {}, the case's is {}", name,
+                             shape_to_string(host.shape()), shape_to_string(dst.shape))};
+  auto up = upload(host, dst.dtype, dst.spec, dst.axes, name);
+  if (!up) return up.status();
+  dst = std::move(*up);
+  return Status::ok();
+}
+
+bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes,
+                 const Shape& shape) {
+  const auto pa = layout::placement(a, axes, shape), pb = layout::placement(b, axes, shape);
+  return pa.memory_axes == pb.memory_axes && pa.stride == pb.stride && pa.flipped == pb.flipped;
+}
+
+Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& momentum,
+                     const gpu::SgdHyper& h, bool first_step) {
+  if (param.dtype != DType::float32)
+    return Error{fmt::format("the device SGD update is float32 only ({} is {})", param.axes,
+                             dtype_name(param.dtype))};
+  const std::size_t bytes = static_cast<std::size_t>(param.numel()) * sizeof(float);
+  if (h.use_momentum && momentum.size() != bytes) {
+    auto b = gpu::DeviceBuffer::allocate(bytes, "momentum buffer");
+    if (!b) return b.status();
+    momentum = std::move(*b);
+  }
+  return gpu::sgd_update(param.buf.as<float>(), grad,
+                         h.use_momentum ? momentum.as<float>() : nullptr, param.numel(), h,
+                         first_step);
 }
 
 cudnnDataType_t cudnn_type(DType d) {

@@ -16,6 +16,7 @@
 #include "validate/core/tensor.hpp"
 #include "validate/gpu/device.hpp"
 #include "validate/gpu/device_buffer.hpp"
+#include "validate/gpu/sgd.hpp"
 #include "validate/layout/preset.hpp"
 #include "validate/runners/cudnn_runner.hpp"
 
@@ -62,6 +63,19 @@ Result<DeviceTensor> allocate(DType dtype, const layout::Spec& spec, const std::
 // tensor's own spec; a different one when the stack returns data in another layout than it was
 // given, as cuDNN's dW). Synchronises.
 Result<Tensor> download(const DeviceTensor& t, const layout::Spec& read_as, DType storage);
+
+// --- Training (docs/cudnn.md, "Training cases") ---
+// Replaces dst's contents with `host` (canonical, storage dtype), converted to dst's dtype and
+// layout exactly as `upload` laid it out first; an error when the shapes differ.
+Status reupload(DeviceTensor& dst, const Tensor& host, const std::string& name);
+// Whether two layouts put every canonical element at the same offset, so that an elementwise
+// kernel may combine the two buffers element by element.
+bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes,
+                 const Shape& shape);
+// The SGD update of a float32 parameter from a gradient held in the parameter's own layout; the
+// momentum buffer (same layout) is allocated on first use.
+Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& momentum,
+                     const gpu::SgdHyper& h, bool first_step);
 
 // The cuDNN / cuBLAS data type of a device dtype.
 cudnnDataType_t cudnn_type(DType d);

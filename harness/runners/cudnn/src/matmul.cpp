@@ -3,10 +3,16 @@
 // every layout is a (pointer, column-major?) pair and a row-major output is computed as
 // Yᵀ = Bᵀ·Aᵀ. Nothing is copied to make a layout fit, except a flipped axis (cuBLAS has no
 // negative leading dimensions), which is converted on the device and recorded.
+#include <chrono>
+#include <exception>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "gemm_plan.hpp"
+#include "device_trajectory.hpp"
 #include "internal.hpp"
+#include "validate/gpu/permute.hpp"
 
 namespace validate::runners::cudnn_detail {
 
@@ -117,6 +123,12 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     return done(RunOutcome::unsupported, "the cudnn runner runs float32, bfloat16 and float16");
   if (!ctx.layouts.has_op("matmul"))
     return done(RunOutcome::skipped, "the layout set has no matmul");
+  std::optional<TrainPlan> plan;  // a training case trains below, or says why not
+  if (task.c->train) {
+    auto tp = plan_training(*task.c, task.op);
+    if (!tp) return done(RunOutcome::unsupported, "training: " + tp.message());
+    plan = std::move(*tp);
+  }
   const auto& mp = task.c->params<cases::MatmulParams>();
   const Shape as{mp.m, mp.k}, bs{mp.k, mp.n}, ys{mp.m, mp.n};
   auto spec = [&](const char* name) -> const Spec& { return *ctx.layouts.find("matmul", name); };
@@ -158,7 +170,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     if (!st) return done(RunOutcome::error, st.message());
 
   const DType storage = storage_dtype(dt);
-  auto execute = [&](nlohmann::json* timing) -> Result<std::map<std::string, Tensor>> {
+  // The device half of one step: forward, loss, dA, dB; nothing read back.
+  auto pass = [&](nlohmann::json* timing) -> Status {
     const Mat ma{A->buf.data(), mp.m, mp.k, a.col_major},
         mb{B->buf.data(), mp.k, mp.n, b.col_major};
     const Mat my{Y->buf.data(), mp.m, mp.n, y.col_major},
@@ -185,6 +198,10 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     VALIDATE_TRY(
         step("grad_B", Mat{gB->buf.data(), mp.k, mp.n, gb.col_major}, ma.t(), mdy, gB->buf.data()));
     if (timing) (*timing)["gemms"] = gemms;
+    return Status::ok();
+  };
+  auto execute = [&](nlohmann::json* timing) -> Result<std::map<std::string, Tensor>> {
+    VALIDATE_TRY(pass(timing));
     std::map<std::string, Tensor> out;
     auto yo = download(*Y, Y->spec, storage);
     if (!yo) return with_context("output", yo.message());
@@ -200,11 +217,99 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     out.emplace("grad_B", std::move(*db));
     return out;
   };
+  // A training case: B (the parameter) is updated on the device in its own layout, from dB as
+  // cuBLASLt wrote it in grad_B's layout — the same buffer when the two layouts agree, else
+  // converted to B's layout first, as a program must before it subtracts one from the other.
+  nlohmann::json training_info;
+  auto run_training = [&](const TrainPlan& tp, const auto& device_pass) -> Status {
+    const train::TrainConfig& tc = tp.config;
+    const gpu::SgdHyper h =
+        gpu::sgd_hyper(tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov);
+    const bool same = same_memory(B->spec, gB->spec, "KN", bs);
+    DeviceTensor dB_as_B;
+    if (!same) {
+      auto d = allocate(dt, B->spec, "KN", bs, "grad_B in B's layout");
+      if (!d) return d.status();
+      dB_as_B = std::move(*d);
+    }
+    gpu::DeviceBuffer momentum;
+    FunctionStepper st;
+    st.load = [&](std::int64_t s) -> Status {
+      if (s == 0) {  // the reference's own batch and initial B, whatever ran before
+        VALIDATE_TRY(reupload(*A, *task.inputs.at("A"), "A"));
+        VALIDATE_TRY(reupload(*T, *task.inputs.at("target"), "target"));
+        return reupload(*B, *task.inputs.at("B"), "B");
+      }
+      if (!task.step_inputs)
+        return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
+      std::map<std::string, Tensor> batch;
+      try {
+        batch = task.step_inputs(s);
+      } catch (const std::exception& e) {
+        return Error{std::string("drawing the batch: ") + e.what()};
+      }
+      for (const char* name : {"A", "target"})
+        if (!batch.count(name)) return Error{fmt::format("the step's batch has no {}", name)};
+      VALIDATE_TRY(reupload(*A, batch.at("A"), "A"));
+      return reupload(*T, batch.at("target"), "target");
+    };
+    st.pass = [&]() -> Result<float> {
+      VALIDATE_TRY(device_pass(nullptr));
+      float v = 0;
+      VALIDATE_TRY(loss->download(&v, sizeof v));
+      return v;
+    };
+    st.read = [&]() -> Result<std::map<std::string, Tensor>> {
+      std::map<std::string, Tensor> out;
+      auto b = download(*B, B->spec, storage);
+      if (!b) return with_context("B", b.message());
+      out.emplace("B", std::move(*b));
+      auto db = download(*gB, gB->spec, storage);  // as the single step reports grad_B
+      if (!db) return with_context("grad_B", db.message());
+      out.emplace("grad_B", std::move(*db));
+      return out;
+    };
+    st.step = [&](bool first_step) -> Status {
+      const float* g = gB->buf.as<float>();
+      if (!same) {
+        VALIDATE_TRY(gpu::convert_layout(gB->buf.data(), gB->spec, dB_as_B.buf.data(), B->spec,
+                                         dtype_size(dt), bs, "KN"));
+        g = dB_as_B.buf.as<float>();
+      }
+      return sgd_on_device(*B, g, momentum, h, first_step);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = run_device_trajectory(tp, st);
+    if (!out) return out.status();
+    for (auto& [name, t] : *out) r.outputs.insert_or_assign(name, std::move(t));
+    training_info = {
+        {"steps", tc.steps},
+        {"checkpoints", tp.checkpoints},
+        {"update", "own CUDA kernel (gpu::sgd_update, float32, no FMA contraction)"},
+        {"update_layout", layout::to_string(B->spec)},
+        {"grad_B",
+         same ? "used as written (B's layout)" : "converted to B's layout before the update"},
+        {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+    return Status::ok();
+  };
   run_repeated(ctx, r, execute);
   // The gemm descriptions ride along in time_ms; lift them to their own key.
   if (r.info.contains("time_ms") && r.info["time_ms"].contains("gemms")) {
     r.info["gemms"] = r.info["time_ms"]["gemms"];
     r.info["time_ms"].erase("gemms");
+  }
+  if (plan && r.outcome == RunOutcome::ok) {
+    if (Status st = run_training(*plan, pass); !st) {
+      r.outcome = RunOutcome::error;
+      r.message = "training trajectory: " + st.message();
+      r.outputs.clear();
+    } else if (Status chk = check_training_outputs(*task.c, task.op, r.outputs); !chk) {
+      r.outcome = RunOutcome::error;
+      r.message = "training trajectory: " + chk.message();
+      r.outputs.clear();
+    } else {
+      r.info["training"] = training_info;
+    }
   }
   std::vector<OpResult> v;
   v.push_back(std::move(r));
