@@ -27,6 +27,7 @@
 // and after the program (names, inodes, sizes, mtimes, ctimes; exec_process.hpp) minus this task's
 // work directory. The program gets TMPDIR (and TMP, TEMP) = <work dir>/tmp, emptied before each
 // run, so a well-behaved program's temporary files stay inside too.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct ExecOptions {
       false;  // false: delete the tensor files after a successful read (keep case.json, logs)
   // Trees the program must not write into besides the run directory (`validate run`: --ref).
   std::vector<std::string> guard_dirs;
+  // Protocol 2 (training cases): the most bytes steps/ may hold, (steps - 1) × the data inputs of
+  // one step; a case above it fails with the figures named (`--max-step-inputs-mb`).
+  std::uint64_t max_step_input_bytes = std::uint64_t{4096} << 20;
 };
 
 // Longest --timeout accepted (one week): the deadline is kept in steady_clock nanoseconds.
