@@ -197,6 +197,7 @@ class ExecRunner final : public Runner {
   Status prepare_work_dir(const OpTask& task, TaskFiles& f) const;
   Status write_case_json(const OpTask& task, const TaskFiles& f) const;
   Status write_inputs(const OpTask& task, const TaskFiles& f) const;
+  Status check_step_inputs(const OpTask& task, const TaskFiles& f) const;
   Status write_step_inputs(const OpTask& task, const TaskFiles& f) const;
   std::vector<std::string> program_env(const OpTask& task, const TaskFiles& f) const;
   ProgramRun run_program(const OpTask& task, const TaskFiles& f, const std::string& cmd) const;
@@ -274,6 +275,8 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
   if (task.work_dir.empty()) return fail("exec: no work directory for this task");
   TaskFiles files = plan_files(task);
+  // Before anything is written: a trajectory too large for steps/ leaves no half-written work dir.
+  if (Status st = check_step_inputs(task, files); !st) return fail(st.message());
   if (Status st = prepare_work_dir(task, files); !st) return fail(st.message());
   if (Status st = write_case_json(task, files); !st) return fail(st.message());
   if (Status st = write_inputs(task, files); !st) return fail(st.message());
@@ -437,7 +440,7 @@ Status ExecRunner::write_inputs(const OpTask& task, const TaskFiles& f) const {
 // Protocol 2: the data inputs of every step s >= 1 under steps/<s>/, in the same layouts and file
 // names as step 0's (the parameters are given once: the program's optimizer owns them). Drawn one
 // step at a time, so memory holds one batch; the total is capped before anything is written.
-Status ExecRunner::write_step_inputs(const OpTask& task, const TaskFiles& f) const {
+Status ExecRunner::check_step_inputs(const OpTask& task, const TaskFiles& f) const {
   if (!f.train || task.c->train->steps <= 1) return Status::ok();
   if (!task.step_inputs)
     return Error{"exec: a training case needs each step's inputs, and this task was given none (internal: "
@@ -449,11 +452,17 @@ Status ExecRunner::write_step_inputs(const OpTask& task, const TaskFiles& f) con
   const std::uint64_t total = per_step * static_cast<std::uint64_t>(steps - 1);
   if (total > opt_.max_step_input_bytes)
     return Error{fmt::format(
-        "exec: case {} trains {} steps and each batch is {} bytes, so steps/ would hold {} × {} = {} bytes "
-        "(steps × input bytes), above the exec runner's cap of {} bytes ({:.0f} MiB, --max-step-inputs-mb); "
+        "exec: case {} trains {} steps and each batch is {} bytes, so steps/ would hold {} x {} = {} bytes "
+        "(steps x input bytes), above the exec runner's cap of {} bytes ({:.6g} MiB, --max-step-inputs-mb); "
         "raise the cap or train fewer steps",
         task.c->name, steps, per_step, steps - 1, per_step, total, opt_.max_step_input_bytes,
         static_cast<double>(opt_.max_step_input_bytes) / (1 << 20))};
+  return Status::ok();
+}
+
+Status ExecRunner::write_step_inputs(const OpTask& task, const TaskFiles& f) const {
+  if (!f.train || task.c->train->steps <= 1) return Status::ok();
+  const std::int64_t steps = task.c->train->steps;
   for (std::int64_t s = 1; s < steps; ++s) {
     const std::string dir = fmt::format("{}/{}/{}", f.dir, kStepsDir, s);
     VALIDATE_TRY(fs::make_dirs(dir));
