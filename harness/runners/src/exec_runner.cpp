@@ -302,33 +302,43 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   if (const std::string why = exit_failure(run.pr, opt_.timeout_s); !why.empty()) return fail(run.explain(why));
 
   std::vector<std::string> problems;
-  bool trajectory_missing = false;
+  std::vector<std::string> trajectory_missing;  // train_loss and checkpoint files not written
+  std::size_t trajectory_files = 0;
   for (const auto& e : files.results) {
+    const bool trajectory = e.info.role == cases::Role::loss_curve || e.info.role == cases::Role::checkpoint;
+    trajectory_files += trajectory;
     auto t = read_result(files.dir, e, files.npy_format);
     if (!t) {
-      problems.push_back(t.message());
-      trajectory_missing = trajectory_missing || (e.info.role == cases::Role::loss_curve &&
-                                                  t.message().find(": missing") != std::string::npos);
+      if (trajectory && t.message().find(": missing") != std::string::npos)
+        trajectory_missing.push_back(e.file);
+      else
+        problems.push_back(t.message());
       continue;
     }
     r.outputs.emplace(e.info.name, std::move(*t));
   }
+  if (!trajectory_missing.empty()) {
+    // A program that ignores protocol 2 writes none of them: one sentence says so, instead of a
+    // "missing" line per checkpoint file.
+    if (trajectory_missing.size() == trajectory_files)
+      problems.insert(problems.begin(),
+                      fmt::format("a training case ({} steps): the program wrote none of its trajectory ({} files: {}, {}, "
+                                  "...) — it must run every step (case.json \"protocol\": \"{}\", VALIDATE_PROTOCOL=2; "
+                                  "docs/runners.md) and write the loss curve and the checkpoints",
+                                  task.c->train->steps, trajectory_files, trajectory_missing[0],
+                                  trajectory_missing.size() > 1 ? trajectory_missing[1] : "", kProtocolTrain));
+    else
+      for (const auto& name : trajectory_missing) problems.push_back(name + ": missing (the program did not write it)");
+  }
   if (!problems.empty() || !run.outside.empty()) {
     r.outputs.clear();
     if (problems.empty()) return fail(run.explain("its results are not used"));
-    // A training case has a file per checkpoint tensor: a program that ignores protocol 2 would
-    // otherwise get a message of dozens of "missing" lines; the first few and the count say it.
+    // A training case has a file per checkpoint tensor: the first few problems and the count.
     std::string listed;
     for (std::size_t i = 0; i < problems.size() && i < kMaxProblemsListed; ++i)
       listed += (i ? "; " : "") + problems[i];
     if (problems.size() > kMaxProblemsListed)
       listed += fmt::format("; and {} more", problems.size() - kMaxProblemsListed);
-    if (trajectory_missing)
-      listed = fmt::format(
-          "a training case ({} steps): the program wrote no {} — it must run the whole trajectory "
-          "(case.json \"protocol\": \"{}\", VALIDATE_PROTOCOL=2; docs/runners.md) and write the loss of every "
-          "step and the checkpoints; {}",
-          task.c->train->steps, files.npy_format ? "train_loss.npy" : "train_loss.bin", kProtocolTrain, listed);
     return fail(run.explain(listed));
   }
   if (!opt_.keep_work) {
