@@ -36,6 +36,14 @@
 ! values).  The loss is computed from the output as written, like the reference
 ! computes it from its own (rounded) output.
 !
+! Training mode (exec protocol 2, VALIDATE_PROTOCOL=2): one run trains the whole
+! trajectory -- each step's batch from steps/<s>/ (step 0's from DIR), forward,
+! loss, backward, SGD as torch.optim.SGD in float32 (module validate_sgd) -- and
+! writes train_loss.bin plus step<k>_<param> / step<k>_grad_<param> at the
+! checkpoint steps (VALIDATE_CHECKPOINTS).  CONV_RUNNER_BUG=update_dw_krsc plants
+! the classic: the conv2d update applies dW in the KRSC filter layout to weights
+! stored OIHW, so step 0 matches and step 1 does not (examples/README.md).
+!
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
 
 module validate_io
