@@ -40,17 +40,21 @@ compare() {  # compare OUT: the exit status of validate compare --require-all, i
   set -e
   return $rc
 }
-# verdict OUT OP TENSOR: the verdict column of that tensor's row in the compare report
-verdict() { awk -v op="$2" -v t="$3" '$2 == op && $3 == t { print $NF; exit }' "$work/$1.txt"; }
+# verdict OUT CASE OP TENSOR: the verdict column of that tensor's row in the compare report
+verdict() { awk -v c="$2" -v op="$3" -v t="$4" '$1 == c && $2 == op && $3 == t { print $NF; exit }' "$work/$1.txt"; }
+wd=texec_wd_n2_c6_h7_w9_o4_g2 nesterov=texec_nesterov_n2_c5_h6_w8_o3
 
 case $mode in
 clean)
   run clean "$example {dir}" || fail "validate run: $(tail -5 "$work/clean.log")"
   compare clean || fail "compare of the clean trajectory: $(tail -20 "$work/clean.txt")"
-  for op in conv2d matmul; do
-    for t in train_loss step0_grad_weight step9_weight; do
-      [ "$op" = matmul ] && t=$(echo "$t" | sed 's/weight/B/')
-      [ "$(verdict clean $op $t)" = passed ] || fail "$op $t was not compared and passed: $(cat "$work/clean.txt")"
+  for c in "$wd 9" "$nesterov 5"; do
+    set -- $c
+    for op in conv2d matmul; do
+      for t in train_loss step0_grad_weight step1_weight "step$2_weight"; do
+        [ "$op" = matmul ] && t=$(echo "$t" | sed 's/weight/B/')
+        [ "$(verdict clean "$1" $op "$t")" = passed ] || fail "$1 $op $t was not compared and passed: $(cat "$work/clean.txt")"
+      done
     done
   done
   # A program that ignores protocol 2: the harness fails each case, naming why, and so does compare.
@@ -63,14 +67,22 @@ wrong_update)
   if compare bug; then
     fail "compare PASSED the planted wrong-layout update (dW in KRSC applied to OIHW weights): a false pass — compare must gate train_loss and the checkpoints (docs/training.md); report: $(cat "$work/bug.txt")"
   fi
-  for t in step0_weight step0_grad_weight output grad_weight; do
-    [ "$(verdict bug conv2d $t)" = passed ] || fail "step 0 ($t) should still pass: $(cat "$work/bug.txt")"
+  for c in "$wd" "$nesterov"; do
+    for t in step0_weight step0_grad_weight output grad_weight; do
+      [ "$(verdict bug "$c" conv2d $t)" = passed ] || fail "$c: step 0 ($t) should still pass: $(cat "$work/bug.txt")"
+    done
+    for t in train_loss step1_weight; do
+      [ "$(verdict bug "$c" conv2d $t)" = failed ] || fail "$c: conv2d $t should fail at step 1: $(cat "$work/bug.txt")"
+    done
+    # matmul has no filter layout: its trajectory is untouched by the switch.
+    [ "$(verdict bug "$c" matmul train_loss)" = passed ] || fail "$c: matmul's trajectory should pass: $(cat "$work/bug.txt")"
+    grep -Eq "float32/$c/conv2d +FAILED at step 1 \(mistake\)" "$work/bug.txt" ||
+      fail "$c: compare does not say the trajectory parts at step 1 as a mistake: $(cat "$work/bug.txt")"
   done
-  for t in train_loss step1_weight; do
-    [ "$(verdict bug conv2d $t)" = failed ] || fail "conv2d $t should fail at step 1: $(cat "$work/bug.txt")"
-  done
-  # matmul has no filter layout: its trajectory is untouched by the switch.
-  [ "$(verdict bug matmul train_loss)" = passed ] || fail "matmul's trajectory should pass: $(cat "$work/bug.txt")"
+  # Without weight decay the step-1 update is exactly the reference's read in the KRSC order, and
+  # compare names it (diagnosis update_layout) at the first bad checkpoint.
+  grep -Eq "first bad checkpoint step1_weight \(step 1\): update applied with dW in " "$work/bug.txt" ||
+    fail "$nesterov: compare does not name the update applied with dW in the filter layout: $(cat "$work/bug.txt")"
   ;;
 *)
   echo "train_example.sh: unknown mode '$mode' (clean, wrong_update)" >&2
