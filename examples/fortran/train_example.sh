@@ -23,12 +23,16 @@ rm -rf "$work" && mkdir -p "$work"
   fail "generate: $(tail -3 "$work/gen.log")"
 ls "$work/ref/float32/"*_conv2d_step1_weight.npy > /dev/null 2>&1 || fail "the reference has no step-1 checkpoint"
 
-run() {  # run OUT CMD [env assignments...]: validate run --backend exec --cmd CMD; its exit status
+run() {  # run OUT CMD [VAR=VALUE...] [-- run options...]: validate run --backend exec --cmd CMD
   out=$1 cmd=$2
   shift 2
+  vars=""
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars="$vars $1"; shift; done
+  [ $# -gt 0 ] && shift
   set +e
-  env "$@" "$validate" run --backend exec --cmd "$cmd" --layout "$layouts" --ref "$work/ref" \
-    --out "$work/$out" --progress 0 > "$work/$out.log" 2>&1
+  # $vars: VAR=VALUE words without blanks, split on purpose
+  env $vars "$validate" run --backend exec --cmd "$cmd" --layout "$layouts" --ref "$work/ref" \
+    --out "$work/$out" --progress 0 "$@" > "$work/$out.log" 2>&1
   rc=$?
   set -e
   return $rc
@@ -61,6 +65,18 @@ clean)
   if run v1 "env -u VALIDATE_PROTOCOL $example {dir}"; then fail "validate run passed a program that wrote no trajectory"; fi
   grep -q "wrote none of its trajectory" "$work/v1.log" || fail "the run does not say the trajectory is missing: $(cat "$work/v1.log")"
   if compare v1; then fail "compare passed a program that wrote no trajectory: $(cat "$work/v1.txt")"; fi
+  # The cap on steps/ (--max-step-inputs-mb): above it the case fails naming the figures; a
+  # value that is not a number is a usage error (exit 2).
+  if run cap "$example {dir}" -- --max-step-inputs-mb 0.01; then fail "a run above the step-input cap passed"; fi
+  grep -q "trains 10 steps and each batch is .* bytes (steps x input bytes), above the exec runner's cap of 10485 bytes" \
+    "$work/cap.log" || fail "the cap is not stated: $(cat "$work/cap.log")"
+  set +e
+  "$validate" run --backend exec --cmd "$example {dir}" --layout "$layouts" --ref "$work/ref" --out "$work/badcap" \
+    --max-step-inputs-mb lots > "$work/badcap.log" 2>&1
+  rc=$?
+  set -e
+  [ $rc = 2 ] && grep -q "max-step-inputs-mb 'lots' is not a number" "$work/badcap.log" ||
+    fail "--max-step-inputs-mb lots: exit $rc: $(cat "$work/badcap.log")"
   ;;
 wrong_update)
   run bug "$example {dir}" CONV_RUNNER_BUG=update_dw_krsc || fail "validate run: $(tail -5 "$work/bug.log")"
