@@ -443,6 +443,25 @@ def error_handling(exe):
               f"missing VALIDATE_K -> exit 2 naming it ({r.stderr.strip()!r})")
         r = run_program(exe, d, dict(env, VALIDATE_OP="softmax"), expect_rc=2)
         check(r.returncode == 2 and "softmax" in r.stderr, f"unknown op -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(env, VALIDATE_PROTOCOL=3), expect_rc=2)
+        check(r.returncode == 2 and "VALIDATE_PROTOCOL=3" in r.stderr, f"protocol 3 -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(env, CONV_RUNNER_BUG="update_dw"), expect_rc=2)
+        check(r.returncode == 2 and "update_dw" in r.stderr,
+              f"a misspelt CONV_RUNNER_BUG -> exit 2, never the clean program ({r.stderr.strip()!r})")
+        train_env = dict(env, VALIDATE_PROTOCOL=2, VALIDATE_STEPS=2, VALIDATE_OPTIMIZER="sgd", VALIDATE_LR="0.1",
+                         VALIDATE_MOMENTUM="0", VALIDATE_DAMPENING="0", VALIDATE_WEIGHT_DECAY="0",
+                         VALIDATE_NESTEROV=0, VALIDATE_NCHECKPOINTS=2, VALIDATE_CHECKPOINTS="0 1")
+        r = run_program(exe, d, dict(train_env, VALIDATE_DTYPE="bfloat16"), expect_rc=2)
+        check(r.returncode == 2 and "float32" in r.stderr, f"training a bfloat16 case -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(train_env, VALIDATE_OPTIMIZER="adam"), expect_rc=2)
+        check(r.returncode == 2 and "adam" in r.stderr, f"an unknown optimizer -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(train_env, VALIDATE_CHECKPOINTS="0"), expect_rc=2)
+        check(r.returncode == 2 and "VALIDATE_CHECKPOINTS" in r.stderr,
+              f"a short checkpoint list -> exit 2 ({r.stderr.strip()!r})")
+        inputs["B"].astype("<f4").tofile(os.path.join(d, "B.bin"))
+        r = run_program(exe, d, train_env, expect_rc=2)
+        check(r.returncode == 2 and "steps/1/A.bin" in r.stderr and "no such file" in r.stderr,
+              f"step 1's batch missing -> exit 2 naming steps/1/A.bin ({r.stderr.strip()!r})")
 
 
 def main():
