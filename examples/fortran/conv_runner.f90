@@ -36,6 +36,14 @@
 ! values).  The loss is computed from the output as written, like the reference
 ! computes it from its own (rounded) output.
 !
+! Training mode (exec protocol 2, VALIDATE_PROTOCOL=2): one run trains the whole
+! trajectory -- each step's batch from steps/<s>/ (step 0's from DIR), forward,
+! loss, backward, SGD as torch.optim.SGD in float32 (module validate_sgd) -- and
+! writes train_loss.bin plus step<k>_<param> / step<k>_grad_<param> at the
+! checkpoint steps (VALIDATE_CHECKPOINTS).  CONV_RUNNER_BUG=update_dw_krsc plants
+! the classic: the conv2d update applies dW in the KRSC filter layout to weights
+! stored OIHW, so step 0 matches and step 1 does not (examples/README.md).
+!
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
 
 module validate_io
@@ -44,7 +52,8 @@ module validate_io
                                                  ieee_is_nan, ieee_is_finite
   implicit none
   private
-  public :: fail, env_str, env_int, read_tensor, write_tensor, write_loss, round_to_dtype, dp
+  public :: fail, env_str, env_int, env_int_or, env_real, env_int_list, env_is_set, itoa, read_tensor, &
+            write_tensor, write_loss, write_f32, round_to_dtype, dp
 
   integer, parameter :: dp = real64
 
@@ -74,6 +83,43 @@ contains
     read (s, *, iostat=ios) val
     if (ios /= 0) call fail('environment variable '//name//'="'//s//'" is not an integer')
   end function env_int
+
+  logical function env_is_set(name)
+    character(*), intent(in) :: name
+    integer :: stat
+    call get_environment_variable(name, status=stat)
+    env_is_set = stat == 0
+  end function env_is_set
+
+  ! An optional integer variable: `default` when it is not set.
+  integer function env_int_or(name, default) result(val)
+    character(*), intent(in) :: name
+    integer, intent(in) :: default
+    val = default
+    if (env_is_set(name)) val = env_int(name)
+  end function env_int_or
+
+  real(dp) function env_real(name) result(val)
+    character(*), intent(in) :: name
+    character(:), allocatable :: s
+    integer :: ios
+    s = env_str(name)
+    read (s, *, iostat=ios) val
+    if (ios /= 0) call fail('environment variable '//name//'="'//s//'" is not a number')
+  end function env_real
+
+  ! n integers separated by blanks ("0 1 5 9").
+  subroutine env_int_list(name, n, vals)
+    character(*), intent(in) :: name
+    integer, intent(in) :: n
+    integer, intent(out) :: vals(n)
+    character(:), allocatable :: s
+    integer :: ios
+    s = env_str(name)
+    read (s, *, iostat=ios) vals
+    if (ios /= 0) call fail('environment variable '//name//'="'//s//'" is not a list of '// &
+                            itoa(int(n, int64))//' integers')
+  end subroutine env_int_list
 
   ! Bytes per stored element for a logical dtype.
   integer function storage_bytes(dtype)
@@ -350,15 +396,83 @@ contains
 
 end module validate_ops
 
+module validate_sgd
+  ! One SGD update as torch.optim.SGD computes it, in float32 with every operation rounded
+  ! (the harness's harness/train/include/validate/train/sgd.hpp states the same rule):
+  !   g = grad + weight_decay * p
+  !   b = g                                 (first step with momentum)
+  !   b = momentum * b + (1 - dampening) * g (after it)
+  !   g = g + momentum * b (Nesterov)  or  g = b
+  !   p = p - lr * g
+  ! Each product is stored in a real32 variable before the sum, so the compiler cannot fuse or
+  ! widen them. The trap this guards against: weight decay added after the momentum, or the
+  ! momentum buffer not kept between steps, agree with PyTorch at step 0 and part from it at 1.
+  use, intrinsic :: iso_fortran_env, only: real32
+  implicit none
+  private
+  public :: sgd_config, sgd_step
+
+  type :: sgd_config
+    real(real32) :: lr = 0, momentum = 0, keep = 1, weight_decay = 0
+    logical :: nesterov = .false.
+  end type sgd_config
+
+contains
+
+  subroutine sgd_step(cfg, n, p, grad, buf, first)
+    type(sgd_config), intent(in) :: cfg
+    integer, intent(in) :: n
+    real(real32), intent(inout) :: p(n), buf(n)
+    real(real32), intent(in) :: grad(n)
+    logical, intent(in) :: first
+    real(real32) :: g, prod, kept
+    integer :: i
+    do i = 1, n
+      g = grad(i)
+      if (cfg%weight_decay /= 0) then
+        prod = cfg%weight_decay*p(i)
+        g = g + prod
+      end if
+      if (cfg%momentum /= 0) then
+        if (first) then
+          buf(i) = g
+        else
+          prod = cfg%momentum*buf(i)
+          kept = cfg%keep*g
+          buf(i) = prod + kept
+        end if
+        if (cfg%nesterov) then
+          prod = cfg%momentum*buf(i)
+          g = g + prod
+        else
+          g = buf(i)
+        end if
+      end if
+      prod = cfg%lr*g
+      p(i) = p(i) - prod
+    end do
+  end subroutine sgd_step
+
+end module validate_sgd
+
 program conv_runner
+  use, intrinsic :: iso_fortran_env, only: real32, int64
   use validate_io
   use validate_ops
+  use validate_sgd
   implicit none
   ! save: static storage, as the standard gives main-program variables anyway. gfortran otherwise
   ! keeps these descriptors on main's stack, never frees them, and LeakSanitizer (the ASan build,
   ! scripts/test-sanitized.sh) reports every run of this program as a leak.
-  character(:), allocatable, save :: dir, op, dtype
-  integer :: nargs, length
+  character(:), allocatable, save :: dir, op, dtype, bug
+  integer :: nargs, length, protocol
+  ! conv2d geometry (read_conv_geometry)
+  integer :: nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout
+  logical :: has_bias
+  ! protocol 2: the training schedule (read_schedule)
+  integer :: steps
+  type(sgd_config) :: sgd
+  integer, allocatable, save :: checkpoints(:)
 
   nargs = command_argument_count()
   if (nargs > 1) call fail('usage: validate_fortran_example [DIR]')
@@ -372,11 +486,29 @@ program conv_runner
 
   op = env_str('VALIDATE_OP')
   dtype = env_str('VALIDATE_DTYPE')
+  ! Protocol 2 (a training case): one run trains the whole trajectory.
+  protocol = env_int_or('VALIDATE_PROTOCOL', 1)
+  if (protocol /= 1 .and. protocol /= 2) call fail('VALIDATE_PROTOCOL='//itoa(int(protocol, int64))// &
+                                                   ' is not 1 or 2')
+  ! The planted bug of the training mode (docs: examples/README.md): CONV_RUNNER_BUG=update_dw_krsc
+  ! applies each conv2d update with dW in the KRSC filter layout to weights stored OIHW.
+  bug = ''
+  if (env_is_set('CONV_RUNNER_BUG')) bug = env_str('CONV_RUNNER_BUG')
+  if (bug /= '' .and. bug /= 'update_dw_krsc') &
+    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc)')
   select case (op)
   case ('conv2d')
-    call run_conv2d()
+    if (protocol == 2) then
+      call train_conv2d()
+    else
+      call run_conv2d()
+    end if
   case ('matmul')
-    call run_matmul()
+    if (protocol == 2) then
+      call train_matmul()
+    else
+      call run_matmul()
+    end if
   case default
     call fail('VALIDATE_OP="'//op//'" is not supported (conv2d, matmul)')
   end select
@@ -400,12 +532,7 @@ contains
     dy = 2*(y - t)/n
   end subroutine mse
 
-  subroutine run_conv2d()
-    integer :: nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, nx, nw, ny
-    logical :: has_bias
-    real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
-    real(dp) :: loss
-
+  subroutine read_conv_geometry()
     nb = env_int('VALIDATE_N'); c = env_int('VALIDATE_C')
     h = env_int('VALIDATE_H'); w = env_int('VALIDATE_W'); o = env_int('VALIDATE_O')
     kh = env_int('VALIDATE_KH'); kw = env_int('VALIDATE_KW')
@@ -422,7 +549,14 @@ contains
     ! so a disagreement about padding or dilation shows up here, not as numbers.
     if (hout /= (h + 2*ph - dh*(kh - 1) - 1)/sh + 1 .or. wout /= (w + 2*pw - dw*(kw - 1) - 1)/sw + 1) &
       call fail('VALIDATE_HOUT/VALIDATE_WOUT disagree with H, W, kernel, stride, padding, dilation')
+  end subroutine read_conv_geometry
 
+  subroutine run_conv2d()
+    integer :: nx, nw, ny
+    real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
+    real(dp) :: loss
+
+    call read_conv_geometry()
     nx = nb*c*h*w
     nw = o*(c/groups)*kh*kw
     ny = nb*o*hout*wout
@@ -467,5 +601,168 @@ contains
     call write_tensor(dir, 'grad_A', dtype, m*k, matmul(dy, transpose(b)))
     call write_tensor(dir, 'grad_B', dtype, k*n, matmul(transpose(a), dy))
   end subroutine run_matmul
+
+  ! ---------------------------------------------------------------- protocol 2: training
+  ! The schedule from the environment (case.json "train" holds the same): steps, the SGD
+  ! hyper-parameters (17 significant digits; rounded to float32 as PyTorch's float32 optimizer
+  ! holds them) and the checkpoint steps whose parameters and gradients are written back.
+  subroutine read_schedule()
+    integer :: n
+    steps = env_int('VALIDATE_STEPS')
+    if (steps < 1) call fail('VALIDATE_STEPS must be >= 1')
+    if (env_str('VALIDATE_OPTIMIZER') /= 'sgd') &
+      call fail('VALIDATE_OPTIMIZER="'//env_str('VALIDATE_OPTIMIZER')//'" is not supported (sgd)')
+    if (dtype /= 'float32') &
+      call fail('training mode computes float32 trajectories; VALIDATE_DTYPE is '//dtype)
+    sgd%lr = real(env_real('VALIDATE_LR'), real32)
+    sgd%momentum = real(env_real('VALIDATE_MOMENTUM'), real32)
+    sgd%keep = real(1.0_dp - env_real('VALIDATE_DAMPENING'), real32)
+    sgd%weight_decay = real(env_real('VALIDATE_WEIGHT_DECAY'), real32)
+    sgd%nesterov = env_int('VALIDATE_NESTEROV') /= 0
+    n = env_int('VALIDATE_NCHECKPOINTS')
+    if (n < 1) call fail('VALIDATE_NCHECKPOINTS must be >= 1')
+    allocate (checkpoints(n))
+    call env_int_list('VALIDATE_CHECKPOINTS', n, checkpoints)
+  end subroutine read_schedule
+
+  ! Where step s's batch lies: the work directory for step 0, steps/<s>/ after it.
+  function step_dir(s) result(d)
+    integer, intent(in) :: s
+    character(:), allocatable :: d
+    if (s == 0) then
+      d = dir
+    else
+      d = dir//'/steps/'//itoa(int(s, int64))
+    end if
+  end function step_dir
+
+  function step_name(s, tensor) result(name)
+    integer, intent(in) :: s
+    character(*), intent(in) :: tensor
+    character(:), allocatable :: name
+    name = 'step'//itoa(int(s, int64))//'_'//tensor
+  end function step_name
+
+  ! dW as a cuDNN filter descriptor in NHWC holds it, KRSC (k = out channel, r = kh, s = kw,
+  ! c = in channel; c fastest): what the planted bug applies to weights stored w(KW,KH,I,O).
+  subroutine to_krsc(nkw, nkh, nci, no, g, k)
+    integer, intent(in) :: nkw, nkh, nci, no
+    real(real32), intent(in) :: g(nkw, nkh, nci, no)
+    real(real32), intent(out) :: k(nci, nkw, nkh, no)
+    integer :: i, j, ci, oc
+    do oc = 1, no
+      do i = 1, nkh
+        do j = 1, nkw
+          do ci = 1, nci
+            k(ci, j, i, oc) = g(j, i, ci, oc)
+          end do
+        end do
+      end do
+    end do
+  end subroutine to_krsc
+
+  ! conv2d trained for VALIDATE_STEPS steps: each step reads its batch (input, target), runs the
+  ! forward, the MSE loss and the backward at the current parameters, writes what the protocol asks
+  ! at that step, then updates weight and bias with SGD in float32. The parameters live in float32
+  ! between steps (as a float32 stack holds them); the arithmetic of a step is in double, rounded
+  ! once, like the single-step mode.
+  subroutine train_conv2d()
+    integer :: nx, nw, ny, s
+    real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
+    real(real32), allocatable :: w32(:), b32(:), gw32(:), gb32(:), upd(:), bufw(:), bufb(:), losses(:)
+    real(dp) :: loss
+
+    call read_conv_geometry()
+    call read_schedule()
+    nx = nb*c*h*w
+    nw = o*(c/groups)*kh*kw
+    ny = nb*o*hout*wout
+    allocate (x(nx), wf(nw), b(o), t(ny), y(ny), dy(ny), gx(nx), gwf(nw), gb(o))
+    allocate (w32(nw), b32(o), gw32(nw), gb32(o), upd(nw), bufw(nw), bufb(o), losses(steps))
+    call read_tensor(dir, 'weight', dtype, nw, wf)
+    w32 = real(wf, real32)
+    b32 = 0
+    if (has_bias) then
+      call read_tensor(dir, 'bias', dtype, o, b)
+      b32 = real(b, real32)
+    end if
+    bufw = 0
+    bufb = 0
+
+    do s = 0, steps - 1
+      call read_tensor(step_dir(s), 'input', dtype, nx, x)
+      call read_tensor(step_dir(s), 'target', dtype, ny, t)
+      wf = real(w32, dp)
+      b = real(b32, dp)
+      call conv2d_forward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, x, wf, b, y)
+      call mse(ny, y, t, loss, dy)
+      call conv2d_backward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, &
+                           x, wf, dy, gx, gwf, gb)
+      gw32 = real(gwf, real32)
+      gb32 = real(gb, real32)
+      losses(s + 1) = real(loss, real32)
+      if (s == 0) then  ! step 0 is the single-step case: its results as protocol 1 writes them
+        call write_tensor(dir, 'output', dtype, ny, y)
+        call write_loss(dir, loss)
+        call write_tensor(dir, 'grad_input', dtype, nx, gx)
+        call write_tensor(dir, 'grad_weight', dtype, nw, gwf)
+        if (has_bias) call write_tensor(dir, 'grad_bias', dtype, o, gb)
+      end if
+      if (any(checkpoints == s)) then  ! the parameters this step used, and their gradients
+        call write_tensor(dir, step_name(s, 'weight'), dtype, nw, wf)
+        call write_tensor(dir, step_name(s, 'grad_weight'), dtype, nw, real(gw32, dp))
+        if (has_bias) then
+          call write_tensor(dir, step_name(s, 'bias'), dtype, o, b)
+          call write_tensor(dir, step_name(s, 'grad_bias'), dtype, o, real(gb32, dp))
+        end if
+      end if
+      if (bug == 'update_dw_krsc') then
+        call to_krsc(kw, kh, c/groups, o, gw32, upd)   ! step 0 reported dW right; the update is not
+      else
+        upd = gw32
+      end if
+      call sgd_step(sgd, nw, w32, upd, bufw, s == 0)
+      if (has_bias) call sgd_step(sgd, o, b32, gb32, bufb, s == 0)
+    end do
+    call write_f32(dir//'/train_loss.bin', losses)
+  end subroutine train_conv2d
+
+  ! matmul trained the same way: A and target are each step's batch, B the parameter.
+  subroutine train_matmul()
+    integer :: m, k, n, s
+    real(dp), allocatable :: a(:, :), b(:, :), t(:, :), y(:, :), dy(:, :), gb(:, :)
+    real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), losses(:)
+    real(dp) :: loss
+
+    m = env_int('VALIDATE_M'); k = env_int('VALIDATE_K'); n = env_int('VALIDATE_NCOLS')
+    call read_schedule()
+    allocate (a(m, k), b(k, n), t(m, n), y(m, n), dy(m, n), gb(k, n))
+    allocate (b32(k, n), gb32(k, n), bufb(k, n), losses(steps))
+    call read_tensor(dir, 'B', dtype, k*n, b)
+    b32 = real(b, real32)
+    bufb = 0
+    do s = 0, steps - 1
+      call read_tensor(step_dir(s), 'A', dtype, m*k, a)
+      call read_tensor(step_dir(s), 'target', dtype, m*n, t)
+      b = real(b32, dp)
+      y = matmul(a, b)
+      call mse(m*n, y, t, loss, dy)
+      gb = matmul(transpose(a), dy)
+      gb32 = real(gb, real32)
+      losses(s + 1) = real(loss, real32)
+      if (s == 0) then
+        call write_tensor(dir, 'output', dtype, m*n, y)
+        call write_loss(dir, loss)
+        call write_tensor(dir, 'grad_A', dtype, m*k, matmul(dy, transpose(b)))
+        call write_tensor(dir, 'grad_B', dtype, k*n, gb)
+      end if
+      if (any(checkpoints == s)) then
+        call write_tensor(dir, step_name(s, 'B'), dtype, k*n, b)
+        call write_tensor(dir, step_name(s, 'grad_B'), dtype, k*n, real(gb32, dp))
+      end if
+      call sgd_step(sgd, k*n, b32, gb32, bufb, s == 0)
+    end do
+    call write_f32(dir//'/train_loss.bin', losses)
+  end subroutine train_matmul
 
 end program conv_runner

@@ -12,6 +12,12 @@ VALIDATE_* environment, reads the results back through the same layouts and
 compares.  It also checks the program's error handling (missing file, wrong
 size, missing variable) and the float16 / bfloat16 storage paths.
 
+Training mode (exec protocol 2, docs/runners.md): a conv2d and a matmul
+trajectory of SGD with momentum, dampening and weight decay (and one with
+Nesterov) against a numpy trajectory written here from torch.optim.SGD's
+definition in float32, and the planted bug (CONV_RUNNER_BUG=update_dw_krsc):
+step 0 agrees, step 1's weight and loss do not.
+
 Exit status 0 when everything agrees, 1 otherwise.
 """
 import json
@@ -255,6 +261,167 @@ def run_case(exe, layouts, op, name, dtype, env, inputs, expected, loss):
         check(ok, f"{dtype}/{name}/{op}/loss: {got_loss} vs {loss:.9g}")
 
 
+# ---------------------------------------------------------------- training (protocol 2)
+def conv2d_step(x, w, b, t, p):
+    """One step's forward, MSE on the float32-stored output, and gradients, float64."""
+    out, taps, (Ho, Wo) = conv2d_reference(x, w, b, p)
+    y = round_to(out, "float32")
+    loss = np.mean((y - t) ** 2)
+    dy = 2 * (y - t) / y.size
+    gw = np.zeros_like(w)
+    N, O = x.shape[0], w.shape[0]
+    for n in range(N):
+        for o in range(O):
+            for yy in range(Ho):
+                for xx in range(Wo):
+                    for c, iy, ix, ci, kh, kw in taps(o, yy, xx):
+                        gw[o, ci, kh, kw] += dy[n, o, yy, xx] * x[n, c, iy, ix]
+    return loss, {"weight": gw, "bias": dy.sum(axis=(0, 2, 3))}
+
+
+def sgd_float32(param, grad, buf, cfg, first):
+    """torch.optim.SGD's update in float32, every operation rounded (numpy float32 scalars)."""
+    f = np.float32
+    lr, mu, wd = f(cfg["lr"]), f(cfg["momentum"]), f(cfg["weight_decay"])
+    keep = f(1.0 - cfg["dampening"])
+    g = grad.astype(np.float32)
+    if cfg["weight_decay"]:
+        g = g + wd * param
+    if cfg["momentum"]:
+        buf[...] = g if first else mu * buf + keep * g
+        g = g + mu * buf if cfg["nesterov"] else buf.copy()
+    param -= lr * g
+
+
+def train_reference(step_fn, params, batches, cfg, checkpoints):
+    """The trajectory: losses of every step, parameters and gradients at the checkpoints."""
+    p32 = {k: v.astype(np.float32) for k, v in params.items()}
+    bufs = {k: np.zeros_like(v) for k, v in p32.items()}
+    losses, kept = [], {}
+    for s, batch in enumerate(batches):
+        used = {k: v.astype(np.float64) for k, v in p32.items()}
+        loss, grads = step_fn(batch, used)
+        grads = {k: g.astype(np.float32) for k, g in grads.items()}
+        losses.append(np.float32(loss))
+        if s in checkpoints:
+            for k in p32:
+                kept[f"step{s}_{k}"] = used[k]
+                kept[f"step{s}_grad_{k}"] = grads[k].astype(np.float64)
+        for k in p32:
+            sgd_float32(p32[k], grads[k], bufs[k], cfg, s == 0)
+    return np.array(losses, dtype=np.float64), kept
+
+
+def run_training(exe, layouts, op, name, params, batches, step_fn, cfg, checkpoints, env, bug=None):
+    """Protocol 2 by hand: step 0's inputs in DIR, step s's batch in DIR/steps/s; returns the
+    program's loss curve and checkpoint tensors in canonical layout (None when it failed)."""
+    lay, canon = layouts[op], CANONICAL[op]
+    with tempfile.TemporaryDirectory(prefix="validate_selftest_train_") as d:
+        def put(sub, t, arr):
+            os.makedirs(os.path.join(d, sub), exist_ok=True)
+            with open(os.path.join(d, sub, t + ".bin"), "wb") as f:
+                f.write(to_layout(arr.astype("<f4"), canon[t], lay[t]))
+        for t, arr in params.items():
+            put("", t, arr)
+        for s, batch in enumerate(batches):
+            for t, arr in batch.items():
+                put("" if s == 0 else f"steps/{s}", t, arr)
+        env = dict(env, VALIDATE_DTYPE="float32", VALIDATE_CASE=name, VALIDATE_PROTOCOL=2,
+                   VALIDATE_STEPS=len(batches), VALIDATE_OPTIMIZER="sgd",
+                   VALIDATE_LR=repr(cfg["lr"]), VALIDATE_MOMENTUM=repr(cfg["momentum"]),
+                   VALIDATE_DAMPENING=repr(cfg["dampening"]),
+                   VALIDATE_WEIGHT_DECAY=repr(cfg["weight_decay"]),
+                   VALIDATE_NESTEROV=int(cfg["nesterov"]),
+                   VALIDATE_NCHECKPOINTS=len(checkpoints),
+                   VALIDATE_CHECKPOINTS=" ".join(map(str, checkpoints)))
+        if bug:
+            env["CONV_RUNNER_BUG"] = bug
+        r = run_program(exe, d, env)
+        check(r.returncode == 0, f"train/{name}{'/' + bug if bug else ''}: program exit status {r.returncode}")
+        if r.returncode != 0:
+            return None, None
+        losses = np.fromfile(os.path.join(d, "train_loss.bin"), dtype="<f4").astype(np.float64)
+        got = {}
+        for s in checkpoints:
+            for k, v in params.items():
+                for t, base in ((f"step{s}_{k}", k), (f"step{s}_grad_{k}", "grad_" + k)):
+                    data = np.fromfile(os.path.join(d, t + ".bin"), dtype="<f4").astype(np.float64)
+                    got[t] = from_layout(data, canon[base], lay[base], v.shape)
+        return losses, got
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def training(exe, layouts):
+    rng = np.random.default_rng(15)
+    steps, checkpoints = 7, [0, 1, 3, 6]
+    p = {"N": 2, "C": 3, "H": 5, "W": 7, "O": 4, "kernel": (3, 2), "stride": (2, 1),
+         "padding": (1, 0), "dilation": (1, 2), "groups": 1, "bias": True}
+    KH, KW = p["kernel"]
+    w0 = round_to(rng.standard_normal((4, 3, KH, KW)) / np.sqrt(3 * KH * KW), "float32")
+    b0 = round_to(0.1 * rng.standard_normal(4), "float32")
+    Ho = (5 + 2 - 2 - 1) // 2 + 1
+    Wo = (7 + 0 - 2 * 1 - 1) // 1 + 1
+    batches = [{"input": round_to(rng.standard_normal((2, 3, 5, 7)), "float32"),
+                "target": round_to(rng.standard_normal((2, 4, Ho, Wo)), "float32")} for _ in range(steps)]
+    env = {"VALIDATE_OP": "conv2d", "VALIDATE_N": 2, "VALIDATE_C": 3, "VALIDATE_H": 5, "VALIDATE_W": 7,
+           "VALIDATE_O": 4, "VALIDATE_KH": KH, "VALIDATE_KW": KW, "VALIDATE_SH": 2, "VALIDATE_SW": 1,
+           "VALIDATE_PH": 1, "VALIDATE_PW": 0, "VALIDATE_DH": 1, "VALIDATE_DW": 2, "VALIDATE_GROUPS": 1,
+           "VALIDATE_HOUT": Ho, "VALIDATE_WOUT": Wo, "VALIDATE_BIAS": 1}
+    conv_fn = lambda batch, q: conv2d_step(batch["input"], q["weight"], q["bias"], batch["target"], p)
+    params = {"weight": w0, "bias": b0}
+    for cname, cfg in (("momentum_wd_damp", dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-3, nesterov=False)),
+                       ("nesterov", dict(lr=0.1, momentum=0.5, dampening=0.0, weight_decay=0.0, nesterov=True))):
+        want_loss, want = train_reference(conv_fn, params, batches, cfg, checkpoints)
+        losses, got = run_training(exe, layouts, "conv2d", "conv_" + cname, params, batches, conv_fn, cfg,
+                                   checkpoints, env)
+        if losses is None:
+            continue
+        check(losses.size == steps and rel(losses, want_loss) <= 1e-5,
+              f"train/conv_{cname}/train_loss: {losses.size} steps, max rel error {rel(losses, want_loss):.2e} (<= 1e-5)")
+        # The reference must move: a trajectory whose parameters never change would pass anything.
+        moved = rel(want["step6_weight"], want["step0_weight"])
+        check(moved > 1e-2, f"train/conv_{cname}: the weight moves over the trajectory ({moved:.2e})")
+        for t in want:
+            check(rel(got[t], want[t]) <= 1e-5, f"train/conv_{cname}/{t}: max error / max |ref| = {rel(got[t], want[t]):.2e} (<= 1e-5)")
+
+    # The planted bug: dW applied in the KRSC filter layout to OIHW weights. Step 0 (parameters,
+    # gradients, loss) is untouched; step 1's weight and loss are not.
+    cfg = dict(lr=0.05, momentum=0.9, dampening=0.0, weight_decay=1e-4, nesterov=False)
+    want_loss, want = train_reference(conv_fn, params, batches, cfg, checkpoints)
+    losses, got = run_training(exe, layouts, "conv2d", "conv_bug", params, batches, conv_fn, cfg, checkpoints,
+                               env, bug="update_dw_krsc")
+    if losses is not None:
+        for t in ("step0_weight", "step0_grad_weight", "step0_bias", "step1_bias"):
+            check(rel(got[t], want[t]) <= 1e-5, f"train/conv_bug/{t}: agrees ({rel(got[t], want[t]):.2e})")
+        check(abs(losses[0] - want_loss[0]) <= 1e-5 * abs(want_loss[0]), "train/conv_bug/train_loss[0] agrees")
+        e1 = rel(got["step1_weight"], want["step1_weight"])
+        check(e1 > 1e-3, f"train/conv_bug/step1_weight: differs ({e1:.2e} > 1e-3)")
+        l1 = abs(losses[1] - want_loss[1]) / abs(want_loss[1])
+        check(l1 > 1e-4, f"train/conv_bug/train_loss[1]: differs ({l1:.2e} > 1e-4)")
+
+    # matmul: B is the parameter, A and target the batch.
+    M, K, Nc = 5, 7, 3
+    B0 = round_to(rng.standard_normal((K, Nc)) / np.sqrt(K), "float32")
+    mbatches = [{"A": round_to(rng.standard_normal((M, K)), "float32"),
+                 "target": round_to(rng.standard_normal((M, Nc)), "float32")} for _ in range(steps)]
+
+    def mm_fn(batch, q):
+        y = round_to(batch["A"] @ q["B"], "float32")
+        dy = 2 * (y - batch["target"]) / y.size
+        return np.mean((y - batch["target"]) ** 2), {"B": batch["A"].T @ dy}
+    cfg = dict(lr=0.2, momentum=0.8, dampening=0.2, weight_decay=1e-2, nesterov=False)
+    want_loss, want = train_reference(mm_fn, {"B": B0}, mbatches, cfg, checkpoints)
+    losses, got = run_training(exe, layouts, "matmul", "matmul", {"B": B0}, mbatches, mm_fn, cfg, checkpoints,
+                               {"VALIDATE_OP": "matmul", "VALIDATE_M": M, "VALIDATE_K": K, "VALIDATE_NCOLS": Nc})
+    if losses is not None:
+        check(rel(losses, want_loss) <= 1e-5, f"train/matmul/train_loss: max rel error {rel(losses, want_loss):.2e}")
+        for t in want:
+            check(rel(got[t], want[t]) <= 1e-5, f"train/matmul/{t}: {rel(got[t], want[t]):.2e} (<= 1e-5)")
+
+
 def error_handling(exe):
     """A broken work directory must give exit 2 and a message naming the problem."""
     rng = np.random.default_rng(7)
@@ -276,6 +443,25 @@ def error_handling(exe):
               f"missing VALIDATE_K -> exit 2 naming it ({r.stderr.strip()!r})")
         r = run_program(exe, d, dict(env, VALIDATE_OP="softmax"), expect_rc=2)
         check(r.returncode == 2 and "softmax" in r.stderr, f"unknown op -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(env, VALIDATE_PROTOCOL=3), expect_rc=2)
+        check(r.returncode == 2 and "VALIDATE_PROTOCOL=3" in r.stderr, f"protocol 3 -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(env, CONV_RUNNER_BUG="update_dw"), expect_rc=2)
+        check(r.returncode == 2 and "update_dw" in r.stderr,
+              f"a misspelt CONV_RUNNER_BUG -> exit 2, never the clean program ({r.stderr.strip()!r})")
+        train_env = dict(env, VALIDATE_PROTOCOL=2, VALIDATE_STEPS=2, VALIDATE_OPTIMIZER="sgd", VALIDATE_LR="0.1",
+                         VALIDATE_MOMENTUM="0", VALIDATE_DAMPENING="0", VALIDATE_WEIGHT_DECAY="0",
+                         VALIDATE_NESTEROV=0, VALIDATE_NCHECKPOINTS=2, VALIDATE_CHECKPOINTS="0 1")
+        r = run_program(exe, d, dict(train_env, VALIDATE_DTYPE="bfloat16"), expect_rc=2)
+        check(r.returncode == 2 and "float32" in r.stderr, f"training a bfloat16 case -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(train_env, VALIDATE_OPTIMIZER="adam"), expect_rc=2)
+        check(r.returncode == 2 and "adam" in r.stderr, f"an unknown optimizer -> exit 2 ({r.stderr.strip()!r})")
+        r = run_program(exe, d, dict(train_env, VALIDATE_CHECKPOINTS="0"), expect_rc=2)
+        check(r.returncode == 2 and "VALIDATE_CHECKPOINTS" in r.stderr,
+              f"a short checkpoint list -> exit 2 ({r.stderr.strip()!r})")
+        inputs["B"].astype("<f4").tofile(os.path.join(d, "B.bin"))
+        r = run_program(exe, d, train_env, expect_rc=2)
+        check(r.returncode == 2 and "steps/1/A.bin" in r.stderr and "no such file" in r.stderr,
+              f"step 1's batch missing -> exit 2 naming steps/1/A.bin ({r.stderr.strip()!r})")
 
 
 def main():
@@ -301,6 +487,7 @@ def main():
                 continue   # the storage paths need not be crossed with every variant
             run_case(exe, layouts, "conv2d", name, dtype, *conv2d_case(p, dtype, rng))
         run_case(exe, layouts, "matmul", "m5_k7_n3", dtype, *matmul_case(5, 7, 3, dtype, rng))
+    training(exe, layouts)
     error_handling(exe)
 
     print(f"\n{len(failures)} failure(s)" if failures else "\nall checks passed")

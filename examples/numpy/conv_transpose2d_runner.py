@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A `--backend exec` program for conv_transpose2d written with numpy (docs/runners.md): reads the
 protocol's environment and the torch-preset .bin files in {dir}, writes output, loss and every
-gradient. An independent implementation (scatter form, float64) the harness tests its oracle and
+gradient; on a training case (protocol 2) it runs the whole trajectory, SGD as torch.optim.SGD in
+float32, and writes train_loss and the checkpoints. An independent implementation (scatter form, float64) the harness tests its oracle and
 exec protocol against. Usage: validate run --backend exec --cmd "python3 conv_transpose2d_runner.py {dir}" ...
 """
 import os
@@ -22,33 +23,31 @@ def as_stored(a, dtype):
     return f.astype(np.float64)
 
 
-def main(d):
+def read_geometry():
     e = lambda k: int(os.environ[k])
-    if os.environ["VALIDATE_OP"] != "conv_transpose2d":
-        return 3
-    N, C, H, W, O, KH, KW = (e(k) for k in ("VALIDATE_N", "VALIDATE_C", "VALIDATE_H", "VALIDATE_W", "VALIDATE_O",
-                                            "VALIDATE_KH", "VALIDATE_KW"))
-    SH, SW, PH, PW = e("VALIDATE_SH"), e("VALIDATE_SW"), e("VALIDATE_PH"), e("VALIDATE_PW")
-    DH, DW, G, HO, WO = e("VALIDATE_DH"), e("VALIDATE_DW"), e("VALIDATE_GROUPS"), e("VALIDATE_HOUT"), e("VALIDATE_WOUT")
-    bias = e("VALIDATE_BIAS") == 1
+    g = {k: e("VALIDATE_" + k) for k in ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW",
+                                          "GROUPS", "HOUT", "WOUT")}
+    g["BIAS"] = e("VALIDATE_BIAS") == 1
+    return g
+
+
+def step(g, x, w, b, t, dtype):
+    """Forward, MSE loss on the stored output, and every gradient, in float64."""
+    N, C, H, W, O, KH, KW = (g[k] for k in ("N", "C", "H", "W", "O", "KH", "KW"))
+    SH, SW, PH, PW, DH, DW, G, HO, WO = (g[k] for k in ("SH", "SW", "PH", "PW", "DH", "DW", "GROUPS", "HOUT", "WOUT"))
     CG, OG = C // G, O // G
-    dtype = os.environ["VALIDATE_DTYPE"]
-    storage = "<f2" if dtype == "float16" else "<f4"  # bfloat16 values travel as float32
-    rd = lambda name, shape: np.fromfile(os.path.join(d, name + ".bin"), storage).astype(np.float64).reshape(shape)
-    x, w, t = rd("input", (N, C, H, W)), rd("weight", (C, OG, KH, KW)), rd("target", (N, O, HO, WO))
     # The uncropped output: input pixel (ih, iw) and tap (u, v) land on (ih*SH + u*DH, iw*SW + v*DW).
     HF, WF = max((H - 1) * SH + DH * (KH - 1) + 1, PH + HO), max((W - 1) * SW + DW * (KW - 1) + 1, PW + WO)
     yf = np.zeros((N, O, HF, WF))
     taps = lambda u, v: (slice(u * DH, u * DH + (H - 1) * SH + 1, SH), slice(v * DW, v * DW + (W - 1) * SW + 1, SW))
-    for g in range(G):
-        ci, oi = slice(g * CG, (g + 1) * CG), slice(g * OG, (g + 1) * OG)
+    for gi in range(G):
+        ci, oi = slice(gi * CG, (gi + 1) * CG), slice(gi * OG, (gi + 1) * OG)
         for u in range(KH):
             for v in range(KW):
                 hs, ws = taps(u, v)
                 yf[:, oi, hs, ws] += np.einsum("nchw,co->nohw", x[:, ci], w[ci, :, u, v])
     y = yf[:, :, PH:PH + HO, PW:PW + WO].copy()
-    if bias:
-        b = rd("bias", (O,))
+    if b is not None:
         y += b[None, :, None, None]
     y32 = as_stored(y, dtype)  # the loss is taken on the output as the case dtype holds it
     loss = np.mean((y32 - t) ** 2)
@@ -56,21 +55,74 @@ def main(d):
     dyf = np.zeros_like(yf)
     dyf[:, :, PH:PH + HO, PW:PW + WO] = dy
     dx, dw = np.zeros_like(x), np.zeros_like(w)
-    for g in range(G):
-        ci, oi = slice(g * CG, (g + 1) * CG), slice(g * OG, (g + 1) * OG)
+    for gi in range(G):
+        ci, oi = slice(gi * CG, (gi + 1) * CG), slice(gi * OG, (gi + 1) * OG)
         for u in range(KH):
             for v in range(KW):
                 hs, ws = taps(u, v)
                 dx[:, ci] += np.einsum("nohw,co->nchw", dyf[:, oi, hs, ws], w[ci, :, u, v])
                 dw[ci, :, u, v] += np.einsum("nchw,nohw->co", x[:, ci], dyf[:, oi, hs, ws])
-    out = {"output": y, "loss": np.array(loss), "grad_input": dx, "grad_weight": dw}
-    if bias:
-        out["grad_bias"] = dy.sum(axis=(0, 2, 3))
-    for name, a in out.items():
-        if name == "loss":
-            a.astype("<f4").tofile(os.path.join(d, name + ".bin"))  # the loss is always float32
-        else:
-            as_stored(a, dtype).astype(storage).tofile(os.path.join(d, name + ".bin"))
+    grads = {"grad_input": dx, "grad_weight": dw}
+    if b is not None:
+        grads["grad_bias"] = dy.sum(axis=(0, 2, 3))
+    return y, loss, grads
+
+
+def sgd_float32(p, grad, buf, first):
+    """torch.optim.SGD's update in float32, every operation rounded (harness/train sgd.hpp)."""
+    f32 = np.float32
+    lr, mu = f32(float(os.environ["VALIDATE_LR"])), f32(float(os.environ["VALIDATE_MOMENTUM"]))
+    wd, keep = f32(float(os.environ["VALIDATE_WEIGHT_DECAY"])), f32(1.0 - float(os.environ["VALIDATE_DAMPENING"]))
+    g = grad.astype(np.float32)
+    if wd != 0:
+        g = g + wd * p
+    if mu != 0:
+        buf[...] = g if first else mu * buf + keep * g
+        g = g + mu * buf if os.environ["VALIDATE_NESTEROV"] == "1" else buf.copy()
+    p -= lr * g
+
+
+def main(d):
+    if os.environ["VALIDATE_OP"] != "conv_transpose2d":
+        return 3
+    g = read_geometry()
+    N, C, H, W, O, KH, KW, G = (g[k] for k in ("N", "C", "H", "W", "O", "KH", "KW", "GROUPS"))
+    dtype = os.environ["VALIDATE_DTYPE"]
+    storage = "<f2" if dtype == "float16" else "<f4"  # bfloat16 values travel as float32
+    rd = lambda where, name, shape: np.fromfile(os.path.join(where, name + ".bin"), storage).astype(np.float64).reshape(shape)
+    wr = lambda name, a: as_stored(a, dtype).astype(storage).tofile(os.path.join(d, name + ".bin"))
+    xs, ts = (N, C, H, W), (N, O, g["HOUT"], g["WOUT"])
+    w = rd(d, "weight", (C, O // G, KH, KW))
+    b = rd(d, "bias", (O,)) if g["BIAS"] else None
+    # Protocol 2 (docs/runners.md): the whole trajectory in one run, parameters kept in float32.
+    training = os.environ.get("VALIDATE_PROTOCOL") == "2"
+    steps = int(os.environ["VALIDATE_STEPS"]) if training else 1
+    checkpoints = {int(k) for k in os.environ.get("VALIDATE_CHECKPOINTS", "").split()}
+    params = {"weight": w.astype(np.float32)}
+    if b is not None:
+        params["bias"] = b.astype(np.float32)
+    bufs = {k: np.zeros_like(v) for k, v in params.items()}
+    losses = []
+    for s in range(steps):
+        where = d if s == 0 else os.path.join(d, "steps", str(s))
+        x, t = rd(where, "input", xs), rd(where, "target", ts)
+        used = {k: v.astype(np.float64) for k, v in params.items()}
+        y, loss, grads = step(g, x, used["weight"], used.get("bias"), t, dtype)
+        losses.append(loss)
+        if s == 0:
+            wr("output", y)
+            np.array(loss).astype("<f4").tofile(os.path.join(d, "loss.bin"))  # the loss is always float32
+            for name, a in grads.items():
+                wr(name, a)
+        if training:
+            if s in checkpoints:
+                for k in params:
+                    wr(f"step{s}_{k}", used[k])
+                    wr(f"step{s}_grad_{k}", grads["grad_" + k])
+            for k in params:
+                sgd_float32(params[k], as_stored(grads["grad_" + k], dtype), bufs[k], s == 0)
+    if training:
+        np.array(losses).astype("<f4").tofile(os.path.join(d, "train_loss.bin"))
     return 0
 
 

@@ -26,6 +26,8 @@
 #include "validate/layout/convert.hpp"
 #include "validate/ops/registry.hpp"
 #include "validate/runners/interrupt.hpp"
+#include "validate/train/schedule.hpp"
+#include "validate/train/tensor_names.hpp"
 
 extern char** environ;
 
@@ -38,6 +40,10 @@ using exec::Expected;
 using exec::read_result;
 
 constexpr const char* kProtocol = "validate-exec/1";
+// Training cases (docs/training.md decision 3): the program is started once per trajectory.
+constexpr const char* kProtocolTrain = "validate-exec/2";
+constexpr const char* kStepsDir = "steps";    // steps/<s>/<data input>: the batch of step s >= 1
+constexpr std::size_t kMaxProblemsListed = 8;  // result-file problems named in full in one message
 constexpr std::size_t kTailBytes = 4096;      // of stderr kept for the message
 constexpr std::size_t kMaxOutsideListed = 8;  // files written outside the work dir named in full
 
@@ -49,7 +55,13 @@ const std::vector<std::string>& protocol_vars() {
       "VALIDATE_N",    "VALIDATE_C",    "VALIDATE_H",     "VALIDATE_W",      "VALIDATE_O",
       "VALIDATE_KH",   "VALIDATE_KW",   "VALIDATE_SH",    "VALIDATE_SW",     "VALIDATE_PH",
       "VALIDATE_PW",   "VALIDATE_DH",   "VALIDATE_DW",    "VALIDATE_GROUPS", "VALIDATE_HOUT",
-      "VALIDATE_WOUT", "VALIDATE_BIAS", "VALIDATE_M",     "VALIDATE_K",      "VALIDATE_NCOLS"};
+      "VALIDATE_WOUT", "VALIDATE_BIAS", "VALIDATE_M",     "VALIDATE_K",      "VALIDATE_NCOLS",
+      // protocol 2 (training cases); also dropped from a single-step task's environment, so a
+      // program never sees a stale VALIDATE_PROTOCOL=2 and trains when it should not.
+      "VALIDATE_OPH",  "VALIDATE_OPW",
+      "VALIDATE_PROTOCOL", "VALIDATE_STEPS", "VALIDATE_OPTIMIZER", "VALIDATE_LR", "VALIDATE_MOMENTUM",
+      "VALIDATE_DAMPENING", "VALIDATE_WEIGHT_DECAY", "VALIDATE_NESTEROV", "VALIDATE_CHECKPOINTS",
+      "VALIDATE_NCHECKPOINTS", "VALIDATE_STEPS_DIR"};
   return v;
 }
 
@@ -93,6 +105,11 @@ struct TaskFiles {
   bool npy_format = false;
   struct stat dir_before {};  // the work directory before the program ran: it must stay that one
   std::vector<Expected> inputs, results;
+  // Protocol 2 (a training case): the checkpoint steps and the data inputs (not the parameters)
+  // written again for every step s >= 1 under steps/<s>/, with the same file names.
+  bool train = false;
+  std::vector<std::int64_t> checkpoints;
+  std::vector<Expected> step_inputs;
   Json layouts_used() const {
     Json j = Json::object();
     for (const auto* group : {&inputs, &results})
@@ -132,7 +149,8 @@ class ExecRunner final : public Runner {
 
   nlohmann::json info() const override {
     return {{"backend", "exec"},           {"device", "external program"},
-            {"protocol", kProtocol},       {"cmd", opt_.cmd},
+            {"protocol", kProtocol},       {"protocol_training", kProtocolTrain},
+            {"max_step_input_bytes", opt_.max_step_input_bytes},  {"cmd", opt_.cmd},
             {"timeout_s", opt_.timeout_s}, {"keep_work", opt_.keep_work},
             {"shell", "/bin/sh -c"},       {"layout", layout::to_json(layouts_)},
             {"guard_dirs", guard_}};
@@ -179,6 +197,8 @@ class ExecRunner final : public Runner {
   Status prepare_work_dir(const OpTask& task, TaskFiles& f) const;
   Status write_case_json(const OpTask& task, const TaskFiles& f) const;
   Status write_inputs(const OpTask& task, const TaskFiles& f) const;
+  Status check_step_inputs(const OpTask& task, const TaskFiles& f) const;
+  Status write_step_inputs(const OpTask& task, const TaskFiles& f) const;
   std::vector<std::string> program_env(const OpTask& task, const TaskFiles& f) const;
   ProgramRun run_program(const OpTask& task, const TaskFiles& f, const std::string& cmd) const;
   static Status check_work_dir_kept(const TaskFiles& f);
@@ -255,15 +275,19 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
   if (task.work_dir.empty()) return fail("exec: no work directory for this task");
   TaskFiles files = plan_files(task);
+  // Before anything is written: a trajectory too large for steps/ leaves no half-written work dir.
+  if (Status st = check_step_inputs(task, files); !st) return fail(st.message());
   if (Status st = prepare_work_dir(task, files); !st) return fail(st.message());
   if (Status st = write_case_json(task, files); !st) return fail(st.message());
   if (Status st = write_inputs(task, files); !st) return fail(st.message());
+  if (Status st = write_step_inputs(task, files); !st) return fail(st.message());
 
   const std::string cmd =
       expand_command(opt_.cmd, files.dir, task.c->name, op, std::string(dtype_name(task.c->dtype)));
   const ProgramRun run = run_program(task, files, cmd);
   r.info = {{"command", cmd},          {"work_dir", files.dir}, {"format", layouts_.format},
-            {"layouts", files.layouts_used()}, {"program_s", run.pr.seconds}, {"exit_status", run.pr.exit_code}};
+            {"layouts", files.layouts_used()}, {"program_s", run.pr.seconds}, {"exit_status", run.pr.exit_code},
+            {"protocol", files.train ? kProtocolTrain : kProtocol}};
   r.notes.not_requested = not_requested(op, task.c->tensors(task.op));
   if (!run.changed.empty()) r.info["written_outside"] = run.changed;
   if (!run.stderr_tail.empty()) r.info["stderr_tail"] = run.stderr_tail;
@@ -277,23 +301,51 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   if (Status st = check_work_dir_kept(files); !st) return fail(run.explain(st.message()));
   if (const std::string why = exit_failure(run.pr, opt_.timeout_s); !why.empty()) return fail(run.explain(why));
 
-  std::string problems;
+  std::vector<std::string> problems;
+  std::vector<std::string> trajectory_missing;  // train_loss and checkpoint files not written
+  std::size_t trajectory_files = 0;
   for (const auto& e : files.results) {
+    const bool trajectory = e.info.role == cases::Role::loss_curve || e.info.role == cases::Role::checkpoint;
+    trajectory_files += trajectory;
     auto t = read_result(files.dir, e, files.npy_format);
     if (!t) {
-      problems += (problems.empty() ? "" : "; ") + t.message();
+      if (trajectory && t.message().find(": missing") != std::string::npos)
+        trajectory_missing.push_back(e.file);
+      else
+        problems.push_back(t.message());
       continue;
     }
     r.outputs.emplace(e.info.name, std::move(*t));
   }
+  if (!trajectory_missing.empty()) {
+    // A program that ignores protocol 2 writes none of them: one sentence says so, instead of a
+    // "missing" line per checkpoint file.
+    if (trajectory_missing.size() == trajectory_files)
+      problems.insert(problems.begin(),
+                      fmt::format("a training case ({} steps): the program wrote none of its trajectory ({} files: {}, {}, "
+                                  "...) — it must run every step (case.json \"protocol\": \"{}\", VALIDATE_PROTOCOL=2; "
+                                  "docs/runners.md) and write the loss curve and the checkpoints",
+                                  task.c->train->steps, trajectory_files, trajectory_missing[0],
+                                  trajectory_missing.size() > 1 ? trajectory_missing[1] : "", kProtocolTrain));
+    else
+      for (const auto& name : trajectory_missing) problems.push_back(name + ": missing (the program did not write it)");
+  }
   if (!problems.empty() || !run.outside.empty()) {
     r.outputs.clear();
-    return fail(run.explain(problems.empty() ? "its results are not used" : problems));
+    if (problems.empty()) return fail(run.explain("its results are not used"));
+    // A training case has a file per checkpoint tensor: the first few problems and the count.
+    std::string listed;
+    for (std::size_t i = 0; i < problems.size() && i < kMaxProblemsListed; ++i)
+      listed += (i ? "; " : "") + problems[i];
+    if (problems.size() > kMaxProblemsListed)
+      listed += fmt::format("; and {} more", problems.size() - kMaxProblemsListed);
+    return fail(run.explain(listed));
   }
   if (!opt_.keep_work) {
     std::error_code ec;
     for (const auto* group : {&files.inputs, &files.results})
       for (const auto& e : *group) stdfs::remove(files.dir + "/" + e.file, ec);
+    (void)fs::remove_tree(files.dir + "/" + kStepsDir);
     (void)fs::remove_tree(files.tmp);  // a leftover scratch file is not a failure of the case
   }
 }
@@ -309,13 +361,25 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
   const std::string op = cases::op_name(task.op);
   const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
   for (const auto& t : c.tensors(task.op)) {
-    auto it = specs.find(t.name);
+    // A checkpoint tensor (step5_weight, step5_grad_weight) is held in its parameter's or
+    // gradient's layout: the program hands back what it holds, as it does at step 0.
+    std::string layout_name = t.name;
+    if (t.role == cases::Role::checkpoint)
+      if (auto cp = train::parse_checkpoint_tensor(t.name)) layout_name = cp->tensor;
+    auto it = specs.find(layout_name);
+    const bool float32_always = t.role == cases::Role::loss || t.role == cases::Role::loss_curve;
     Expected e{t, it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes),
-               t.role == cases::Role::loss ? DType::float32 : storage, t.name + ext};
-    if (t.role == cases::Role::input)
+               float32_always ? DType::float32 : storage, t.name + ext};
+    if (t.role == cases::Role::input) {
+      if (c.train && !t.parameter) f.step_inputs.push_back(e);
       f.inputs.push_back(std::move(e));
-    else if (wants(op, t))
+    } else if (wants(op, t)) {
       f.results.push_back(std::move(e));
+    }
+  }
+  if (c.train) {
+    f.train = true;
+    f.checkpoints = train::checkpoint_steps(*c.train);
   }
   return f;
 }
@@ -329,6 +393,7 @@ Status ExecRunner::prepare_work_dir(const OpTask& task, TaskFiles& f) const {
   for (const auto& t : task.c->tensors(task.op))
     for (const char* x : {".bin", ".npy"}) stdfs::remove(f.dir + "/" + t.name + x, ec);
   for (const char* name : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(f.dir + "/" + name, ec);
+  VALIDATE_TRY(fs::remove_tree(f.dir + "/" + kStepsDir));  // an earlier run's batches (or a longer trajectory's)
   VALIDATE_TRY(fs::remove_tree(f.tmp));
   return fs::make_dirs(f.tmp);
 }
@@ -343,14 +408,26 @@ Status ExecRunner::write_case_json(const OpTask& task, const TaskFiles& f) const
                               {"shape", layout::shape_in_layout(e.spec, e.info.canonical_axes, e.info.shape)},
                               {"role", cases::role_name(e.info.role)},
                               {"dtype", dtype_name(e.dtype)}};
-  const Json doc = {{"protocol", kProtocol},
-                    {"op", cases::op_name(task.op)},
-                    {"case", c.name},
-                    {"dtype", dtype_name(c.dtype)},
-                    {"storage_dtype", dtype_name(storage_dtype(c.dtype))},
-                    {"params", op_params(task)},
-                    {"format", layouts_.format},
-                    {"tensors", tensors}};
+  Json doc = {{"protocol", f.train ? kProtocolTrain : kProtocol},
+              {"op", cases::op_name(task.op)},
+              {"case", c.name},
+              {"dtype", dtype_name(c.dtype)},
+              {"storage_dtype", dtype_name(storage_dtype(c.dtype))},
+              {"params", op_params(task)},
+              {"format", layouts_.format},
+              {"tensors", tensors}};
+  if (f.train) {
+    // Protocol 2: the schedule, the steps whose parameters and gradients come back, and where each
+    // later step's batch lies (the same file names as step 0's, under steps/<s>/).
+    Json step_tensors = Json::array();
+    for (const auto& e : f.step_inputs) step_tensors.push_back(e.info.name);
+    doc["train"] = train::to_json(*c.train);
+    doc["checkpoints"] = f.checkpoints;
+    doc["step_inputs"] = {{"dir", std::string(kStepsDir) + "/{step}"},
+                          {"first_step", 1},
+                          {"last_step", c.train->steps - 1},
+                          {"tensors", step_tensors}};
+  }
   return write_json(f.dir + "/case.json", doc);
 }
 
@@ -366,6 +443,52 @@ Status ExecRunner::write_inputs(const OpTask& task, const TaskFiles& f) const {
     const Tensor laid = layout::to_layout(x, e.info.canonical_axes, e.spec);
     const std::string header = f.npy_format ? npy::make_header(e.dtype, laid.shape(), e.spec.fortran) : std::string();
     VALIDATE_TRY(fs::write_atomic(f.dir + "/" + e.file, laid.bytes(), laid.nbytes(), header));
+  }
+  return Status::ok();
+}
+
+// Protocol 2: the data inputs of every step s >= 1 under steps/<s>/, in the same layouts and file
+// names as step 0's (the parameters are given once: the program's optimizer owns them). Drawn one
+// step at a time, so memory holds one batch; the total is capped before anything is written.
+Status ExecRunner::check_step_inputs(const OpTask& task, const TaskFiles& f) const {
+  if (!f.train || task.c->train->steps <= 1) return Status::ok();
+  if (!task.step_inputs)
+    return Error{"exec: a training case needs each step's inputs, and this task was given none (internal: "
+                 "OpTask::step_inputs is not set)"};
+  const std::int64_t steps = task.c->train->steps;
+  std::uint64_t per_step = 0;
+  for (const auto& e : f.step_inputs)
+    per_step += static_cast<std::uint64_t>(shape_numel(e.info.shape)) * dtype_size(e.dtype);
+  const std::uint64_t total = per_step * static_cast<std::uint64_t>(steps - 1);
+  if (total > opt_.max_step_input_bytes)
+    return Error{fmt::format(
+        "exec: case {} trains {} steps and each batch is {} bytes, so steps/ would hold {} x {} = {} bytes "
+        "(steps x input bytes), above the exec runner's cap of {} bytes ({:.6g} MiB, --max-step-inputs-mb); "
+        "raise the cap or train fewer steps",
+        task.c->name, steps, per_step, steps - 1, per_step, total, opt_.max_step_input_bytes,
+        static_cast<double>(opt_.max_step_input_bytes) / (1 << 20))};
+  return Status::ok();
+}
+
+Status ExecRunner::write_step_inputs(const OpTask& task, const TaskFiles& f) const {
+  if (!f.train || task.c->train->steps <= 1) return Status::ok();
+  const std::int64_t steps = task.c->train->steps;
+  for (std::int64_t s = 1; s < steps; ++s) {
+    const std::string dir = fmt::format("{}/{}/{}", f.dir, kStepsDir, s);
+    VALIDATE_TRY(fs::make_dirs(dir));
+    const std::map<std::string, Tensor> batch = task.step_inputs(s);
+    for (const auto& e : f.step_inputs) {
+      auto it = batch.find(e.info.name);
+      if (it == batch.end()) return Error{fmt::format("exec: step {}'s input '{}' was not drawn", s, e.info.name)};
+      const Tensor& x = it->second;
+      if (x.shape() != e.info.shape || x.dtype() != e.dtype)
+        return Error{fmt::format("exec: step {}'s input '{}' is {} {}, expected {} {}", s, e.info.name,
+                                 dtype_name(x.dtype()), shape_to_string(x.shape()), dtype_name(e.dtype),
+                                 shape_to_string(e.info.shape))};
+      const Tensor laid = layout::to_layout(x, e.info.canonical_axes, e.spec);
+      const std::string header = f.npy_format ? npy::make_header(e.dtype, laid.shape(), e.spec.fortran) : std::string();
+      VALIDATE_TRY(fs::write_atomic(dir + "/" + e.file, laid.bytes(), laid.nbytes(), header));
+    }
   }
   return Status::ok();
 }
@@ -389,6 +512,25 @@ std::vector<std::string> ExecRunner::program_env(const OpTask& task, const TaskF
   // Its temporary files belong in its work directory, not in a /tmp shared with everything else.
   for (const char* k : {"TMPDIR", "TMP", "TEMP"}) set(k, f.tmp);
   for (const auto& [k, v] : op_env(task)) set(k, v);
+  if (f.train) {
+    // Protocol 2 for programs without a JSON parser: the schedule as case.json has it. Rates
+    // with 17 significant digits, so a program that parses them as double and rounds to float
+    // gets exactly the float the reference's optimizer used.
+    const train::TrainConfig& t = *task.c->train;
+    std::string cps;
+    for (auto k : f.checkpoints) cps += (cps.empty() ? "" : " ") + std::to_string(k);
+    set("VALIDATE_PROTOCOL", 2);
+    set("VALIDATE_STEPS", t.steps);
+    set("VALIDATE_OPTIMIZER", "sgd");
+    set("VALIDATE_LR", fmt::format("{:.17g}", t.lr));
+    set("VALIDATE_MOMENTUM", fmt::format("{:.17g}", t.momentum));
+    set("VALIDATE_DAMPENING", fmt::format("{:.17g}", t.dampening));
+    set("VALIDATE_WEIGHT_DECAY", fmt::format("{:.17g}", t.weight_decay));
+    set("VALIDATE_NESTEROV", t.nesterov ? 1 : 0);
+    set("VALIDATE_NCHECKPOINTS", f.checkpoints.size());
+    set("VALIDATE_CHECKPOINTS", cps);
+    set("VALIDATE_STEPS_DIR", f.dir + "/" + kStepsDir);
+  }
   return env;
 }
 

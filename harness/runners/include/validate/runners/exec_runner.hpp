@@ -1,6 +1,7 @@
 #pragma once
-// `--backend exec`: a user's program (Fortran, Rust, a TTNN script) run once per case and op, on
-// tensors written in *its* layouts (DESIGN.md, "External programs"; docs/runners.md).
+// `--backend exec`: a user's program (Fortran, Rust, a TTNN script) run once per case and op (a
+// training case: once per trajectory), on tensors written in *its* layouts (DESIGN.md, "External
+// programs"; docs/runners.md).
 //
 // Per task, in task.work_dir (emptied first, so a file left by an earlier run is never read as
 // this run's answer):
@@ -21,12 +22,23 @@
 // exit, a signal, a timeout, a missing file, a wrong size / dtype / shape fail the task with a
 // message that names the file and ends with the program's stderr; the next task runs regardless.
 //
+// Training cases (case.train) are served protocol 2, "validate-exec/2" (docs/runners.md): the
+// program is started once per trajectory; steps/<s>/ holds the data inputs of each step s >= 1
+// (OpTask::step_inputs) in the same layouts and file names, case.json adds "train",
+// "checkpoints" and "step_inputs", the environment VALIDATE_PROTOCOL=2, VALIDATE_STEPS, the SGD
+// hyper-parameters and VALIDATE_CHECKPOINTS; expected back besides the single-step results are
+// train_loss (float32 [steps]) and step<k>_<param> / step<k>_grad_<param> in the layouts of
+// <param> / grad_<param>. A program that writes none of them fails in one sentence. steps/ is
+// capped at ExecOptions::max_step_input_bytes ((steps - 1) x one batch), checked before anything
+// is written.
+//
 // Writes outside the work directory fail the task too, naming each file: the guarded trees (the
 // run directory, i.e. RUN when the work directory is RUN/work/<dtype>/<case>/<op>, plus
 // ExecOptions::guard_dirs, which `validate run` sets to the reference set) are snapshotted before
 // and after the program (names, inodes, sizes, mtimes, ctimes; exec_process.hpp) minus this task's
 // work directory. The program gets TMPDIR (and TMP, TEMP) = <work dir>/tmp, emptied before each
 // run, so a well-behaved program's temporary files stay inside too.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +55,9 @@ struct ExecOptions {
       false;  // false: delete the tensor files after a successful read (keep case.json, logs)
   // Trees the program must not write into besides the run directory (`validate run`: --ref).
   std::vector<std::string> guard_dirs;
+  // Protocol 2 (training cases): the most bytes steps/ may hold, (steps - 1) × the data inputs of
+  // one step; a case above it fails with the figures named (`--max-step-inputs-mb`).
+  std::uint64_t max_step_input_bytes = std::uint64_t{4096} << 20;
 };
 
 // Longest --timeout accepted (one week): the deadline is kept in steady_clock nanoseconds.

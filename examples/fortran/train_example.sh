@@ -1,0 +1,109 @@
+#!/bin/sh
+# The Fortran example in training mode through the harness (exec protocol 2, docs/runners.md):
+# generate a training reference from CASES (LibTorch's torch::optim::SGD trajectory), run the
+# program on it with `validate run --backend exec`, compare.
+#   train_example.sh clean        VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK
+#   train_example.sh wrong_update VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK
+# clean: the trajectory passes `compare --require-all`; the same program made to ignore protocol 2
+#   (VALIDATE_PROTOCOL unset: it writes only the single-step results) fails its cases, and compare
+#   fails them too.
+# wrong_update: CONV_RUNNER_BUG=update_dw_krsc (each update applies dW in the KRSC filter layout
+#   to weights stored OIHW) fails compare, at step 1: step 0 still passes, train_loss and
+#   step1_weight fail.
+# Exit 0 when every expectation holds, 1 with a FAIL line otherwise.
+set -eu
+if [ $# -ne 6 ]; then
+  echo "usage: $0 clean|wrong_update VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK" >&2
+  exit 2
+fi
+mode=$1 validate=$2 example=$3 cases=$4 layouts=$5 work=$6
+fail() { echo "train_example ($mode): FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+"$validate" generate --cases "$cases" --out "$work/ref" --progress 0 > "$work/gen.log" 2>&1 ||
+  fail "generate: $(tail -3 "$work/gen.log")"
+ls "$work/ref/float32/"*_conv2d_step1_weight.npy > /dev/null 2>&1 || fail "the reference has no step-1 checkpoint"
+
+run() {  # run OUT CMD [VAR=VALUE...] [-- run options...]: validate run --backend exec --cmd CMD
+  out=$1 cmd=$2
+  shift 2
+  vars=""
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars="$vars $1"; shift; done
+  [ $# -gt 0 ] && shift
+  set +e
+  # $vars: VAR=VALUE words without blanks, split on purpose
+  env $vars "$validate" run --backend exec --cmd "$cmd" --layout "$layouts" --ref "$work/ref" \
+    --out "$work/$out" --progress 0 "$@" > "$work/$out.log" 2>&1
+  rc=$?
+  set -e
+  return $rc
+}
+compare() {  # compare OUT: the exit status of validate compare --require-all, its report in OUT.txt
+  set +e
+  "$validate" compare "$work/ref" "$work/$1" --require-all > "$work/$1.txt" 2>&1
+  rc=$?
+  set -e
+  return $rc
+}
+# verdict OUT CASE OP TENSOR: the verdict column of that tensor's row in the compare report
+verdict() { awk -v c="$2" -v op="$3" -v t="$4" '$1 == c && $2 == op && $3 == t { print $NF; exit }' "$work/$1.txt"; }
+wd=texec_wd_n2_c6_h7_w9_o4_g2 nesterov=texec_nesterov_n2_c5_h6_w8_o3
+
+case $mode in
+clean)
+  run clean "$example {dir}" || fail "validate run: $(tail -5 "$work/clean.log")"
+  compare clean || fail "compare of the clean trajectory: $(tail -20 "$work/clean.txt")"
+  for c in "$wd 9" "$nesterov 5"; do
+    set -- $c
+    for op in conv2d matmul; do
+      for t in train_loss step0_grad_weight step1_weight "step$2_weight"; do
+        [ "$op" = matmul ] && t=$(echo "$t" | sed 's/weight/B/')
+        [ "$(verdict clean "$1" $op "$t")" = passed ] || fail "$1 $op $t was not compared and passed: $(cat "$work/clean.txt")"
+      done
+    done
+  done
+  # A program that ignores protocol 2: the harness fails each case, naming why, and so does compare.
+  if run v1 "env -u VALIDATE_PROTOCOL $example {dir}"; then fail "validate run passed a program that wrote no trajectory"; fi
+  grep -q "wrote none of its trajectory" "$work/v1.log" || fail "the run does not say the trajectory is missing: $(cat "$work/v1.log")"
+  if compare v1; then fail "compare passed a program that wrote no trajectory: $(cat "$work/v1.txt")"; fi
+  # The cap on steps/ (--max-step-inputs-mb): above it the case fails naming the figures; a
+  # value that is not a number is a usage error (exit 2).
+  if run cap "$example {dir}" -- --max-step-inputs-mb 0.01; then fail "a run above the step-input cap passed"; fi
+  grep -q "trains 10 steps and each batch is .* bytes (steps x input bytes), above the exec runner's cap of 10485 bytes" \
+    "$work/cap.log" || fail "the cap is not stated: $(cat "$work/cap.log")"
+  set +e
+  "$validate" run --backend exec --cmd "$example {dir}" --layout "$layouts" --ref "$work/ref" --out "$work/badcap" \
+    --max-step-inputs-mb lots > "$work/badcap.log" 2>&1
+  rc=$?
+  set -e
+  [ $rc = 2 ] && grep -q "max-step-inputs-mb 'lots' is not a number" "$work/badcap.log" ||
+    fail "--max-step-inputs-mb lots: exit $rc: $(cat "$work/badcap.log")"
+  ;;
+wrong_update)
+  run bug "$example {dir}" CONV_RUNNER_BUG=update_dw_krsc || fail "validate run: $(tail -5 "$work/bug.log")"
+  if compare bug; then
+    fail "compare PASSED the planted wrong-layout update (dW in KRSC applied to OIHW weights): a false pass — compare must gate train_loss and the checkpoints (docs/training.md); report: $(cat "$work/bug.txt")"
+  fi
+  for c in "$wd" "$nesterov"; do
+    for t in step0_weight step0_grad_weight output grad_weight; do
+      [ "$(verdict bug "$c" conv2d $t)" = passed ] || fail "$c: step 0 ($t) should still pass: $(cat "$work/bug.txt")"
+    done
+    for t in train_loss step1_weight; do
+      [ "$(verdict bug "$c" conv2d $t)" = failed ] || fail "$c: conv2d $t should fail at step 1: $(cat "$work/bug.txt")"
+    done
+    # matmul has no filter layout: its trajectory is untouched by the switch.
+    [ "$(verdict bug "$c" matmul train_loss)" = passed ] || fail "$c: matmul's trajectory should pass: $(cat "$work/bug.txt")"
+    grep -Eq "float32/$c/conv2d +FAILED at step 1 \(mistake\)" "$work/bug.txt" ||
+      fail "$c: compare does not say the trajectory parts at step 1 as a mistake: $(cat "$work/bug.txt")"
+  done
+  # Without weight decay the step-1 update is exactly the reference's read in the KRSC order, and
+  # compare names it (diagnosis update_layout) at the first bad checkpoint.
+  grep -Eq "first bad checkpoint step1_weight \(step 1\): update applied with dW in " "$work/bug.txt" ||
+    fail "$nesterov: compare does not name the update applied with dW in the filter layout: $(cat "$work/bug.txt")"
+  ;;
+*)
+  echo "train_example.sh: unknown mode '$mode' (clean, wrong_update)" >&2
+  exit 2
+  ;;
+esac
+rm -rf "$work"
+echo "train_example ($mode): passed"
