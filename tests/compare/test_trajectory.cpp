@@ -99,6 +99,17 @@ TEST_F(Trajectory, PlantedWrongLayoutUpdateFailsAtStep1AndIsNamed) {
     EXPECT_EQ(t.first_bad_checkpoint, "step1_weight");
     EXPECT_EQ(t.first_bad_checkpoint_step, 1);
     EXPECT_EQ(t.checkpoint_diagnosis_code, "update_layout");
+    // What fails after it (step 1's gradient, computed from the wrong weights; later checkpoints)
+    // follows from it, rather than naming a "closest" layout of its own.
+    for (const char* later : {"step1_grad_weight", "step5_weight", "step10_grad_weight"}) {
+      const compare::Entry* e = r.find(later);
+      ASSERT_NE(e, nullptr);
+      EXPECT_EQ(e->verdict, compare::Verdict::failed) << later;
+      ASSERT_TRUE(e->diagnosis) << later;
+      EXPECT_EQ(e->diagnosis->summary.rfind("follows from the trajectory parting at step 1 (first bad checkpoint "
+                                            "step1_weight: update_layout)", 0), 0u)
+          << later << ": " << e->diagnosis->summary;
+    }
   }
 }
 

@@ -375,9 +375,27 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
     if (!first) continue;
     t.first_bad_checkpoint = first->tensor;
     t.first_bad_checkpoint_step = first_step;
+    const Hypothesis* named = first->diagnosis ? first->diagnosis->named() : nullptr;
     if (first->diagnosis) {
       t.checkpoint_diagnosis = first->diagnosis->summary;
-      if (const Hypothesis* h = first->diagnosis->named()) t.checkpoint_diagnosis_code = h->code;
+      if (named) t.checkpoint_diagnosis_code = named->code;
+    }
+    // Once the trajectory has parted, every later checkpoint (and the gradients of the same step,
+    // computed from the wrong parameters) differs by consequence: a "closest hypothesis" for them
+    // is noise that buries the one diagnosis that matters. Their own named mistakes are kept.
+    for (Entry* e : checkpoints) {
+      if (e == first || e->verdict != Verdict::failed) continue;
+      if (e->diagnosis && e->diagnosis->named()) continue;
+      const auto c = train::parse_checkpoint_tensor(e->tensor);
+      if (!c || c->step < first_step) continue;
+      if (c->step == first_step && c->tensor.rfind("grad_", 0) != 0) continue;  // a parameter of that step: its own
+      Diagnosis dx;
+      dx.tried = e->diagnosis ? e->diagnosis->tried : 0;
+      dx.families = e->diagnosis ? e->diagnosis->families : std::vector<std::string>{};
+      dx.summary = fmt::format("follows from the trajectory parting at step {} (first bad checkpoint {}{}): a checkpoint "
+                               "at or after it differs by consequence",
+                               first_step, first->tensor, named ? ": " + named->code : std::string());
+      e->diagnosis = std::move(dx);
     }
   }
 }
