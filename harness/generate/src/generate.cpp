@@ -147,6 +147,11 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   auto list = cases::expand(*file, sel);
   if (!list) return list.status();
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
+  for (const auto& c : *list)
+    if (c.train && c.dtype != DType::float32)
+      return Error{fmt::format("{}: case {} trains in {}; training cases are float32 only for now (docs/training.md): "
+                               "give it \"dtypes\": [\"float32\"] or select --dtype float32",
+                               opt.cases_path, c.name, dtype_name(c.dtype))};
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
   auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);
@@ -236,6 +241,20 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
           break;
         }
         if (!info.empty()) (*case_info)[cases::op_name(op)] = info;
+        if (c.train) {
+          // The trajectory (docs/training.md): later batches drawn exactly as `run` will draw them.
+          auto ttr = Clock::now();
+          auto traj = torch_trajectory(c, op, view, [&](std::int64_t s) {
+            return make_inputs(c, op, seed, opt.fill, dev->threads, s);
+          }, *dev);
+          sum.compute_seconds += since(ttr);
+          if (!traj) {
+            log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), traj.message());
+            ok = false;
+            break;
+          }
+          outs->merge(*traj);
+        }
         auto tw = Clock::now();
         for (auto& [k, v] : inputs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
         for (auto& [k, v] : *outs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));

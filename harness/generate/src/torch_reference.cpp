@@ -1,17 +1,22 @@
 // The generator's LibTorch driver (with each op's <op>_torch.cpp, the only LibTorch translation units:
-// their headers cost ~20 s each): leaves, the op's forward, MSE loss, backward, results.
+// their headers cost ~20 s each): leaves, the op's forward, MSE loss, backward, results; and a
+// training case's trajectory with LibTorch's own SGD.
 #include "validate/generate/torch_reference.hpp"
 
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <cstring>
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
 #include "validate/ops/torch_forward.hpp"
+#include "validate/train/tensor_names.hpp"
 
 namespace validate::generate {
 
@@ -160,6 +165,77 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       (*info)["note"] = "CPU reference: computed in float32 from the " + std::string(dtype_name(c.dtype)) +
                         " inputs; output, dL/dy and gradients rounded to " + std::string(dtype_name(c.dtype));
   }
+  return out;
+}
+
+Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cases::Op op,
+                                                       const std::map<std::string, const Tensor*>& in,
+                                                       const StepInputs& step_inputs, const TorchDevice& device,
+                                                       TorchTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  const std::string where = std::string("LibTorch trajectory of ") + c.name + " " + cases::op_name(op);
+  if (!c.train) return Error{where + ": the case has no \"train\""};
+  if (c.dtype != DType::float32) return Error{where + ": training cases are float32 only (docs/training.md)"};
+  const cases::OpInstance* inst = c.find(op);
+  if (!inst) return Error{where + ": the case has no such op"};
+  if (c.train->steps > 1 && !step_inputs) return Error{where + ": no source for the later steps' batches"};
+  const train::TrainConfig& tc = *c.train;
+  const at::Device dev(device.used);
+  const std::vector<std::int64_t> keep = train::checkpoint_steps(tc);
+  std::map<std::string, Tensor> out;
+  try {
+    // The parameters are owned copies (the optimizer updates them in place); the rest of the inputs
+    // are drawn anew every step.
+    ops::TorchLeaves params;
+    std::vector<at::Tensor> list;
+    for (const auto& p : c.parameters(op)) {
+      at::Tensor t = to_torch(*in.at(p.name), at::kFloat, dev).clone().requires_grad_(true);
+      params.emplace(p.name, t);
+      list.push_back(t);
+    }
+    // LibTorch's own SGD (the same update as torch.optim.SGD): the reference is what PyTorch does.
+    torch::optim::SGD sgd(list, torch::optim::SGDOptions(tc.lr)
+                                    .momentum(tc.momentum)
+                                    .dampening(tc.dampening)
+                                    .weight_decay(tc.weight_decay)
+                                    .nesterov(tc.nesterov));
+    Tensor losses(DType::float32, Shape{tc.steps});
+    for (std::int64_t s = 0; s < tc.steps; ++s) {
+      std::map<std::string, Tensor> drawn;
+      if (s > 0) drawn = step_inputs(s);
+      auto data = [&](const std::string& name) -> const Tensor& {
+        if (s == 0) return *in.at(name);
+        auto it = drawn.find(name);
+        if (it == drawn.end()) throw std::out_of_range("step " + std::to_string(s) + " has no input '" + name + "'");
+        return it->second;
+      };
+      // As torch_compute: every input but the target is a leaf, so step 0 is the single step exactly.
+      ops::TorchLeaves leaves = params;
+      for (const auto& t : c.inputs(op))
+        if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), at::kFloat, dev).requires_grad_(true));
+      const at::Tensor target = to_torch(data("target"), at::kFloat, dev);
+      sgd.zero_grad();
+      const at::Tensor y = ops::torch_forward(inst->params, leaves);
+      at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
+      loss.backward();
+      const float l = loss.item<float>();
+      if (!std::isfinite(l)) return Error{where + ": the loss is " + std::to_string(l) + " at step " + std::to_string(s) + " (the trajectory diverged)"};
+      losses.data<float>()[s] = l;
+      if (std::binary_search(keep.begin(), keep.end(), s)) {
+        for (const auto& [name, p] : params) out.emplace(train::checkpoint_tensor(s, name), from_torch(p, DType::float32));
+        for (const auto& [name, p] : params)
+          out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), DType::float32));
+      }
+      sgd.step();
+    }
+    out.emplace(train::kLossCurve, std::move(losses));
+  } catch (const c10::Error& e) {
+    return Error{where + ": " + e.what_without_backtrace()};
+  } catch (const std::out_of_range& e) {
+    return Error{where + ": " + e.what()};
+  }
+  if (times) times->compute_s += std::chrono::duration<double>(Clock::now() - t_start).count();
   return out;
 }
 

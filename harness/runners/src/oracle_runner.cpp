@@ -133,12 +133,22 @@ class OracleRunner final : public Runner {
     const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
     nlohmann::json used = nlohmann::json::object();
     for (const auto& t : task.c->tensors(task.op)) {
+      if (t.role == cases::Role::loss_curve || t.role == cases::Role::checkpoint) continue;
       auto it = specs.find(t.name);
       used[t.name] = layout::to_string(
           it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes));
     }
     auto res = oracle_compute(*task.c, task.op, task.inputs, specs, storage_dtype(task.c->dtype),
                               opt_.threads, &times_);
+    if (res && task.c->train) {
+      auto traj = oracle_trajectory(*task.c, task.op, task.inputs, task.step_inputs, specs, storage_dtype(task.c->dtype),
+                                    opt_.threads, &times_);
+      if (traj) {
+        for (auto& [name, t] : *traj) res->insert_or_assign(name, std::move(t));
+      } else {
+        res = traj.status();
+      }
+    }
     if (!res) {
       r.outcome = RunOutcome::error;
       r.message = res.message();
@@ -183,6 +193,8 @@ Result<std::map<std::string, Tensor>> oracle_compute(
     auto it = specs.find(t.name);
     const layout::Spec spec =
         it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes);
+    // A training case's trajectory tensors come from oracle_trajectory, not from one step.
+    if (t.role == cases::Role::loss_curve || t.role == cases::Role::checkpoint) continue;
     if (Status st = check_spec(spec, t.canonical_axes, t.name); !st)
       return Error{where + ": " + st.message()};
     if (t.role == cases::Role::loss) continue;
@@ -198,7 +210,8 @@ Result<std::map<std::string, Tensor>> oracle_compute(
     if (x.shape() != t.shape)
       return Error{fmt::format("{}: input '{}' has shape {}, expected {}", where, t.name,
                                shape_to_string(x.shape()), shape_to_string(t.shape))};
-    if (x.dtype() != DType::float32 && x.dtype() != DType::float16)
+    // float64: a training step's parameters (oracle_trajectory), exact already.
+    if (x.dtype() != DType::float32 && x.dtype() != DType::float16 && x.dtype() != DType::float64)
       return Error{fmt::format("{}: input '{}' is {}, expected float32 or float16 storage", where,
                                t.name, dtype_name(x.dtype()))};
     held.emplace(t.name, hold_input(t, spec, x));

@@ -32,6 +32,11 @@ class TorchRunner final : public Runner {
     OpResult r;
     nlohmann::json info;
     auto out = generate::torch_compute(*task.c, task.op, task.inputs, device_, &info, &times_);
+    if (out && task.c->train) {
+      auto traj = generate::torch_trajectory(*task.c, task.op, task.inputs, task.step_inputs, device_, &times_);
+      if (traj) out->merge(*traj);
+      else out = traj.status();
+    }
     if (!out) {
       r.outcome = RunOutcome::error;
       r.message = out.message();

@@ -1,6 +1,8 @@
 #pragma once
 // The LibTorch computation of a case: forward, MSE loss and autograd gradients. This header is
 // LibTorch-free so only torch_reference.cpp pays for LibTorch's headers.
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -39,6 +41,18 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
                                                     const std::map<std::string, const Tensor*>& inputs,
                                                     const TorchDevice& device, Json* info = nullptr,
                                                     TorchTimes* times = nullptr);
+
+// The training trajectory of one op of a training case (docs/training.md): c.train->steps steps of
+// forward, MSE loss, backward and torch::optim::SGD (PyTorch's update, in float32), from the step-0
+// inputs `in`; step s >= 1 takes its data inputs from `step_inputs(s)` (parameters carry over).
+// Returns "train_loss" (float32 [steps]) and the checkpoint tensors (train/tensor_names.hpp).
+// Step 0 computes exactly what torch_compute does. Errors: not a float32 training case, a
+// non-finite loss (naming the step), a missing batch tensor.
+using StepInputs = std::function<std::map<std::string, Tensor>(std::int64_t step)>;
+Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cases::Op op,
+                                                       const std::map<std::string, const Tensor*>& in,
+                                                       const StepInputs& step_inputs, const TorchDevice& device,
+                                                       TorchTimes* times = nullptr);
 
 // LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads, and the BLAS
 // actually loaded (core/blas_info.hpp).

@@ -7,6 +7,8 @@
 // layouts and converted back. A conversion that disagrees with the spec it claims to implement
 // therefore changes the oracle's numbers, while a correct one leaves them bit-identical: every
 // output element is summed in the same canonical order whatever the layout or thread count.
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +43,15 @@ struct OracleTimes {
 };
 Result<std::map<std::string, Tensor>> oracle_compute(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
+    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0, OracleTimes* times = nullptr);
+
+// A training case's trajectory (docs/training.md) in float64: every step is oracle_compute in its
+// float64 mode (in the layouts of `specs`), the SGD update float64 (train/sgd.hpp). Step s >= 1
+// takes its data inputs from `step_inputs(s)`. Returns "train_loss" (float32 [steps], each loss
+// rounded once) and the checkpoint tensors rounded once to `result_dtype`.
+Result<std::map<std::string, Tensor>> oracle_trajectory(
+    const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
+    const std::function<std::map<std::string, Tensor>(std::int64_t)>& step_inputs,
     const layout::TensorSpecs& specs, DType result_dtype, int threads = 0, OracleTimes* times = nullptr);
 
 // double -> float16 bits, rounded to nearest even once (going through float would round twice:
