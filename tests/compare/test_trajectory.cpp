@@ -317,6 +317,55 @@ TEST_F(Trajectory, RequireAllFailsARunWithoutTheTrajectory) {
   EXPECT_EQ(strict.report.exit_code(), 1);
 }
 
+// The loss curve without the checkpoints: the report says the parameters were not checked.
+TEST_F(Trajectory, ACurveWithoutCheckpointsIsWarnedAbout) {
+  TrainSetup s;
+  s.steps = 10;
+  const auto exact = simulate<double>(s);
+  const std::string ref = tmp / "ref", run = tmp / "run";
+  write_training_sets(ref, run, s, exact, exact, {}, [](Json& doc) {
+    Json kept = Json::array();
+    for (const auto& t : doc["ops"]["conv2d"]["produced"])
+      if (t.get<std::string>().rfind("step", 0) != 0) kept.push_back(t);
+    doc["ops"]["conv2d"]["produced"] = kept;
+  });
+  const Sets plain = compare_sets(ref, run);
+  EXPECT_EQ(plain.find("train_loss")->verdict, compare::Verdict::passed);
+  bool warned = false;
+  for (const auto& w : plain.report.warnings) warned |= w.find("12 of 12 checkpoints are not run") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_EQ(compare_sets(ref, run, true).report.exit_code(), 1);
+}
+
+// policies/bitwise.json (determinism): an identical trajectory passes, a float32 one does not.
+TEST_F(Trajectory, BitwisePolicyDemandsAnIdenticalTrajectory) {
+  TrainSetup s;
+  s.steps = 10;
+  const auto exact = simulate<double>(s);
+  auto judge = [&](const TrajectoryValues& run_values, const std::string& tag) {
+    const std::string ref = tmp / ("ref" + tag), run = tmp / ("run" + tag);
+    write_training_sets(ref, run, s, exact, run_values);
+    compare::CompareOptions o;
+    o.ref_dir = ref;
+    o.run_dir = run;
+    o.threads = 1;
+    EXPECT_TRUE(o.policy.add_file(std::string(VALIDATE_SOURCE_DIR) + "/policies/bitwise.json"));
+    auto r = compare::compare_sets(o);
+    EXPECT_TRUE(r) << r.message();
+    return std::move(*r);
+  };
+  EXPECT_EQ(judge(exact, "same").exit_code(), 0);
+  const compare::Report differs = judge(simulate<float>(s), "f32");
+  EXPECT_EQ(differs.exit_code(), 1);
+  int seen = 0;
+  for (const auto& e : differs.entries)
+    if (e.tensor == "train_loss" || e.tensor == "step9_weight") {
+      ++seen;
+      EXPECT_EQ(e.verdict, compare::Verdict::failed) << e.tensor;
+    }
+  EXPECT_EQ(seen, 2);
+}
+
 // Checkpoints: the tolerance grows as sqrt(1 + k). A relative error of 1.5e-3 on a weight fails at
 // step 1 (gate 5e-4 * sqrt 2 = 7.1e-4) and passes at step 10 (5e-4 * sqrt 11 = 1.66e-3).
 TEST_F(Trajectory, CheckpointToleranceGrowsWithTheStep) {

@@ -357,6 +357,14 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
           std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), std::get<3>(k),
           compare::verdict_name(curve->verdict)));
     if (!curve->trajectory) continue;
+    std::int64_t missing = 0;
+    for (const Entry* e : checkpoints) missing += e->verdict == Verdict::not_run || e->verdict == Verdict::not_requested;
+    if (missing > 0)
+      warnings.push_back(fmt::format(
+          "{}{}/{}/{}: the run returned the loss curve but {} of {} checkpoints are not run: the parameters and "
+          "their updates were not checked there (--require-all makes this a failure)",
+          std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), std::get<3>(k),
+          missing, checkpoints.size()));
     TrajectoryStats& t = *curve->trajectory;
     const Entry* first = nullptr;
     std::int64_t first_step = -1;
