@@ -70,6 +70,29 @@ TEST_F(TrajectoryReports, TerminalShowsTheVerdictAndTheNamedUpdate) {
   EXPECT_NE(c.str().find("checkpoints: 0 of 20 failed"), std::string::npos) << c.str();
 }
 
+// A trajectory whose loss stays within its gate while a checkpoint fails is not "passed".
+TEST_F(TrajectoryReports, ACheckpointFailureFailsTheTrajectoryLine) {
+  const std::string ref = tmp / "ref_ck", dir = tmp / "run_ck";
+  const auto exact = simulate<double>(s);
+  write_training_sets(ref, dir, s, exact, exact, [](const std::string& key, Tensor& t) {
+    if (key.find("step5_grad_bias") != std::string::npos) t.set(2, t.get(2) * 1.01);
+  });
+  compare::CompareOptions o;
+  o.ref_dir = ref;
+  o.run_dir = dir;
+  o.threads = 1;
+  auto r = compare::compare_sets(o);
+  ASSERT_TRUE(r) << r.message();
+  std::ostringstream out;
+  report::render_terminal(out, *r, {});
+  EXPECT_NE(out.str().find("FAILED at checkpoint step 5: the loss curve stays within its gate at all 12 steps"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("but 1 of 20 checkpoints failed"), std::string::npos);
+  EXPECT_NE(report::render_html(*r).find("<article class=\"trajectory failed\""), std::string::npos);
+  EXPECT_EQ(report::render_json(*r)["trajectories"][0]["failed"], true);
+}
+
 TEST_F(TrajectoryReports, JsonCarriesTheCurvesAndTheVerdict) {
   const auto j = report::render_json(planted);
   ASSERT_EQ(j["trajectories"].size(), 1u);

@@ -73,9 +73,14 @@ inline double worst_over_gate(const compare::TrajectoryStats& t) {
 inline std::string trajectory_headline(const compare::Entry& e) {
   const auto& t = *e.trajectory;
   std::string s;
-  if (t.first_bad_step >= 0)
+  if (t.first_bad_step >= 0) {
     s = fmt::format("FAILED at step {} ({}): {}", t.first_bad_step, t.kind, t.sentence);
-  else if (e.verdict == compare::Verdict::passed || e.verdict == compare::Verdict::mistrusted)
+  } else if (t.checkpoints_failed > 0 && (e.verdict == compare::Verdict::passed || e.verdict == compare::Verdict::mistrusted)) {
+    return fmt::format("FAILED at checkpoint step {}: the loss curve stays within its gate at all {} steps (worst {:.0f}% of "
+                       "it), but {} of {} checkpoints failed",
+                       t.first_bad_checkpoint_step, t.steps, 100 * worst_over_gate(t), t.checkpoints_failed,
+                       t.checkpoints_compared);
+  } else if (e.verdict == compare::Verdict::passed || e.verdict == compare::Verdict::mistrusted)
     s = fmt::format("passed: {} steps within the gate {} * sqrt(1 + step) (worst {:.0f}% of it)", t.steps, sci(t.r0),
                     100 * worst_over_gate(t));
   else
