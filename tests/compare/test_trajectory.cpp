@@ -413,6 +413,54 @@ TEST_F(Trajectory, AGradientCheckpointInAnotherLayoutIsNamed) {
       << g1->diagnosis->summary;
 }
 
+// Not only conv filters: a matmul whose update reads dB transposed (a Fortran [K,N] array handed
+// to a C-order update, or the reverse) is named through its update too. Hand-built: B (K=7, N=4)
+// and its gradient at step 0 from the fixture's normals, step 1 = step 0 - lr * G in the
+// reference, step 0 - lr * (G's [N,K] bytes read as [K,N]) in the run.
+TEST_F(Trajectory, AMatmulUpdateWithDbTransposedIsNamed) {
+  cases::Case c;
+  c.name = "train_mm";
+  c.dtype = DType::float32;
+  cases::MatmulParams m;
+  m.m = 5;
+  m.k = 7;
+  m.n = 4;
+  c.ops = {cases::OpInstance{m}};
+  train::TrainConfig tc;
+  tc.steps = 3;
+  tc.lr = 0.1;
+  c.train = tc;
+  const std::string ref = tmp / "ref", run = tmp / "run";
+  std::map<std::string, std::vector<double>> held;  // step0_B and step0_grad_B as written
+  write_reference(ref, {c}, [&](const std::string& key, Tensor& t) {
+    const std::string name = key.substr(key.rfind('/') + 1);
+    if (name == "step0_B" || name == "step0_grad_B") {
+      for (std::int64_t i = 0; i < t.numel(); ++i) held[name].push_back(t.get(i));
+    } else if (name == "step1_B") {
+      for (std::int64_t i = 0; i < t.numel(); ++i)
+        t.set(i, held["step0_B"][static_cast<std::size_t>(i)] - 0.1 * held["step0_grad_B"][static_cast<std::size_t>(i)]);
+    }
+  });
+  RunSpec spec;
+  spec.mutate = [&](const std::string& key, Tensor& t) {
+    if (key.substr(key.rfind('/') + 1) != "step1_B") return;
+    Tensor g(DType::float64, {7, 4});
+    for (std::int64_t i = 0; i < 28; ++i) g.set(i, held["step0_grad_B"][static_cast<std::size_t>(i)]);
+    const Tensor gt = permuted_bytes(g, {1, 0});  // its [N,K] bytes, labelled [K,N]
+    for (std::int64_t i = 0; i < 28; ++i) t.set(i, held["step0_B"][static_cast<std::size_t>(i)] - 0.1 * gt.get(i));
+  };
+  write_run(ref, run, spec);
+  const Sets r = compare_sets(ref, run);
+  const compare::Entry* b1 = r.find("step1_B");
+  ASSERT_NE(b1, nullptr);
+  EXPECT_EQ(b1->verdict, compare::Verdict::failed);
+  ASSERT_TRUE(b1->diagnosis && b1->diagnosis->named()) << (b1->diagnosis ? b1->diagnosis->summary : "");
+  EXPECT_EQ(b1->diagnosis->named()->code, "update_layout");
+  EXPECT_EQ(b1->diagnosis->named()->params["reading"], "transposed");
+  EXPECT_NE(b1->diagnosis->summary.find("update applied with dB in NK layout"), std::string::npos)
+      << b1->diagnosis->summary;
+}
+
 // A policy may select the new roles and the training tensors by name; a misspelt one is refused.
 TEST(TrajectoryPolicy, RolesAndTensorNamesOfTraining) {
   auto p = compare::Policy::builtin();
