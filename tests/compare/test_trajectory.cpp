@@ -113,6 +113,64 @@ TEST_F(Trajectory, PlantedWrongLayoutUpdateFailsAtStep1AndIsNamed) {
   }
 }
 
+// At a small learning rate the weights barely move: a dW applied in KRSC moves step1_weight by
+// ~1e-5 relative (lr 1e-5), so almost all its elements pass their rtol; the first update itself is
+// off by O(1) in nearly every element (check update_beyond_tolerance), which fails the checkpoint
+// and puts the diagnosis on the update. A clean float32 run at the same rate passes. At lr 1e-6 the
+// update is a few float32 roundings of the weight: the diagnosis says so instead of naming a layout
+// that would fit by chance (it named HWIO before the guard).
+TEST_F(Trajectory, AtASmallRateTheFirstUpdateCatchesWhatTheWeightsHide) {
+  TrainSetup s;
+  s.steps = 6;
+  s.lr = 1e-5;
+  auto checks_of = [](const compare::Entry& e, const std::string& name) {
+    for (const auto& c : e.checks)
+      if (c.name == name) return c;
+    ADD_FAILURE() << "no check " << name << " on " << e.id();
+    return compare::Check{};
+  };
+  {
+    const auto exact = simulate<double>(s);
+    const std::string ref = tmp / "ref_p", run = tmp / "run_p";
+    write_training_sets(ref, run, s, exact, simulate<float>(s, kLayouts[0].second));
+    const Sets r = compare_sets(ref, run);
+    const compare::Entry* w1 = r.find("step1_weight");
+    ASSERT_NE(w1, nullptr);
+    EXPECT_EQ(w1->verdict, compare::Verdict::failed);
+    const compare::Check update = checks_of(*w1, "update_beyond_tolerance"), elements = checks_of(*w1, "beyond_tolerance");
+    EXPECT_GE(update.value, 100) << w1->message;   // of 120
+    EXPECT_LE(elements.value, 12) << w1->message;  // the weights alone nearly pass
+    EXPECT_NE(w1->message.find("elements of the first update (step1_weight − step0_weight) beyond tolerance"),
+              std::string::npos)
+        << w1->message;
+    ASSERT_TRUE(w1->diagnosis && w1->diagnosis->named()) << (w1->diagnosis ? w1->diagnosis->summary : "");
+    EXPECT_EQ(w1->diagnosis->named()->code, "update_layout");
+    EXPECT_EQ(w1->diagnosis->named()->params["layout"], "OHWI");
+    EXPECT_FALSE(w1->diagnosis->ambiguous) << w1->diagnosis->summary;
+  }
+  {
+    const auto exact = simulate<double>(s);
+    const std::string ref = tmp / "ref_c", run = tmp / "run_c";
+    write_training_sets(ref, run, s, exact, simulate<float>(s));
+    const Sets r = compare_sets(ref, run);
+    for (const auto& e : r.report.entries) EXPECT_EQ(e.verdict, compare::Verdict::passed) << e.id() << ": " << e.message;
+    EXPECT_EQ(checks_of(*r.find("step1_weight"), "update_beyond_tolerance").value, 0);
+  }
+  {
+    s.lr = 1e-6;
+    const auto exact = simulate<double>(s);
+    const std::string ref = tmp / "ref_t", run = tmp / "run_t";
+    write_training_sets(ref, run, s, exact, simulate<float>(s, kLayouts[0].second));
+    const Sets r = compare_sets(ref, run);
+    const compare::Entry* w1 = r.find("step1_weight");
+    EXPECT_EQ(w1->verdict, compare::Verdict::failed);
+    ASSERT_TRUE(w1->diagnosis);
+    EXPECT_EQ(w1->diagnosis->named(), nullptr);
+    EXPECT_NE(w1->diagnosis->summary.find("too small against the float32 rounding"), std::string::npos)
+        << w1->diagnosis->summary;
+  }
+}
+
 TEST_F(Trajectory, CleanFloat32Passes100Steps) {
   TrainSetup s;  // 100 steps, momentum 0.9, weight decay 1e-4, lr 0.05, checkpoints every 25
   const std::string ref = tmp / "ref", run = tmp / "run";

@@ -327,6 +327,11 @@ class Comparer {
     e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
     GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
+    if (e.role == "checkpoint")  // step1_<param>: the first update itself (trajectory_check.hpp)
+      if (auto u = check_first_update(checkpoint_context(it, gt))) {
+        gr.checks.push_back(u->check);
+        if (!u->check.passed) gr.reasons.push_back(u->reason);
+      }
     e.checks = gr.checks;
     if (!gr.passed()) {
       e.verdict = Verdict::failed;
@@ -334,9 +339,7 @@ class Comparer {
       for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
       e.message = msg;
       if (opt_.diagnose && e.role == "checkpoint") {
-        e.diagnosis = diagnose_checkpoint(CheckpointDiagnosisInput{
-            it.ref, *it.op, it.tensor, stdfs::path(it.run_file).parent_path().string(),
-            it.run ? it.run->op(*it.op) : nullptr, gt, opt_.threads});
+        e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
       } else if (opt_.diagnose) {
         auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
         e.diagnosis = std::move(dx);
@@ -351,6 +354,11 @@ class Comparer {
       e.verdict = Verdict::passed;
     }
     compare_oracle(it, e, *ref, *run_arr, logical);
+  }
+
+  CheckpointDiagnosisInput checkpoint_context(const PairItem& it, const Gates& gt) const {
+    return CheckpointDiagnosisInput{it.ref, *it.op, it.tensor, stdfs::path(it.run_file).parent_path().string(),
+                                    it.run ? it.run->op(*it.op) : nullptr, gt, opt_.threads};
   }
 
   void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,

@@ -43,6 +43,21 @@ struct CheckpointDiagnosisInput {
   Gates gates;                   // the (scaled) gates of the failing tensor
   int threads = 0;
 };
+// step1_<param>: the first update, step1 - step0, run against reference, element by element. Both
+// sides start step 0 from the reference's own parameters, so the update is where a wrong update
+// shows in full; the parameter itself is mostly its initial value and understates it (at lr 1e-4 a
+// dW applied in KRSC moves step1_weight by ~1e-4 relative — inside its rtol — but its update by
+// O(1)). An element passes when |du_run - du_ref| <= rtol * max(|du_ref|, floor) + 4 float32 ULP
+// of the parameter (both sides store a rounded parameter), floor = near_zero * max|du_ref|; rtol
+// is the checkpoint's (atol when no rtol). Nothing for other tensors, without step0_<param> in the
+// run, or without an rtol/atol gate. Later updates are not checked this way: once the parameters
+// drift apart, the updates are taken at different points and differ by more than rounding.
+struct UpdateCheck {
+  Check check;         // update_beyond_tolerance: elements beyond, limit 0
+  std::string reason;  // the failure, for the entry's message
+};
+std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in);
+
 // step<k>_<param> with an earlier checkpoint j in both sets: the update step<k> - step<j> of the
 // run against the reference's, on the parameter's canonical axes; a layout reading that explains
 // it is named "update applied with d<param> in <layout> layout" (code update_layout). Without an
