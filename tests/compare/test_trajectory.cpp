@@ -78,6 +78,9 @@ TEST_F(Trajectory, PlantedWrongLayoutUpdateFailsAtStep1AndIsNamed) {
     EXPECT_GE(t.error, train::kMistakeFactor * t.gate_at) << "the jump at step 1 is far above the gate";
     EXPECT_NE(curve->message.find("part at step 1"), std::string::npos) << curve->message;
     EXPECT_NE(curve->message.find("a mistake, not drift"), std::string::npos) << curve->message;
+    ASSERT_TRUE(curve->loss);  // the tables' cells: the worst step's difference and float32 ULPs
+    EXPECT_GT(curve->loss->ulp, 1000u);
+    EXPECT_NEAR(curve->loss->rel_diff, *std::max_element(t.rel_error.begin(), t.rel_error.end()), 1e-15);
     // The first bad checkpoint is the weight at step 1, diagnosed through its update.
     const compare::Entry* w1 = r.find("step1_weight");
     ASSERT_NE(w1, nullptr);
@@ -323,6 +326,8 @@ TEST_F(Trajectory, ACurveWithNaNOrTheWrongShapeFails) {
     EXPECT_NE(curve->message.find("is nan at step 13"), std::string::npos) << curve->message;
     EXPECT_EQ(curve->trajectory->first_bad_step, 13);
     EXPECT_EQ(curve->trajectory->kind, "mistake");
+    ASSERT_TRUE(curve->loss);  // the tables' cells: not a finite number that hides the NaN
+    EXPECT_TRUE(std::isnan(curve->loss->abs_diff));
   }
   {
     const std::string ref = tmp / "ref_shape", run = tmp / "run_shape";

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/compare/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/train/tensor_names.hpp"
@@ -131,21 +132,26 @@ std::optional<std::string> check_loss_curve(const ArrayView& ref_view, const Arr
       if (e.checks.back().name == "loss_curve_gate") e.checks.back().passed = false;
       why.insert(why.begin(), t.sentence);
     }
-    // The worst step, for the tables (max abs, float32 ULP of the loss).
+    // The worst step, for the tables (max abs, float32 ULP of the loss there); NaN when a step's
+    // run loss is not finite.
     LossStats l;
     std::size_t at = 0;
     for (std::size_t s = 0; s < t.rel_error.size(); ++s) {
+      if (!std::isfinite(t.run[s])) continue;
       const double a = std::fabs(t.run[s] - t.ref[s]);
-      if (!(a <= l.abs_diff)) {
+      if (a > l.abs_diff) {
         l.abs_diff = a;
         at = s;
       }
-      if (!(t.rel_error[s] <= l.rel_diff)) l.rel_diff = t.rel_error[s];
+      l.rel_diff = std::max(l.rel_diff, t.rel_error[s]);
     }
     if (!t.rel_error.empty()) {
       l.ref = t.ref[at];
       l.run = t.run[at];
+      if (std::isfinite(l.run))
+        l.ulp = ulp_distance(static_cast<float>(l.ref), static_cast<float>(l.run), DType::float32);
     }
+    if (nonfinite > 0) l.abs_diff = l.rel_diff = std::numeric_limits<double>::quiet_NaN();
     e.loss = l;
   }
   if (t.sentence.empty() && !why.empty()) t.sentence = why.front();
