@@ -476,6 +476,47 @@ TEST_F(Trajectory, AGradientCheckpointInAnotherLayoutIsNamed) {
       << g1->diagnosis->summary;
 }
 
+// The program's own layouts count: a program that keeps its weights in OHWI (declared so) and
+// applies a dW it holds in OIHW bytes to them. The runner converted the OHWI weights to canonical
+// OIHW, so the run's update is the reference's read through that mix-up; the diagnosis, reading
+// the update back in the declared OHWI bytes, names OIHW and says the weight is stored as OHWI.
+TEST_F(Trajectory, AnUpdateAgainstTheDeclaredWeightLayoutIsNamed) {
+  TrainSetup s;
+  s.steps = 4;
+  s.lr = 0.05;
+  const auto exact = simulate<double>(s);
+  auto run = exact;
+  {
+    // canonical[o,i,h,w] = update bytes at the OHWI offset of (o,i,h,w), those bytes being the
+    // reference update in OIHW (C) order.
+    const auto& w0 = exact.at("step0_weight");
+    const auto& w1 = exact.at("step1_weight");
+    auto& r1 = run.at("step1_weight");
+    for (std::int64_t o = 0; o < kTO; ++o)
+      for (std::int64_t i = 0; i < kTC; ++i)
+        for (std::int64_t h = 0; h < kTKH; ++h)
+          for (std::int64_t w = 0; w < kTKW; ++w) {
+            const auto canon = static_cast<std::size_t>(((o * kTC + i) * kTKH + h) * kTKW + w);
+            const auto ohwi = static_cast<std::size_t>(((o * kTKH + h) * kTKW + w) * kTC + i);
+            r1[canon] = w0[canon] + (w1[ohwi] - w0[ohwi]);
+          }
+  }
+  const std::string ref = tmp / "ref", dir = tmp / "run";
+  write_training_sets(ref, dir, s, exact, run, {}, [](Json& doc) {
+    doc["ops"]["conv2d"]["layouts"] = {{"input", "NHWC"}, {"weight", "OHWI"}, {"grad_weight", "OHWI"}};
+  });
+  const Sets r = compare_sets(ref, dir);
+  const compare::Entry* w1 = r.find("step1_weight");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(w1->verdict, compare::Verdict::failed);
+  ASSERT_TRUE(w1->diagnosis && w1->diagnosis->named()) << (w1->diagnosis ? w1->diagnosis->summary : "");
+  EXPECT_EQ(w1->diagnosis->named()->code, "update_layout");
+  EXPECT_EQ(w1->diagnosis->named()->params["layout"], "OIHW");
+  EXPECT_NE(w1->diagnosis->summary.find("update applied with dW in OIHW layout"), std::string::npos)
+      << w1->diagnosis->summary;
+  EXPECT_NE(w1->diagnosis->summary.find("stored as OHWI"), std::string::npos) << w1->diagnosis->summary;
+}
+
 // Not only conv filters: a matmul whose update reads dB transposed (a Fortran [K,N] array handed
 // to a C-order update, or the reverse) is named through its update too. Hand-built: B (K=7, N=4)
 // and its gradient at step 0 from the fixture's normals, step 1 = step 0 - lr * G in the
