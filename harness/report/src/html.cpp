@@ -132,8 +132,8 @@ std::string render_html(const compare::Report& r) {
     if (!ck.empty())
       o << "<div class=\"diag\"><b>At the first bad checkpoint:</b> " << escape(ck) << "</div>";
     svg::LinePlot curves, diff;
-    curves.title = "loss per step — " + label;
-    curves.width = diff.width = 590;
+    curves.title = "loss per step (reference and run)";  // the article's heading names the op
+    curves.width = diff.width = 535;  // two side by side in the article
     curves.x_label = diff.x_label = "step";
     curves.y_label = "loss";
     bool positive = true;
@@ -144,7 +144,7 @@ std::string render_html(const compare::Report& r) {
     for (std::size_t i = 0; i < t.ref.size(); ++i) ref_s.points.emplace_back(static_cast<double>(i), t.ref[i]);
     for (std::size_t i = 0; i < t.run.size(); ++i) run_s.points.emplace_back(static_cast<double>(i), t.run[i]);
     curves.series = {ref_s, run_s};
-    diff.title = "relative loss difference and gate — " + label;
+    diff.title = "|run − ref| / |ref| per step, and the gate";
     diff.y_label = "relative loss difference";
     svg::Series err_s{"relative difference", {}, 1}, gate_s{"gate r0·sqrt(1+step)", {}, 4};
     for (std::size_t i = 0; i < t.rel_error.size(); ++i) err_s.points.emplace_back(static_cast<double>(i), t.rel_error[i]);
