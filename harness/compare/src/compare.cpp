@@ -20,6 +20,7 @@
 #include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/pairing.hpp"
+#include "validate/compare/trajectory_check.hpp"
 #include "validate/compare/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/mapped_file.hpp"
@@ -144,6 +145,7 @@ class Comparer {
     for (const auto& r : opt_.policy.unmatched_rules())
       report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
     if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // issue 12: the op's entries together
+    refine_trajectories(report_.entries, report_.warnings);   // issue 15: the trajectory verdicts
     report_.elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return Status::ok();
@@ -262,6 +264,16 @@ class Comparer {
     }
     const DType logical = it.ref->c.dtype;
     e.gates = opt_.policy.resolve(TensorKey{it.dtype, e.op, e.role, it.tensor});
+    // Training trajectories (trajectory_check.hpp): the loss curve as a curve, checkpoints with a
+    // tolerance that grows with their step.
+    if (e.role == "loss_curve") {
+      const std::int64_t steps = it.ref->c.train ? it.ref->c.train->steps : shape_numel(e.shape);
+      if (auto bad = check_loss_curve(ref->view(), run_arr->view(), run_arr->header.shape, steps, *e.gates, e))
+        return invalid(e, *bad + " (" + it.ref_file + ")");
+      compare_oracle(it, e, *ref, *run_arr, logical);
+      return;
+    }
+    if (e.role == "checkpoint") e.gates = checkpoint_gates(*e.gates, it.tensor);
     const Gates& gt = *e.gates;
 
     if (e.role == "loss" || e.shape.empty()) {
@@ -315,13 +327,20 @@ class Comparer {
     e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
     GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
+    if (e.role == "checkpoint")  // step1_<param>: the first update itself (trajectory_check.hpp)
+      if (auto u = check_first_update(checkpoint_context(it, gt))) {
+        gr.checks.push_back(u->check);
+        if (!u->check.passed) gr.reasons.push_back(u->reason);
+      }
     e.checks = gr.checks;
     if (!gr.passed()) {
       e.verdict = Verdict::failed;
       std::string msg;
       for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
       e.message = msg;
-      if (opt_.diagnose) {
+      if (opt_.diagnose && e.role == "checkpoint") {
+        e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
+      } else if (opt_.diagnose) {
         auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
         e.diagnosis = std::move(dx);
       }
@@ -335,6 +354,11 @@ class Comparer {
       e.verdict = Verdict::passed;
     }
     compare_oracle(it, e, *ref, *run_arr, logical);
+  }
+
+  CheckpointDiagnosisInput checkpoint_context(const PairItem& it, const Gates& gt) const {
+    return CheckpointDiagnosisInput{it.ref, *it.op, it.tensor, stdfs::path(it.run_file).parent_path().string(),
+                                    it.run ? it.run->op(*it.op) : nullptr, gt, opt_.threads};
   }
 
   void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,

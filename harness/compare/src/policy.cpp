@@ -9,6 +9,7 @@
 #include "validate/cases/case.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/ops/registry.hpp"
+#include "validate/train/tensor_names.hpp"
 
 namespace validate::compare {
 
@@ -18,12 +19,18 @@ namespace {
 // float32 reorderings of the same sums stayed below 1e-4 guarded relative error up to K = 4608,
 // TF32 gave >= 1.7e-3, so rtol 5e-4 separates them; bfloat16/float16 outputs are 1-2 ULPs apart
 // between stacks, gradients more (rounded intermediates), hence the wider near-zero floor.
+// Training (issue 15, docs/training.md decision 5): loss_curve's loss_rel is r0 of the growing
+// gate r0 * sqrt(1 + step) — relative, since a loss curve's scale changes as it trains; checkpoints
+// take the float32 grad gate, widened by sqrt(1 + k) at step k (trajectory_check.hpp). Training
+// cases are float32 only: other dtypes have no loss_curve gate, and their curves fail, unjudged.
 constexpr const char* kBuiltin = R"({
   "format": "validate-policy/1",
   "rules": [
     {"near_zero": 0.01, "mistrust_zeros": 0.9},
     {"dtype": "float32", "role": ["output", "grad"], "rtol": 5e-4, "min_pcc": 0.99999},
     {"dtype": "float32", "role": "loss", "loss_abs": 1e-6},
+    {"dtype": "float32", "role": "loss_curve", "loss_rel": 1e-6},
+    {"dtype": "float32", "role": "checkpoint", "rtol": 5e-4, "min_pcc": 0.99999},
     {"dtype": "bfloat16", "near_zero": 0.05},
     {"dtype": "bfloat16", "role": ["output", "grad"], "rtol": 4e-2, "min_pcc": 0.999},
     {"dtype": "bfloat16", "role": "loss", "loss_abs": 1e-4},
@@ -44,7 +51,22 @@ const std::vector<std::string>& op_names() {
   }();
   return names;
 }
-const std::vector<std::string> kRoles = {"input", "output", "loss", "grad"};
+const std::vector<std::string> kRoles = {"input", "output", "loss", "grad", "loss_curve", "checkpoint"};
+
+// Tensor names a rule may select: every op's (cases::all_tensor_names), and a training case's
+// train_loss and step<k>_<tensor> checkpoints (train/tensor_names.hpp).
+bool known_tensor(const std::string& s) {
+  if (s == train::kLossCurve) return true;
+  const auto& all = cases::all_tensor_names();
+  if (std::find(all.begin(), all.end(), s) != all.end()) return true;
+  const auto c = train::parse_checkpoint_tensor(s);
+  return c && std::find(all.begin(), all.end(), c->tensor) != all.end();
+}
+std::string tensor_vocabulary() {
+  std::string names;
+  for (const auto& n : cases::all_tensor_names()) names += (names.empty() ? "" : ", ") + n;
+  return names + ", " + train::kLossCurve + ", step<k>_<tensor>";
+}
 
 bool in(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -149,9 +171,13 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
       const std::vector<std::string>* vocab = k == "dtype"  ? &kDtypes
                                               : k == "op"   ? &op_names()
                                               : k == "role" ? &kRoles
-                                                            : &cases::all_tensor_names();
+                                                            : nullptr;
       auto list = string_list(it.value(), where, k.c_str(), vocab);
       if (!list) return list.status();
+      if (k == "tensor")
+        for (const auto& t : *list)
+          if (!known_tensor(t))
+            return Error{where + ": unknown tensor '" + t + "' (expected one of " + tensor_vocabulary() + ")"};
       (k == "dtype"  ? rule.dtype
        : k == "op"   ? rule.op
        : k == "role" ? rule.role
@@ -233,11 +259,10 @@ Status Policy::add_gate(const std::string& a) {
                                      : in(op_names(), p)   ? &rule.op
                                      : in(kRoles, p) ? &rule.role
                                                      : &rule.tensor;
-    if (slot == &rule.tensor && (!is_tensor_name(p) || !in(cases::all_tensor_names(), p))) {
+    if (slot == &rule.tensor && (!is_tensor_name(p) || !known_tensor(p))) {
       // A misspelt tensor (grad_wieght) used to be accepted and gate nothing (exit 0).
-      std::string names;
-      for (const auto& n : cases::all_tensor_names()) names += (names.empty() ? "" : ", ") + n;
-      return Error{where + ": '" + printable(p) + "' is neither a dtype, op or role nor a tensor name (" + names + ")"};
+      return Error{where + ": '" + printable(p) + "' is neither a dtype, op or role nor a tensor name (" +
+                   tensor_vocabulary() + ")"};
     }
     if (!slot->empty())
       return Error{where + ": '" + p + "' and '" + slot->front() + "' select the same thing twice"};

@@ -1,5 +1,6 @@
 #pragma once
 // Internal to the reporters: number formatting and grouping shared by every format.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -50,6 +51,52 @@ inline std::string cell_abs(const compare::Entry& e) {
 }
 inline std::string tensor_label(const compare::Entry& e) {
   return e.tensor.empty() ? "(op)" : e.tensor;
+}
+
+// Training trajectories (issue 15): the loss-curve entries, each the verdict of one op's trajectory.
+inline std::vector<const compare::Entry*> trajectories(const compare::Report& r) {
+  std::vector<const compare::Entry*> out;
+  for (const auto& e : r.entries)
+    if (e.trajectory) out.push_back(&e);
+  return out;
+}
+
+// The largest error / gate over the steps (0 when nothing was compared).
+inline double worst_over_gate(const compare::TrajectoryStats& t) {
+  double m = 0;
+  for (std::size_t i = 0; i < t.rel_error.size() && i < t.gate.size(); ++i)
+    if (std::isfinite(t.rel_error[i]) && t.gate[i] > 0) m = std::max(m, t.rel_error[i] / t.gate[i]);
+  return m;
+}
+
+// One line: "FAILED at step 1 (mistake): ..." or "passed: 100 steps within r0 sqrt(1 + step), ...".
+inline std::string trajectory_headline(const compare::Entry& e) {
+  const auto& t = *e.trajectory;
+  std::string s;
+  if (t.first_bad_step >= 0) {
+    s = fmt::format("FAILED at step {} ({}): {}", t.first_bad_step, t.kind, t.sentence);
+  } else if (t.checkpoints_failed > 0 && (e.verdict == compare::Verdict::passed || e.verdict == compare::Verdict::mistrusted)) {
+    return fmt::format("FAILED at checkpoint step {}: the loss curve stays within its gate at all {} steps (worst {:.0f}% of "
+                       "it), but {} of {} checkpoints failed",
+                       t.first_bad_checkpoint_step, t.steps, 100 * worst_over_gate(t), t.checkpoints_failed,
+                       t.checkpoints_compared);
+  } else if (e.verdict == compare::Verdict::passed || e.verdict == compare::Verdict::mistrusted)
+    s = fmt::format("passed: {} steps within the gate {} * sqrt(1 + step) (worst {:.0f}% of it)", t.steps, sci(t.r0),
+                    100 * worst_over_gate(t));
+  else
+    s = std::string(compare::verdict_name(e.verdict)) + ": " + (t.sentence.empty() ? e.message : t.sentence);
+  if (t.checkpoints_compared > 0)
+    s += fmt::format("; checkpoints: {} of {} failed", t.checkpoints_failed, t.checkpoints_compared);
+  return s;
+}
+
+// The first failing checkpoint and what its diagnosis named ("" when every checkpoint passed).
+inline std::string trajectory_checkpoint_line(const compare::TrajectoryStats& t) {
+  if (t.first_bad_checkpoint.empty()) return "";
+  std::string s = fmt::format("first bad checkpoint {} (step {})", t.first_bad_checkpoint, t.first_bad_checkpoint_step);
+  if (!t.checkpoint_diagnosis.empty())
+    s += ": " + t.checkpoint_diagnosis + (t.checkpoint_diagnosis_code.empty() ? "" : " [" + t.checkpoint_diagnosis_code + "]");
+  return s;
 }
 
 // Entries grouped by (variant, dtype), in report order.

@@ -3,6 +3,7 @@
 // there is no script and nothing is fetched, so the file can be archived as a CI artifact and
 // opened offline.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -111,6 +112,53 @@ std::string render_html(const compare::Report& r) {
   if (c.invalid) card("invalid", "invalid inputs", c.invalid);
   o << "</div>\n";
 
+  // Training trajectories: per op that trained, its verdict, both loss curves, and their relative
+  // difference per step under the gate r0 * sqrt(1 + step).
+  const auto trajectories = detail::trajectories(r);
+  if (!trajectories.empty())
+    o << "<h2 id=\"trajectories\">Training trajectories</h2>\n<p>Each training case's loss curve is "
+         "compared step by step against a gate that grows as r0&#183;sqrt(1 + step) (docs/training.md): "
+         "float32 reordering drift grows slowly, a wrong update parts at once. A curve that parts is "
+         "called a <i>mistake</i> when its error is at least 100&#215; the gate or grows geometrically, "
+         "<i>drift</i> otherwise.</p>\n";
+  for (const Entry* e : trajectories) {
+    const auto& t = *e->trajectory;
+    const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
+    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op;
+    o << "<article class=\"trajectory " << (bad ? "failed" : "passed") << "\"" << (bad ? "" : " style=\"border-left-color:var(--ok)\"")
+      << "><h3>" << escape(label) << " <span class=\"" << vclass(bad ? Verdict::failed : Verdict::passed) << "\">"
+      << (bad ? "failed" : "passed") << "</span></h3><p>" << escape(detail::trajectory_headline(*e)) << "</p>";
+    const std::string ck = detail::trajectory_checkpoint_line(t);
+    if (!ck.empty())
+      o << "<div class=\"diag\"><b>At the first bad checkpoint:</b> " << escape(ck) << "</div>";
+    svg::LinePlot curves, diff;
+    curves.title = "loss per step (reference and run)";  // the article's heading names the op
+    curves.width = diff.width = 535;  // two side by side in the article
+    curves.x_label = diff.x_label = "step";
+    curves.y_label = "loss";
+    bool positive = true;
+    for (double v : t.ref) positive = positive && v > 0;
+    for (double v : t.run) positive = positive && (v > 0 || !std::isfinite(v));
+    curves.log_y = positive;
+    svg::Series ref_s{"reference", {}, 0}, run_s{"run", {}, 1};
+    for (std::size_t i = 0; i < t.ref.size(); ++i) ref_s.points.emplace_back(static_cast<double>(i), t.ref[i]);
+    for (std::size_t i = 0; i < t.run.size(); ++i) run_s.points.emplace_back(static_cast<double>(i), t.run[i]);
+    curves.series = {ref_s, run_s};
+    diff.title = "|run − ref| / |ref| per step, and the gate";
+    diff.y_label = "relative loss difference";
+    svg::Series err_s{"relative difference", {}, 1}, gate_s{"gate r0·sqrt(1+step)", {}, 4};
+    for (std::size_t i = 0; i < t.rel_error.size(); ++i) err_s.points.emplace_back(static_cast<double>(i), t.rel_error[i]);
+    for (std::size_t i = 0; i < t.gate.size(); ++i) gate_s.points.emplace_back(static_cast<double>(i), t.gate[i]);
+    diff.series = {err_s, gate_s};
+    if (t.first_bad_step >= 0) {
+      curves.marker_x = diff.marker_x = static_cast<double>(t.first_bad_step);
+      curves.marker_label = diff.marker_label = fmt::format("first bad step {}", t.first_bad_step);
+    }
+    o << "<div class=\"plots\">" << svg::line_plot(curves) << svg::line_plot(diff) << "</div>";
+    if (!e->repro.empty()) o << "<code class=\"repro\">" << escape(e->repro) << "</code>";
+    o << "</article>\n";
+  }
+
   // Needs attention.
   bool any = false;
   for (const auto& e : r.entries) {
@@ -142,14 +190,18 @@ std::string render_html(const compare::Report& r) {
     o << "</article>\n";
   }
 
-  // Error versus K, per (variant, dtype): one series per (op, tensor).
+  // Error versus K, per (variant, dtype): one series per (op, tensor). A training case's curve
+  // and checkpoints have their own section above (many checkpoints would bury the K plot).
+  auto in_k_plot = [](const Entry& e) {
+    return e.K > 0 && (e.stats || e.loss) && e.role != "loss_curve" && e.role != "checkpoint";
+  };
   const auto groups = detail::groups(r);
   // One style (colour, marker, dash) per series name across every plot of the report, so
   // "conv2d grad_weight" looks the same in the float32 and the bfloat16 plots.
   std::map<std::string, int> series_style;
   for (const auto& [key, entries] : groups)
     for (const Entry* e : entries)
-      if (e->K > 0 && (e->stats || e->loss)) series_style.emplace(e->op + " " + e->tensor, 0);
+      if (in_k_plot(*e)) series_style.emplace(e->op + " " + e->tensor, 0);
   {
     int next = 0;
     for (auto& [name, style] : series_style) style = next++;
@@ -158,7 +210,7 @@ std::string render_html(const compare::Report& r) {
   for (const auto& [key, entries] : groups) {
     std::map<std::string, svg::Series> abs_s, ulp_s;
     for (const Entry* e : entries) {
-      if (e->K <= 0 || (!e->stats && !e->loss)) continue;
+      if (!in_k_plot(*e)) continue;
       const std::string name = e->op + " " + e->tensor;
       abs_s[name].name = ulp_s[name].name = name;
       abs_s[name].style = ulp_s[name].style = series_style[name];

@@ -132,6 +132,33 @@ json entry_json(const compare::Entry& e) {
         {"matches", m},
         {"closest", e.diagnosis->closest ? hypothesis_json(*e.diagnosis->closest) : json(nullptr)}};
   }
+  if (e.trajectory) {
+    const auto& t = *e.trajectory;
+    auto arr = [](const std::vector<double>& v) {
+      json a = json::array();
+      for (double x : v) a.push_back(num(x));
+      return a;
+    };
+    j["trajectory"] = {{"steps", t.steps},
+                       {"r0", num(t.r0)},
+                       {"kind", t.kind},
+                       {"first_bad_step", t.first_bad_step},
+                       {"error", num(t.error)},
+                       {"gate", num(t.gate_at)},
+                       {"growth", num(t.growth)},
+                       {"worst_over_gate", num(detail::worst_over_gate(t))},
+                       {"sentence", t.sentence},
+                       {"first_bad_checkpoint", t.first_bad_checkpoint.empty() ? json(nullptr) : json(t.first_bad_checkpoint)},
+                       {"first_bad_checkpoint_step", t.first_bad_checkpoint_step},
+                       {"checkpoint_diagnosis", t.checkpoint_diagnosis},
+                       {"checkpoint_diagnosis_code", t.checkpoint_diagnosis_code},
+                       {"checkpoints_compared", t.checkpoints_compared},
+                       {"checkpoints_failed", t.checkpoints_failed},
+                       {"ref", arr(t.ref)},
+                       {"run", arr(t.run)},
+                       {"rel_error", arr(t.rel_error)},
+                       {"gate_per_step", arr(t.gate)}};
+  }
   if (e.oracle)
     j["oracle"] = {{"ref_max_abs", num(e.oracle->ref_max_abs)},
                    {"run_max_abs", num(e.oracle->run_max_abs)},
@@ -139,6 +166,27 @@ json entry_json(const compare::Entry& e) {
                    {"run_max_ulp", e.oracle->run_max_ulp},
                    {"closer", e.oracle->closer}};
   return j;
+}
+
+// One line per op that trained: its trajectory verdict (the full curves are on its entry).
+json trajectories_json(const compare::Report& r) {
+  json out = json::array();
+  for (const compare::Entry* e : detail::trajectories(r)) {
+    const auto& t = *e->trajectory;
+    out.push_back({{"id", e->dtype + "/" + e->case_name + "/" + e->op},
+                   {"variant", e->variant},
+                   {"entry", e->id()},
+                   {"verdict", compare::verdict_name(e->verdict)},
+                   {"failed", compare::is_failure(e->verdict) || t.checkpoints_failed > 0},
+                   {"kind", t.kind},
+                   {"first_bad_step", t.first_bad_step},
+                   {"growth", num(t.growth)},
+                   {"sentence", t.sentence},
+                   {"first_bad_checkpoint", t.first_bad_checkpoint.empty() ? json(nullptr) : json(t.first_bad_checkpoint)},
+                   {"checkpoint_diagnosis_code", t.checkpoint_diagnosis_code},
+                   {"headline", detail::trajectory_headline(*e)}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -175,6 +223,7 @@ json render_json(const compare::Report& r) {
             {"invalid", c.invalid},
             {"exit_code", r.exit_code()},
             {"line", r.summary_line()}}},
+          {"trajectories", trajectories_json(r)},
           {"self_check", r.self_check.empty() ? json(nullptr) : json(r.self_check)},
           {"warnings", r.warnings},
           {"input_errors", r.input_errors},

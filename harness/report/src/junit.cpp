@@ -22,6 +22,11 @@ std::string details(const Entry& e) {
     d += "\ndiagnosis" +
          (e.diagnosis->named() ? " [" + e.diagnosis->named()->code + "]" : std::string()) + ": " +
          e.diagnosis->summary;
+  if (e.trajectory) {
+    d += "\ntrajectory: " + detail::trajectory_headline(e);
+    const std::string ck = detail::trajectory_checkpoint_line(*e.trajectory);
+    if (!ck.empty()) d += "\n" + ck;
+  }
   if (e.stats)
     d += fmt::format("\nmax abs {} mean abs {} max rel {} max ULP {} p99 ULP {} pcc {:.9g}",
                      detail::sci(e.stats->max_abs), detail::sci(e.stats->mean_abs),
@@ -72,6 +77,9 @@ std::string render_junit(const compare::Report& r) {
           cases << "\n      <system-out>MISTRUSTED: " << xml(e->message) << "</system-out>\n    ";
           break;
         case Verdict::passed:
+          // A trajectory's verdict is worth reading when it passed too (how close to its gate;
+          // a checkpoint of it that failed).
+          if (e->trajectory) cases << "\n      <system-out>" << xml(details(*e)) << "</system-out>\n    ";
           break;
       }
       cases << "</testcase>\n";

@@ -101,6 +101,20 @@ std::string render_markdown(const compare::Report& r) {
     }
     o << "\n";
   }
+  const auto trajectories = detail::trajectories(r);
+  if (!trajectories.empty()) {
+    o << "#### Training trajectories\n\n";
+    for (const Entry* e : trajectories) {
+      const auto& t = *e->trajectory;
+      const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
+      o << "- " << (bad ? "❌" : "✅") << " **"
+        << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op)
+        << "**: " << md_escape(detail::trajectory_headline(*e)) << "\n";
+      const std::string ck = detail::trajectory_checkpoint_line(t);
+      if (!ck.empty()) o << "  - " << md_escape(ck) << "\n";
+    }
+    o << "\n";
+  }
   o << "<details><summary>All " << all.size() << " entries</summary>\n\n";
   table(o, all, !r.oracle_dir.empty());
   o << "\n</details>\n";

@@ -203,6 +203,118 @@ std::string scatter_loglog(const Scatter& s) {
   return o + "</svg>";
 }
 
+std::string line_plot(const LinePlot& p) {
+  const int W = p.width, H = p.height, L = 64, R = 150, T = 26, B = 40;
+  const int pw = W - L - R, ph = H - T - B;
+  std::string o = fmt::format(
+      R"~(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img" class="lineplot">)~",
+      W, H, W, H);
+  o += fmt::format(R"~(<title>{}</title><text x="{}" y="16" class="ct">{}</text>)~", escape(p.title), L,
+                   escape(p.title));
+  // Thin each series: the point of largest y per bucket, in x order.
+  std::vector<std::vector<std::pair<double, double>>> pts;
+  for (const auto& se : p.series) {
+    auto v = se.points;
+    std::sort(v.begin(), v.end());
+    if (v.size() > p.max_points && p.max_points > 1) {
+      std::vector<std::pair<double, double>> thin;
+      const double per = static_cast<double>(v.size()) / static_cast<double>(p.max_points);
+      for (std::size_t b = 0; b < p.max_points; ++b) {
+        const std::size_t a = static_cast<std::size_t>(per * static_cast<double>(b)),
+                          z = std::min(v.size(), static_cast<std::size_t>(per * static_cast<double>(b + 1)));
+        std::size_t best = a;
+        for (std::size_t i = a; i < z; ++i)
+          if (!(v[i].second <= v[best].second)) best = i;  // NaN counts as largest
+        if (a < z) thin.push_back(v[best]);
+      }
+      v = std::move(thin);
+    }
+    pts.push_back(std::move(v));
+  }
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  for (const auto& v : pts)
+    for (auto [x, y] : v) {
+      if (!std::isfinite(x)) continue;
+      xmin = std::min(xmin, x), xmax = std::max(xmax, x);
+      if (std::isfinite(y) && (!p.log_y || y > 0)) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
+    }
+  if (!(xmin <= xmax))
+    return o + fmt::format(R"~(<text x="{}" y="{}" class="tick">no data</text></svg>)~", L, T + ph / 2);
+  if (xmax == xmin) xmax = xmin + 1;
+  if (!(ymin <= ymax)) ymin = ymax = p.log_y ? 1e-7 : 0;
+  double y0, y1;
+  if (p.log_y) {
+    y0 = std::floor(std::log10(ymin));
+    y1 = std::max(y0 + 1, std::ceil(std::log10(ymax)));
+  } else {
+    const double pad = ymax > ymin ? 0.05 * (ymax - ymin) : std::max(1e-12, std::fabs(ymax) * 0.05 + 1e-12);
+    y0 = ymin - pad;
+    y1 = ymax + pad;
+  }
+  auto X = [&](double x) { return L + pw * (x - xmin) / (xmax - xmin); };
+  auto Y = [&](double y) {
+    if (!std::isfinite(y)) return static_cast<double>(T);  // NaN / Inf: on the top edge
+    if (p.log_y) return y > 0 ? T + ph - ph * (std::log10(y) - y0) / (y1 - y0) : static_cast<double>(T + ph);
+    return T + ph - ph * (y - y0) / (y1 - y0);
+  };
+  o += fmt::format(R"~(<rect x="{}" y="{}" width="{}" height="{}" class="frame"/>)~", L, T, pw, ph);
+  // x ticks: about 6, at round steps.
+  const double span = xmax - xmin, raw = span / 6, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / mag < 2 ? mag : raw / mag < 5 ? 2 * mag : 5 * mag;
+  for (double x = std::ceil(xmin / step) * step; x <= xmax + 1e-9; x += step)
+    o += fmt::format(
+        R"~(<line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" class="grid"/><text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{:g}</text>)~",
+        X(x), X(x), T, T + ph, X(x), T + ph + 14, x);
+  if (p.log_y) {
+    const int ystep = static_cast<int>(std::max(1.0, std::ceil((y1 - y0) / 8)));
+    for (double d = y0; d <= y1; d += ystep) {
+      const double y = T + ph - ph * (d - y0) / (y1 - y0);
+      o += fmt::format(
+          R"~(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">1e{}</text>)~",
+          L, L + pw, y, y, L - 4, y + 3, static_cast<int>(d));
+    }
+  } else {
+    for (int k = 0; k <= 5; ++k) {
+      const double v = y0 + (y1 - y0) * k / 5, y = Y(v);
+      o += fmt::format(
+          R"~(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">{:.3g}</text>)~",
+          L, L + pw, y, y, L - 4, y + 3, v);
+    }
+  }
+  if (p.marker_x >= xmin && p.marker_x <= xmax)
+    o += fmt::format(
+        R"~(<g class="marker-x"><line x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" stroke="#cf222e" stroke-width="1.2" stroke-dasharray="4 3"/><text x="{:.1f}" y="{}" class="tick" fill="#cf222e">{}</text></g>)~",
+        X(p.marker_x), X(p.marker_x), T, T + ph, X(p.marker_x) + 3, T + 11, escape(p.marker_label));
+  for (std::size_t i = 0; i < p.series.size(); ++i) {
+    const SeriesStyle st = series_style(p.series[i].style >= 0 ? static_cast<std::size_t>(p.series[i].style) : i);
+    const std::string dash = *st.dash ? fmt::format(R"~( stroke-dasharray="{}")~", st.dash) : std::string();
+    o += fmt::format(R"~(<g class="series" data-series="{}" data-points="{}" data-dash="{}">)~",
+                     escape(p.series[i].name), pts[i].size(), st.dash);
+    std::string path;
+    for (auto [x, y] : pts[i]) path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", X(x), Y(y));
+    if (pts[i].size() > 1)
+      o += fmt::format(R"~(<path d="{}" fill="none" stroke="{}" stroke-width="1.5" opacity="0.85"{}/>)~", path,
+                       st.colour, dash);
+    // Markers where they can be told apart, and always for a point off the scale (zero, NaN).
+    for (auto [x, y] : pts[i]) {
+      const bool off = !std::isfinite(y) || (p.log_y && !(y > 0));
+      if (pts[i].size() <= 60 || off)
+        o += marker(st, X(x), Y(y), 3.0, off, fmt::format("{}: step {:g}, {:.4g}", p.series[i].name, x, y));
+    }
+    const double ly = T + 8 + 15 * static_cast<double>(i);
+    o += fmt::format(
+        R"~(<g class="legend"><line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="1.5"{}/>{}<text x="{}" y="{:.1f}" class="tick">{}</text></g></g>)~",
+        L + pw + 6, L + pw + 28, ly, ly, st.colour, dash, marker(st, L + pw + 17, ly, 3.0, false), L + pw + 33,
+        ly + 4, escape(p.series[i].name));
+  }
+  o += fmt::format(R"~(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)~", L + pw / 2, H - 6,
+                   escape(p.x_label));
+  o += fmt::format(
+      R"~(<text x="14" y="{}" class="axis" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)~",
+      T + ph / 2, T + ph / 2, escape(p.y_label));
+  return o + "</svg>";
+}
+
 std::string sparkline(const std::vector<std::uint64_t>& counts, int width, int height) {
   std::string o = fmt::format(
       R"~(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" class="spark">)~", width,

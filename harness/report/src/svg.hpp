@@ -47,6 +47,21 @@ struct Scatter {
 // Log-log scatter with lines joining each series' points in x order, and a legend.
 std::string scatter_loglog(const Scatter& s);
 
+// Curves against a linear x axis (a training step), the y axis logarithmic (every y > 0 of the
+// plot; y <= 0 is drawn hollow on the bottom edge) or linear. Series of more than `max_points`
+// points are thinned to the largest y of each of `max_points` buckets (an error spike survives).
+// `marker_x` >= 0 draws a vertical line there, labelled `marker_label` (the first bad step).
+struct LinePlot {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+  bool log_y = true;
+  double marker_x = -1;
+  std::string marker_label;
+  int width = 560, height = 300;
+  std::size_t max_points = 1000;
+};
+std::string line_plot(const LinePlot& p);
+
 // A tiny histogram for table cells.
 std::string sparkline(const std::vector<std::uint64_t>& counts, int width = 110, int height = 22);
 

@@ -90,6 +90,18 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
     }
   }
 
+  // Training trajectories: one verdict per op that trained (first bad step, drift or mistake).
+  const auto trajectories = detail::trajectories(r);
+  if (!trajectories.empty()) out << "\n" << p.bold("training trajectories") << "\n";
+  for (const Entry* e : trajectories) {
+    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op;
+    const bool bad = e->trajectory->first_bad_step >= 0 || e->trajectory->checkpoints_failed > 0 || compare::is_failure(e->verdict);
+    out << "  " << p.bold(label) << "  "
+        << p(detail::trajectory_headline(*e), bad ? colour_of(Verdict::failed) : colour_of(Verdict::passed)) << "\n";
+    const std::string ck = detail::trajectory_checkpoint_line(*e->trajectory);
+    if (!ck.empty()) out << "    " << ck << "\n";
+  }
+
   bool any_details = false;
   for (const auto& e : r.entries) {
     const bool show = detail::shows_details(e) || (opt.verbose && e.verdict != Verdict::passed) ||

@@ -12,6 +12,7 @@
 #include "validate/compare/diagnosis.hpp"
 #include "validate/compare/metrics.hpp"
 #include "validate/compare/policy.hpp"
+#include "validate/compare/trajectory_stats.hpp"
 #include "validate/core/tensor.hpp"
 
 namespace validate::compare {
@@ -64,6 +65,8 @@ struct Entry {
   std::vector<Check> checks;
   std::optional<Diagnosis> diagnosis;
   std::optional<OracleComparison> oracle;
+  // A training case's loss curve (role loss_curve): the trajectory verdict (trajectory_stats.hpp).
+  std::optional<TrajectoryStats> trajectory;
   std::string worst_coords;  // "n=0 c=5 h=31 w=0"
   std::string repro;         // a command that compares only this tensor
 

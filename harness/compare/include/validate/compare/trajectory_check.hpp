@@ -1,0 +1,74 @@
+#pragma once
+// The tensors of a training case (issue 15, docs/training.md, docs/compare.md "Training
+// trajectories") need their own reading; an element-wise gate on them would be wrong twice over:
+//  - train_loss (Role::loss_curve) is a curve, not a tensor: per-step relative errors against a
+//    gate that grows with the step (train::loss_gate, r0 = the policy's loss_rel for role
+//    loss_curve), the first step where the stacks part, drift or mistake. With no loss_rel the
+//    curve fails (a curve without a gate must not pass), as does a curve of the wrong length or
+//    with a non-finite loss.
+//  - step<k>_<param> / step<k>_grad_<param> (Role::checkpoint) are compared element-wise, but the
+//    tolerance (atol, rtol, max_ulp) grows like the loss gate, times sqrt(1 + k); and a failing
+//    parameter checkpoint is diagnosed through its UPDATE, step<k> - step<j> against the
+//    reference's, because that is where "update applied with dW in the filter layout" shows.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "validate/cases/refset.hpp"
+#include "validate/cases/run_record.hpp"
+#include "validate/compare/comparison.hpp"
+
+namespace validate::compare {
+
+// Compares a loss curve: fills e.trajectory, e.checks, e.loss (the worst step, for tables),
+// e.verdict and e.message. `ref`/`run` hold the two curves (`run_shape` as the run's file has it),
+// `steps` the case's step count. Returns a message when the REFERENCE is unusable (a NaN or a
+// length other than `steps`): the caller marks the entry invalid.
+std::optional<std::string> check_loss_curve(const ArrayView& ref, const ArrayView& run,
+                                            const Shape& run_shape, std::int64_t steps,
+                                            const Gates& gates, Entry& e);
+
+// sqrt(1 + k) for a checkpoint tensor of step k, 1 for any other name.
+double checkpoint_tolerance_factor(const std::string& tensor);
+// The gates of a checkpoint tensor: atol, rtol and max_ulp times checkpoint_tolerance_factor.
+Gates checkpoint_gates(Gates g, const std::string& tensor);
+
+struct CheckpointDiagnosisInput {
+  const cases::RefCase* ref = nullptr;
+  cases::Op op = cases::Op::conv2d;
+  std::string tensor;            // step<k>_<param> or step<k>_grad_<param>
+  std::string run_dir;           // the directory of the run's tensor files for this case's dtype
+  const cases::OpRunRecord* run = nullptr;  // what the run produced and declared
+  Gates gates;                   // the (scaled) gates of the failing tensor
+  int threads = 0;
+};
+// step1_<param>: the first update, step1 - step0, run against reference, element by element. Both
+// sides start step 0 from the reference's own parameters, so the update is where a wrong update
+// shows in full; the parameter itself is mostly its initial value and understates it (at lr 1e-4 a
+// dW applied in KRSC moves step1_weight by ~1e-4 relative — inside its rtol — but its update by
+// O(1)). An element passes when |du_run - du_ref| <= rtol * max(|du_ref|, floor) + 4 float32 ULP
+// of the parameter (both sides store a rounded parameter), floor = near_zero * max|du_ref|; rtol
+// is the checkpoint's (atol when no rtol). Nothing for other tensors, without step0_<param> in the
+// run, or without an rtol/atol gate. Later updates are not checked this way: once the parameters
+// drift apart, the updates are taken at different points and differ by more than rounding.
+struct UpdateCheck {
+  Check check;         // update_beyond_tolerance: elements beyond, limit 0
+  std::string reason;  // the failure, for the entry's message
+};
+std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in);
+
+// step<k>_<param> with an earlier checkpoint j in both sets: the update step<k> - step<j> of the
+// run against the reference's, on the parameter's canonical axes; a layout reading that explains
+// it is named "update applied with d<param> in <layout> layout" (code update_layout). Without an
+// earlier checkpoint (k = 0), the tensor itself. step<k>_grad_<param>: like the gradient
+// grad_<param> (its output-side layouts, the cuDNN filter descriptor's among them). Nothing when
+// the tensors cannot be read.
+std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in);
+
+// Once every entry is decided: each loss-curve entry learns the first failing checkpoint of its op
+// and that checkpoint's diagnosis; a training op whose run returned no trajectory (train_loss not
+// run / not requested) gets a warning, since only its step 0 was then checked.
+void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& warnings);
+
+}  // namespace validate::compare
