@@ -320,13 +320,27 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
       }
     }
   }
+  // The first update (step 0 to 1) is one SGD step on step 0's gradient g with nothing in the
+  // momentum buffer yet (torch.optim.SGD): w1 = w0 - lr (1 + mu if Nesterov) (g + wd w0). Undoing
+  // it, (w0 - w1) / (lr (1 + mu)) - wd w0 is the gradient the program applied, exactly up to
+  // rounding: weight decay reads the weights in their own layout, so left in the update it blurs
+  // the layout reading (wd 1e-3 left the Fortran example's KRSC mistake unnamed). A later update
+  // mixes several steps' gradients through the momentum buffer and is diagnosed as the difference.
+  const bool first_update = j && *j == 0 && name->step == 1;
+  const train::TrainConfig& tc = *c.train;
+  const double step_scale = first_update ? tc.lr * (tc.nesterov ? 1 + tc.momentum : 1.0) : 1.0;
   Tensor dref, drun;
   if (j) {
     dref = Tensor(DType::float32, info->shape);
     drun = Tensor(DType::float32, info->shape);
     for (std::int64_t i = 0; i < dref.numel(); ++i) {
-      dref.set(i, ref_k->get(i) - ref_j->get(i));
-      drun.set(i, run_k->get(i) - run_j->get(i));
+      if (first_update) {
+        dref.set(i, (ref_j->get(i) - ref_k->get(i)) / step_scale - tc.weight_decay * ref_j->get(i));
+        drun.set(i, (run_j->get(i) - run_k->get(i)) / step_scale - tc.weight_decay * run_j->get(i));
+      } else {
+        dref.set(i, ref_k->get(i) - ref_j->get(i));
+        drun.set(i, run_k->get(i) - run_j->get(i));
+      }
     }
   }
   const Tensor& R = j ? dref : *ref_k;
@@ -342,7 +356,7 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
     // roundoffs of |w| each, so 4 * eps * max|w| between the sides, whatever the update's size.
     const double w_max = std::max(scan_reference(view_of(*ref_k), d.logical, in.threads).max_abs,
                                   scan_reference(view_of(*ref_j), d.logical, in.threads).max_abs);
-    const double rounding = 4 * std::ldexp(1.0, -24) * w_max;
+    const double rounding = 4 * std::ldexp(1.0, -24) * w_max / step_scale;
     if (rounding > 0.05 * sc.max_abs) {
       // An update that small (a tiny rate, a converged parameter) is mostly rounding: every reading
       // of it would "fit". Say so rather than name one.
@@ -362,8 +376,10 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
   }
   // The update: a layout reading of it is "the update applied with dW in that layout".
   const std::string from = train::checkpoint_tensor(*j, param);
-  const std::string subject = fmt::format("the update of {} from step {} to step {} ({} − {})", param, *j,
-                                          name->step, in.tensor, from);
+  const std::string subject =
+      first_update ? fmt::format("the gradient the first update applied to {} (({} − {}) / lr{} − weight_decay·{})", param,
+                                 from, in.tensor, tc.nesterov ? "(1 + momentum)" : "", from)
+                   : fmt::format("the update of {} from step {} to step {} ({} − {})", param, *j, name->step, in.tensor, from);
   for (Hypothesis& h : dx.matches) {
     if (h.family != "output_layout") continue;
     const std::string g = grad_symbol(param);
