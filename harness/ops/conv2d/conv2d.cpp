@@ -44,6 +44,10 @@ class Conv2d final : public OpDefFor<ConvParams> {
   }
 
   std::int64_t reduction_length_of(const ConvParams& p) const override { return p.k(); }
+  // im2col: (C kh kw) x (Hout Wout) per sample.
+  std::int64_t scratch_elements_of(const ConvParams& p) const override {
+    return p.n * p.c * p.kh * p.kw * p.hout() * p.wout();
+  }
 
   // Sizes, channels and kernel >= 1, stride and dilation >= 1, padding >= 0, groups dividing both
   // channel counts, a non-empty output, every value below 2^31 and every tensor (its im2col

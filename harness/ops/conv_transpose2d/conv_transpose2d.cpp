@@ -45,6 +45,10 @@ class ConvTranspose2d final : public OpDefFor<ConvTransposeParams> {
   }
 
   std::int64_t reduction_length_of(const ConvTransposeParams& p) const override { return p.k(); }
+  // col2im: (O kh kw) x (H W) per sample.
+  std::int64_t scratch_elements_of(const ConvTransposeParams& p) const override {
+    return p.n * p.o * p.kh * p.kw * p.h * p.w;
+  }
 
   Status check_of(const ConvTransposeParams& c, const std::string& where) const override {
     auto bad = [&](const std::string& m) { return Status(Error{where + ": " + m}); };

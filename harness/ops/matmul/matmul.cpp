@@ -38,6 +38,7 @@ class Matmul final : public OpDefFor<MatmulParams> {
   }
 
   std::int64_t reduction_length_of(const MatmulParams& p) const override { return p.k; }
+  std::int64_t scratch_elements_of(const MatmulParams&) const override { return 0; }  // BLAS needs none
 
   Status check_of(const MatmulParams& m, const std::string& where) const override {
     if (m.m < 1 || m.k < 1 || m.n < 1 || m.m > kMaxElements || m.k > kMaxExtent || m.n > kMaxExtent)

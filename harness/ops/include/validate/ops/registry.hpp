@@ -31,6 +31,10 @@ class OpDef {
   virtual std::int64_t reduction_length(const OpParams& p) const = 0;
   // Rejects geometry from files written by others before anything divides or multiplies by it.
   virtual Status check(const OpParams& p, const std::string& where) const = 0;
+  // Elements of the largest scratch buffer an implementation without a direct algorithm
+  // materializes: a convolution's im2col/col2im columns (LibTorch's CPU slow_conv2d allocates them
+  // for the whole batch), 0 for a GEMM. generate budgets its memory with it (issue 16).
+  virtual std::int64_t scratch_elements(const OpParams& p) const = 0;
 
   // --- case files (cases/*.json) ----------------------------------------------------------------
   // The keys a case entry of this op may have, and applying them over `p` ("name", "op", "dtypes"
@@ -87,6 +91,7 @@ class OpDefFor : public OpDef {
   OpParams default_params() const final { return P{}; }
   std::vector<TensorInfo> tensors(const OpParams& p) const final { return tensors_of(std::get<P>(p)); }
   std::int64_t reduction_length(const OpParams& p) const final { return reduction_length_of(std::get<P>(p)); }
+  std::int64_t scratch_elements(const OpParams& p) const final { return scratch_elements_of(std::get<P>(p)); }
   Status check(const OpParams& p, const std::string& where) const final { return check_of(std::get<P>(p), where); }
   Status apply_case_keys(const Json& j, OpParams& p, const std::string& where) const final {
     return apply_case_keys_of(j, std::get<P>(p), where);
@@ -110,6 +115,7 @@ class OpDefFor : public OpDef {
  protected:
   virtual std::vector<TensorInfo> tensors_of(const P& p) const = 0;
   virtual std::int64_t reduction_length_of(const P& p) const = 0;
+  virtual std::int64_t scratch_elements_of(const P& p) const = 0;
   virtual Status check_of(const P& p, const std::string& where) const = 0;
   virtual Status apply_case_keys_of(const Json& j, P& p, const std::string& where) const = 0;
   virtual std::string default_case_name_of(const P& p) const = 0;
