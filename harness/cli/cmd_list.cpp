@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -29,15 +30,23 @@ void register_list(CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
-    std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", "dtype", "case", "K", "conv input",
-                             "conv weight", "matmul A", "matmul B");
+    // A training column only for a set that has training cases (the table of others is unchanged).
+    const bool training = std::any_of(list->begin(), list->end(), [](const cases::RefCase& rc) { return rc.c.train.has_value(); });
+    std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}{}\n", "dtype", "case", "K", "conv input",
+                             "conv weight", "matmul A", "matmul B", training ? "  train" : "");
     std::map<std::string, int> per_dtype;
     std::uint64_t elements = 0;
     for (const auto& rc : *list) {
       const auto& c = rc.c;
       const cases::CaseSummary r = cases::summarize(c);
-      std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}\n", dtype_name(c.dtype), c.name, r.k,
-                               r.first_input, r.second_input, r.matmul_a, r.matmul_b);
+      std::string train;
+      if (c.train)
+        train = fmt::format("  {} SGD steps, lr {:g}, momentum {:g}, weight decay {:g}", c.train->steps, c.train->lr,
+                            c.train->momentum, c.train->weight_decay);
+      else if (training)
+        train = "  -";
+      std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}{}\n", dtype_name(c.dtype), c.name, r.k,
+                               r.first_input, r.second_input, r.matmul_a, r.matmul_b, train);
       ++per_dtype[std::string(dtype_name(c.dtype))];
       for (const auto& inst : c.ops)
         for (auto& t : c.tensors(inst.op())) elements += static_cast<std::uint64_t>(shape_numel(t.shape));

@@ -12,6 +12,8 @@ rm -rf "$work" && mkdir -p "$work"
 fail() { echo "train_loop: FAIL: $*"; exit 1; }
 "$bin" generate --cases "$cases" --out "$work/ref" --progress 0 > "$work/gen.log" 2>&1 || fail "generate: $(tail -3 "$work/gen.log")"
 "$bin" verify "$work/ref" > /dev/null || fail "the training set does not verify"
+"$bin" list "$work/ref" | grep -q "train_n2_c6_h7_w9_g2 .* 100 SGD steps, lr 0.05, momentum 0.9" \
+  || fail "list does not show the training schedule: $("$bin" list "$work/ref")"
 ls "$work/ref/float32/"*_conv2d_step99_grad_weight.npy > /dev/null || fail "no last-step checkpoint"
 if [ -n "$py" ]; then
   "$py" - "$work/ref/float32" <<'PY' || fail "numpy cross-check"
