@@ -5,13 +5,15 @@
 
 #include "validate/compare/policy.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/ops/registry.hpp"
 
 using namespace validate;
 using namespace validate::compare;
 
 namespace {
 TensorKey key(const char* dt, const char* op, const char* role, const char* t) {
-  return TensorKey{dt, op, role, t};
+  // Names as a policy file writes them; the key holds the enums.
+  return TensorKey{dt, validate::ops::find(op)->id(), validate::ops::role_from_name(role), t};
 }
 }  // namespace
 

@@ -185,17 +185,19 @@ class Comparer {
     e.variant = run.label;
     e.dtype = it.dtype;
     e.case_name = it.case_name;
-    e.op = it.op ? cases::op_name(*it.op) : "";
+    e.op = it.op;
     e.tensor = it.tensor;
     e.message = it.message;
     if (it.ref && it.op) {
-      const Json* k = find_path(it.ref->metadata, {"ops", e.op.c_str(), "K"});
+      const std::string op = e.op_name();
+      const Json* k = find_path(it.ref->metadata, {"ops", op.c_str(), "K"});
       if (k && k->is_number_integer()) e.K = k->get<std::int64_t>();
       if (!it.tensor.empty()) {
         const Json* tj =
-            find_path(it.ref->metadata, {"ops", e.op.c_str(), "tensors", it.tensor.c_str()});
+            find_path(it.ref->metadata, {"ops", op.c_str(), "tensors", it.tensor.c_str()});
         if (tj) {
-          e.role = tj->value("role", std::string());
+          // The one place a role is read as a name (the reference's metadata, validate-reference/1).
+          e.role = ops::role_from_name(tj->value("role", std::string()));
           e.axes = tj->value("layout", std::string());
           if (e.axes == "scalar") e.axes.clear();
           if (tj->contains("shape")) e.shape = (*tj)["shape"].get<Shape>();
@@ -203,7 +205,7 @@ class Comparer {
       }
     }
     if (!e.tensor.empty() && it.kind != PairItem::Kind::tensor)
-      (void)opt_.policy.resolve(TensorKey{it.dtype, e.op, e.role, it.tensor});
+      (void)opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
     switch (it.kind) {
       case PairItem::Kind::not_run:
         e.verdict = Verdict::not_run;
@@ -240,7 +242,7 @@ class Comparer {
   void compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
     auto ref = open_npy(it.ref_file);
     if (!ref) return invalid(e, "reference: " + ref.message());
-    if (!e.shape.empty() || e.role == "loss") {
+    if (!e.shape.empty() || e.role == ops::Role::loss) {
       if (ref->header.shape != e.shape)
         return invalid(
             e, fmt::format("reference: {} has shape {} but its metadata says {}", it.ref_file,
@@ -263,20 +265,20 @@ class Comparer {
       return;
     }
     const DType logical = it.ref->c.dtype;
-    e.gates = opt_.policy.resolve(TensorKey{it.dtype, e.op, e.role, it.tensor});
+    e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
     // Training trajectories (trajectory_check.hpp): the loss curve as a curve, checkpoints with a
     // tolerance that grows with their step.
-    if (e.role == "loss_curve") {
+    if (e.role == ops::Role::loss_curve) {
       const std::int64_t steps = it.ref->c.train ? it.ref->c.train->steps : shape_numel(e.shape);
       if (auto bad = check_loss_curve(ref->view(), run_arr->view(), run_arr->header.shape, steps, *e.gates, e))
         return invalid(e, *bad + " (" + it.ref_file + ")");
       compare_oracle(it, e, *ref, *run_arr, logical);
       return;
     }
-    if (e.role == "checkpoint") e.gates = checkpoint_gates(*e.gates, it.tensor);
+    if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
     const Gates& gt = *e.gates;
 
-    if (e.role == "loss" || e.shape.empty()) {
+    if (e.role == ops::Role::loss || e.shape.empty()) {
       if (run_arr->header.shape != e.shape && shape_numel(run_arr->header.shape) != 1) {
         e.verdict = Verdict::failed;
         e.message = fmt::format("shape mismatch: run loss has shape {}, expected a scalar",
@@ -308,7 +310,7 @@ class Comparer {
     if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
     mo.threads = opt_.threads;
     if (const Json* m = find_path(it.ref->metadata,
-                                  {"ops", e.op.c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
+                                  {"ops", e.op_name().c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
       if (m->is_number()) mo.ref_max_abs = m->get<double>();
     auto st = compute_metrics(ref->view(), run_arr->view(), mo);
     if (!st) return invalid(e, it.run_file + ": " + st.message());
@@ -327,7 +329,7 @@ class Comparer {
     e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
     GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
-    if (e.role == "checkpoint")  // step1_<param>: the first update itself (trajectory_check.hpp)
+    if (e.role == ops::Role::checkpoint)  // step1_<param>: the first update itself (trajectory_check.hpp)
       if (auto u = check_first_update(checkpoint_context(it, gt))) {
         gr.checks.push_back(u->check);
         if (!u->check.passed) gr.reasons.push_back(u->reason);
@@ -338,7 +340,7 @@ class Comparer {
       std::string msg;
       for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
       e.message = msg;
-      if (opt_.diagnose && e.role == "checkpoint") {
+      if (opt_.diagnose && e.role == ops::Role::checkpoint) {
         e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
       } else if (opt_.diagnose) {
         auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
@@ -487,7 +489,7 @@ class Comparer {
     in.shape = e.shape;
     in.run_shape = run.header.shape;
     in.axes = e.axes;
-    in.op = cases::op_name(*it.op);
+    in.op = *it.op;
     in.tensor = it.tensor;
     in.role = e.role;
     in.logical = it.ref->c.dtype;
@@ -557,8 +559,8 @@ class Comparer {
         (stdfs::path(it.run_file).parent_path() / it.ref->c.file_name(*it.op, "output")).string());
     if (!out) return std::nullopt;
     DiagnosisInput in;
-    in.op = cases::op_name(*it.op);
-    in.role = "loss";
+    in.op = *it.op;
+    in.role = ops::Role::loss;
     in.logical = it.ref->c.dtype;
     in.ref_loss = l.ref;
     in.run_loss = l.run;
@@ -572,7 +574,7 @@ class Comparer {
     DiagnosisInput in;
     in.ref = ref.view();
     in.run = run.view();
-    in.op = cases::op_name(*it.op);
+    in.op = *it.op;
     in.tensor = it.tensor;
     in.role = e.role;
     in.logical = it.ref->c.dtype;

@@ -291,7 +291,7 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
   d.shape = info->shape;
   d.run_shape = info->shape;
   d.axes = info->canonical_axes;
-  d.op = cases::op_name(in.op);
+  d.op = in.op;
   d.logical = c.dtype;
   d.declared_layout = declared_layout(in.run, in.tensor, grad ? name->tensor : param);
   if (in.run && in.run->layouts) d.declared = *in.run->layouts;
@@ -348,7 +348,7 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
   d.ref = view_of(R);
   d.run = view_of(U);
   d.tensor = grad ? name->tensor : param;
-  d.role = grad ? "grad" : "checkpoint";
+  d.role = grad ? ops::Role::grad : ops::Role::checkpoint;
   const RefScan sc = scan_reference(d.ref, d.logical, in.threads);
   d.floor = std::max(in.gates.near_zero * sc.max_abs, 1e-30);
   if (j) {
@@ -416,12 +416,12 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
 }
 
 void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& warnings) {
-  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+  using Key = std::tuple<std::string, std::string, std::string, ops::Op>;
   std::map<Key, std::vector<Entry*>> ops;
   std::vector<Key> order;
   for (auto& e : entries) {
-    if (e.op.empty() || e.tensor.empty()) continue;
-    Key k{e.variant, e.dtype, e.case_name, e.op};
+    if (!e.op || e.tensor.empty()) continue;
+    Key k{e.variant, e.dtype, e.case_name, *e.op};
     if (!ops.count(k)) order.push_back(k);
     ops[k].push_back(&e);
   }
@@ -429,15 +429,15 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
     Entry* curve = nullptr;
     std::vector<Entry*> checkpoints;
     for (Entry* e : ops[k]) {
-      if (e->role == "loss_curve") curve = e;
-      if (e->role == "checkpoint") checkpoints.push_back(e);
+      if (e->role == ops::Role::loss_curve) curve = e;
+      if (e->role == ops::Role::checkpoint) checkpoints.push_back(e);
     }
     if (!curve) continue;
     if (curve->verdict == Verdict::not_run || curve->verdict == Verdict::not_requested)
       warnings.push_back(fmt::format(
           "{}{}/{}/{} is a training case but the run returned no trajectory (train_loss {}): only its step 0 "
           "was checked; --require-all makes this a failure",
-          std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), std::get<3>(k),
+          std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), ops::op_name(std::get<3>(k)),
           compare::verdict_name(curve->verdict)));
     if (!curve->trajectory) continue;
     std::int64_t missing = 0;
@@ -446,7 +446,7 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
       warnings.push_back(fmt::format(
           "{}{}/{}/{}: the run returned the loss curve but {} of {} checkpoints are not run: the parameters and "
           "their updates were not checked there (--require-all makes this a failure)",
-          std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), std::get<3>(k),
+          std::get<0>(k).empty() ? "" : "[" + std::get<0>(k) + "] ", std::get<1>(k), std::get<2>(k), ops::op_name(std::get<3>(k)),
           missing, checkpoints.size()));
     TrajectoryStats& t = *curve->trajectory;
     const Entry* first = nullptr;
