@@ -91,8 +91,9 @@ DiagnosisInput make_input(const Tensor& ref, const Tensor& run, const Tensor& x,
   in.run = view_of(run);
   in.shape = in.run_shape = ref.shape();
   in.axes = "NCHW";
-  in.op = "conv2d";
-  in.tensor = in.role = "output";
+  in.op = validate::ops::Op::conv2d;
+  in.tensor = "output";
+  in.role = validate::ops::Role::output;
   in.rtol = 5e-4;
   in.floor = 1e-2;
   in.inputs = {{"input", view_of(x)}, {"weight", view_of(w)}};

@@ -36,7 +36,7 @@ inline void expect_narrow_accumulator_named_from_loss(compare::DiagnosisInput in
     for (std::int64_t i = 0; i < y.numel(); ++i) sum += std::pow(bf16(y.get(i)) - t.get(i), 2);
     return sum / static_cast<double>(y.numel());
   };
-  in.role = "loss";
+  in.role = validate::ops::Role::loss;
   in.tensor = "loss";
   in.logical = DType::bfloat16;
   in.inputs["target"] = compare::view_of(t);

@@ -11,6 +11,7 @@
 #include "validate/compare/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/ops/op.hpp"
+#include "validate/ops/registry.hpp"
 
 using namespace validate;
 using namespace validate::compare;
@@ -54,8 +55,8 @@ DiagnosisInput input_for(const Tensor& ref, const Tensor& run, const std::string
   in.run_shape = run.shape();
   in.axes = axes;
   in.tensor = tensor;
-  in.op = op;
-  in.role = role;
+  in.op = ops::find(op)->id();  // names read as a reference's metadata would be
+  in.role = ops::role_from_name(role);
   in.rtol = 5e-4;
   double mx = 0;
   for (std::int64_t i = 0; i < ref.numel(); ++i) mx = std::max(mx, std::fabs(ref.get(i)));
@@ -365,12 +366,14 @@ TEST(Diagnosis, FlipOnDataInsteadOfWeights) {
   for (auto& e : entries) {
     e.dtype = "float32";
     e.case_name = "c";
-    e.op = "conv2d";
+    e.op = ops::Op::conv2d;
     e.verdict = Verdict::failed;
   }
-  entries[0].tensor = entries[0].role = "output";
+  entries[0].tensor = "output";
+  entries[0].role = ops::Role::output;
   entries[0].diagnosis = dx;
-  entries[1].tensor = entries[1].role = "loss";
+  entries[1].tensor = "loss";
+  entries[1].role = ops::Role::loss;
   refine_op_diagnoses(entries);
   ASSERT_NE(entries[0].diagnosis->named(), nullptr);
   EXPECT_EQ(entries[0].diagnosis->named()->code, "flip_on_data");
@@ -475,9 +478,9 @@ TEST(Diagnosis, OutputWrittenHwSwappedUnderChannelsLastDeclaration) {
 
 TEST(Diagnosis, LossAsASumAndGradientsScaled) {
   DiagnosisInput in;
-  in.role = "loss";
+  in.role = ops::Role::loss;
   in.tensor = "loss";
-  in.op = "conv2d";
+  in.op = ops::Op::conv2d;
   in.input_shapes["output"] = {2, 4, 4, 8};  // 256 elements, batch 2
   in.ref_loss = 1.25;
   in.run_loss = 1.25 * 256;
@@ -774,7 +777,7 @@ TEST(LossRoundingCheck, UnroundedLossFailsAndHonestLossesDoNot) {
   ls /= static_cast<double>(y.size());
   ASSERT_GT(std::fabs(lu - ls), 1e-5 * ls) << "the geometry must make the rounding visible";
   auto in = conv_input(g, stored, stored, x, w, nullptr);
-  in.role = "loss";
+  in.role = ops::Role::loss;
   in.logical = DType::bfloat16;
   in.inputs["target"] = view_of(t);
   in.input_shapes["target"] = t.shape();

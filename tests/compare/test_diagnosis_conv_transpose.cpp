@@ -63,8 +63,8 @@ DiagnosisInput ct_input(const CT& g, const Tensor& ref, const Tensor& run, const
   in.run_shape = run.shape();
   in.axes = "NCHW";
   in.tensor = "output";
-  in.op = "conv_transpose2d";
-  in.role = "output";
+  in.op = ops::Op::conv_transpose2d;
+  in.role = ops::Role::output;
   in.rtol = 5e-4;
   double mx = 0;
   for (std::int64_t i = 0; i < ref.numel(); ++i) mx = std::max(mx, std::fabs(ref.get(i)));

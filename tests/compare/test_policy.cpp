@@ -5,13 +5,15 @@
 
 #include "validate/compare/policy.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/ops/registry.hpp"
 
 using namespace validate;
 using namespace validate::compare;
 
 namespace {
 TensorKey key(const char* dt, const char* op, const char* role, const char* t) {
-  return TensorKey{dt, op, role, t};
+  // Names as a policy file writes them; the key holds the enums.
+  return TensorKey{dt, validate::ops::find(op)->id(), validate::ops::role_from_name(role), t};
 }
 }  // namespace
 
@@ -161,4 +163,34 @@ TEST(Policy, ToJsonRoundTrips) {
   ASSERT_TRUE(q.add_json(p.to_json(), "roundtrip"));
   EXPECT_EQ(q.resolve(key("float32", "conv2d", "grad", "grad_input")).max_ulp, 16.0);
   EXPECT_EQ(q.resolve(key("float32", "conv2d", "loss", "loss")).loss_abs, 1e-6);
+}
+
+// Op and role travel as enums through compare; names are parsed only where a policy is read
+// (and written back by to_json). Every role must be reachable from its name, or a rule naming it
+// would be refused (or, worse, select nothing).
+TEST(Policy, RoleAndOpNamesAreParsedAtTheBoundary) {
+  const auto& roles = ops::all_roles();
+  EXPECT_EQ(roles.size(), 6u);  // input, output, loss, grad, loss_curve, checkpoint
+  for (ops::Role r : roles) EXPECT_EQ(ops::role_from_name(ops::role_name(r)), r) << ops::role_name(r);
+  EXPECT_EQ(ops::role_from_name("loss_curve"), ops::Role::loss_curve);
+  EXPECT_FALSE(ops::role_from_name(""));
+  EXPECT_FALSE(ops::role_from_name("ouput"));
+
+  Policy p = Policy::empty();
+  ASSERT_TRUE(p.add_json(nlohmann::json::parse(R"({"rules": [
+      {"op": ["conv_transpose2d", "matmul"], "role": "checkpoint", "rtol": 0.5},
+      {"rtol": 0.25}]})"),
+                         "p.json"));
+  const auto gate = [&](ops::Op op, std::optional<ops::Role> role) {
+    return *p.resolve(TensorKey{"float32", op, role, "step3_weight"}).rtol;
+  };
+  EXPECT_DOUBLE_EQ(gate(ops::Op::conv_transpose2d, ops::Role::checkpoint), 0.5);
+  EXPECT_DOUBLE_EQ(gate(ops::Op::matmul, ops::Role::checkpoint), 0.5);
+  EXPECT_DOUBLE_EQ(gate(ops::Op::conv2d, ops::Role::checkpoint), 0.25);
+  EXPECT_DOUBLE_EQ(gate(ops::Op::matmul, ops::Role::grad), 0.25);
+  // A key whose metadata named no role matches only rules without a role selector.
+  EXPECT_DOUBLE_EQ(gate(ops::Op::matmul, std::nullopt), 0.25);
+  const auto j = p.to_json()["rules"][0];
+  EXPECT_EQ(j["op"], nlohmann::json::parse(R"(["conv_transpose2d", "matmul"])"));
+  EXPECT_EQ(j["role"], "checkpoint");
 }

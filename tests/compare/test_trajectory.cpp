@@ -568,23 +568,23 @@ TEST_F(Trajectory, AMatmulUpdateWithDbTransposedIsNamed) {
 // A policy may select the new roles and the training tensors by name; a misspelt one is refused.
 TEST(TrajectoryPolicy, RolesAndTensorNamesOfTraining) {
   auto p = compare::Policy::builtin();
-  const auto curve = p.resolve({"float32", "conv2d", "loss_curve", "train_loss"});
+  const auto curve = p.resolve({"float32", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"});
   ASSERT_TRUE(curve.loss_rel);
   EXPECT_DOUBLE_EQ(*curve.loss_rel, 1e-6);
   EXPECT_FALSE(curve.rtol);
-  const auto ck = p.resolve({"float32", "conv2d", "checkpoint", "step3_weight"});
+  const auto ck = p.resolve({"float32", ops::Op::conv2d, ops::Role::checkpoint, "step3_weight"});
   ASSERT_TRUE(ck.rtol);
   EXPECT_DOUBLE_EQ(*ck.rtol, 5e-4);
   // Training cases are float32 only: no other dtype has a curve gate (its curve fails unjudged).
-  EXPECT_FALSE(p.resolve({"bfloat16", "conv2d", "loss_curve", "train_loss"}).loss_rel);
+  EXPECT_FALSE(p.resolve({"bfloat16", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"}).loss_rel);
   EXPECT_TRUE(p.add_gate("float32.checkpoint.rtol=1e-3"));
   EXPECT_TRUE(p.add_gate("float32.step1_grad_weight.rtol=1e-2"));  // as specific, later: wins
   EXPECT_TRUE(p.add_gate("train_loss.loss_rel=2e-6"));
   EXPECT_FALSE(p.add_gate("step1_grad_wieght.rtol=1e-2"));
   EXPECT_TRUE(p.add_json(Json::parse(R"({"rules": [{"role": "checkpoint", "tensor": "step10_weight", "rtol": 1e-3}]})"), "t"));
   EXPECT_FALSE(p.add_json(Json::parse(R"({"rules": [{"tensor": "step10_wieght", "rtol": 1e-3}]})"), "t"));
-  EXPECT_DOUBLE_EQ(*p.resolve({"float32", "conv2d", "checkpoint", "step1_grad_weight"}).rtol, 1e-2);
-  EXPECT_DOUBLE_EQ(*p.resolve({"float32", "conv2d", "loss_curve", "train_loss"}).loss_rel, 2e-6);
+  EXPECT_DOUBLE_EQ(*p.resolve({"float32", ops::Op::conv2d, ops::Role::checkpoint, "step1_grad_weight"}).rtol, 1e-2);
+  EXPECT_DOUBLE_EQ(*p.resolve({"float32", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"}).loss_rel, 2e-6);
 }
 
 }  // namespace

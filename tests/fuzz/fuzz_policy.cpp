@@ -36,8 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (!st) return 0;
   for (const char* dtype : {"float32", "bfloat16", "float16"})
-    for (const char* op : {"conv2d", "matmul"})
-      for (const char* role : {"input", "output", "loss", "grad"})
+    for (ops::Op op : {ops::Op::conv2d, ops::Op::matmul, ops::Op::conv_transpose2d})
+      for (ops::Role role : ops::all_roles())
         for (const char* tensor : {"output", "loss", "grad_weight", "grad_A"}) {
           compare::Gates g = p.resolve({dtype, op, role, tensor});
           for (auto v : {g.max_ulp, g.atol, g.rtol, g.min_pcc, g.loss_abs, g.loss_rel})

@@ -34,10 +34,13 @@ bool is_failure(Verdict v) { return v == Verdict::failed || v == Verdict::error;
 
 std::string Entry::id() const {
   std::string s = dtype + "/" + case_name;
-  if (!op.empty()) s += "/" + op;
+  if (op) s += "/" + op_name();
   if (!tensor.empty()) s += "/" + tensor;
   return s;
 }
+
+std::string Entry::op_name() const { return op ? ops::op_name(*op) : ""; }
+std::string Entry::role_name() const { return role ? ops::role_name(*role) : ""; }
 
 void Counts::add(Verdict v) {
   switch (v) {

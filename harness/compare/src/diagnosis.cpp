@@ -75,7 +75,7 @@ std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
 
 Diagnosis diagnose(const DiagnosisInput& in) {
   Search s;
-  if (in.role == "loss") {
+  if (in.role == ops::Role::loss) {
     search_loss(in, s);
     s.dx.baseline_max_abs = std::fabs(in.run_loss - in.ref_loss);
   } else {

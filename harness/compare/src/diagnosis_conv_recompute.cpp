@@ -92,7 +92,7 @@ bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem&
 }  // namespace
 
 void search_conv_inputs(const DiagnosisInput& in, Search& s) {
-  if (in.op != "conv2d" || in.role != "output" || in.run_shape != in.shape ||
+  if (in.op != ops::Op::conv2d || in.role != ops::Role::output || in.run_shape != in.shape ||
       in.shape.size() != 4)
     return;
   ConvProblem P;

@@ -56,7 +56,7 @@ bool make_problem(const DiagnosisInput& in, ConvTransposeProblem& P) {
 }  // namespace
 
 void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
-  if (in.op != "conv_transpose2d" || in.role != "output" || in.run_shape != in.shape || in.shape.size() != 4)
+  if (in.op != ops::Op::conv_transpose2d || in.role != ops::Role::output || in.run_shape != in.shape || in.shape.size() != 4)
     return;
   ConvTransposeProblem P;
   if (!make_problem(in, P)) return;

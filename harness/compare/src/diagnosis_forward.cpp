@@ -21,7 +21,7 @@ bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<d
                  const ops::ReferenceOptions& opt) {
   if (!in.params) return false;
   const ops::OpDef& def = ops::find(ops::op_of(*in.params));
-  if (in.op != def.name()) return false;
+  if (in.op != def.id()) return false;
   const auto table = def.tensors(*in.params);
   std::map<std::string, std::vector<double>> mem;
   ops::Views views;

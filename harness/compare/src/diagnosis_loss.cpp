@@ -39,7 +39,7 @@ std::vector<Scale> scales(const Shape& out) {
 }  // namespace
 
 void search_loss(const DiagnosisInput& in, Search& s) {
-  if (in.role != "loss" || !in.input_shapes.count("output")) return;
+  if (in.role != ops::Role::loss || !in.input_shapes.count("output")) return;
   const Shape out = in.input_shapes.at("output");
   const double L = in.ref_loss, R = in.run_loss;
   if (!std::isfinite(L) || !std::isfinite(R)) return;
@@ -150,7 +150,7 @@ void search_loss(const DiagnosisInput& in, Search& s) {
 }
 
 void search_gradient_scale(const DiagnosisInput& in, Search& s) {
-  if (in.role != "grad" || !in.input_shapes.count("output") || in.run_shape != in.shape) return;
+  if (in.role != ops::Role::grad || !in.input_shapes.count("output") || in.run_shape != in.shape) return;
   s.family("gradient_scale");
   const std::int64_t numel = shape_numel(in.shape);
   const auto positions = sample_positions(numel, in.sample);

@@ -8,7 +8,7 @@
 namespace validate::compare::detail {
 
 void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
-  if (in.op != "matmul" || in.role != "output" || in.run_shape != in.shape || in.shape.size() != 2)
+  if (in.op != ops::Op::matmul || in.role != ops::Role::output || in.run_shape != in.shape || in.shape.size() != 2)
     return;
   auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
   if (!has("A") || !has("B")) return;

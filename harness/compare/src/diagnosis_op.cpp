@@ -19,16 +19,16 @@ void rerank(Diagnosis& dx, const std::string& tensor) {
 }  // namespace
 
 void refine_op_diagnoses(std::vector<Entry>& entries) {
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<Entry*>> ops;
+  std::map<std::tuple<std::string, std::string, std::string, ops::Op>, std::vector<Entry*>> by_op;
   for (auto& e : entries)
-    if (!e.op.empty() && !e.tensor.empty())
-      ops[{e.variant, e.dtype, e.case_name, e.op}].push_back(&e);
-  for (auto& [key, group] : ops) {
+    if (e.op && !e.tensor.empty())
+      by_op[{e.variant, e.dtype, e.case_name, *e.op}].push_back(&e);
+  for (auto& [key, group] : by_op) {
     Entry* out = nullptr;
     Entry* loss = nullptr;
     for (Entry* e : group) {
-      if (e->role == "output") out = e;
-      if (e->role == "loss") loss = e;
+      if (e->role == ops::Role::output) out = e;
+      if (e->role == ops::Role::loss) loss = e;
     }
     // 1. The loss decides between writing and reading mistakes on the output.
     if (out && out->diagnosis && out->diagnosis->matches.size() > 1 && loss &&

@@ -51,7 +51,27 @@ const std::vector<std::string>& op_names() {
   }();
   return names;
 }
-const std::vector<std::string> kRoles = {"input", "output", "loss", "grad", "loss_curve", "checkpoint"};
+const std::vector<std::string>& role_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (ops::Role r : ops::all_roles()) out.emplace_back(ops::role_name(r));
+    return out;
+  }();
+  return names;
+}
+// Policy files and --gate name ops and roles; rules hold the enums (names checked beforehand).
+ops::Op op_named(const std::string& s) { return ops::find(s)->id(); }
+ops::Role role_named(const std::string& s) { return *ops::role_from_name(s); }
+std::vector<std::string> names_of(const std::vector<ops::Op>& v) {
+  std::vector<std::string> out;
+  for (ops::Op o : v) out.emplace_back(ops::op_name(o));
+  return out;
+}
+std::vector<std::string> names_of(const std::vector<ops::Role>& v) {
+  std::vector<std::string> out;
+  for (ops::Role r : v) out.emplace_back(ops::role_name(r));
+  return out;
+}
 
 // Tensor names a rule may select: every op's (cases::all_tensor_names), and a training case's
 // train_loss and step<k>_<tensor> checkpoints (train/tensor_names.hpp).
@@ -124,8 +144,13 @@ bool is_tensor_name(const std::string& s) {
   return true;
 }
 
-bool any_of_or_empty(const std::vector<std::string>& sel, const std::string& v) {
-  return sel.empty() || in(sel, v);
+template <class T>
+bool any_of_or_empty(const std::vector<T>& sel, const T& v) {
+  return sel.empty() || std::find(sel.begin(), sel.end(), v) != sel.end();
+}
+template <class T>
+bool any_of_or_empty(const std::vector<T>& sel, const std::optional<T>& v) {
+  return sel.empty() || (v && std::find(sel.begin(), sel.end(), *v) != sel.end());
 }
 
 }  // namespace
@@ -170,7 +195,7 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
       // Tensor names too: a misspelt "grad_wieght" selected nothing and gated nothing.
       const std::vector<std::string>* vocab = k == "dtype"  ? &kDtypes
                                               : k == "op"   ? &op_names()
-                                              : k == "role" ? &kRoles
+                                              : k == "role" ? &role_names()
                                                             : nullptr;
       auto list = string_list(it.value(), where, k.c_str(), vocab);
       if (!list) return list.status();
@@ -178,10 +203,12 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
         for (const auto& t : *list)
           if (!known_tensor(t))
             return Error{where + ": unknown tensor '" + t + "' (expected one of " + tensor_vocabulary() + ")"};
-      (k == "dtype"  ? rule.dtype
-       : k == "op"   ? rule.op
-       : k == "role" ? rule.role
-                     : rule.tensor) = *list;
+      if (k == "op")
+        for (const auto& o : *list) rule.op.push_back(op_named(o));
+      else if (k == "role")
+        for (const auto& o : *list) rule.role.push_back(role_named(o));
+      else
+        (k == "dtype" ? rule.dtype : rule.tensor) = *list;
     } else if (in(keys(), k)) {
       if (it.value().is_null()) {
         rule.values[k] = std::nullopt;
@@ -255,18 +282,29 @@ Status Policy::add_gate(const std::string& a) {
   for (const auto& p : parts) {
     if (p.empty()) return Error{where + ": empty selector part"};
     if (p == "*") continue;
-    std::vector<std::string>* slot = in(kDtypes, p)  ? &rule.dtype
-                                     : in(op_names(), p)   ? &rule.op
-                                     : in(kRoles, p) ? &rule.role
-                                                     : &rule.tensor;
-    if (slot == &rule.tensor && (!is_tensor_name(p) || !known_tensor(p))) {
+    // Parts are told apart by vocabulary: a dtype, an op, a role, else a tensor name.
+    enum class Part { dtype, op, role, tensor };
+    const Part kind = in(kDtypes, p)         ? Part::dtype
+                      : in(op_names(), p)    ? Part::op
+                      : in(role_names(), p)  ? Part::role
+                                             : Part::tensor;
+    if (kind == Part::tensor && (!is_tensor_name(p) || !known_tensor(p))) {
       // A misspelt tensor (grad_wieght) used to be accepted and gate nothing (exit 0).
       return Error{where + ": '" + printable(p) + "' is neither a dtype, op or role nor a tensor name (" +
                    tensor_vocabulary() + ")"};
     }
-    if (!slot->empty())
-      return Error{where + ": '" + p + "' and '" + slot->front() + "' select the same thing twice"};
-    slot->push_back(p);
+    const std::vector<std::string> taken = kind == Part::dtype ? rule.dtype
+                                           : kind == Part::op  ? names_of(rule.op)
+                                           : kind == Part::role ? names_of(rule.role)
+                                                                : rule.tensor;
+    if (!taken.empty())
+      return Error{where + ": '" + p + "' and '" + taken.front() + "' select the same thing twice"};
+    switch (kind) {
+      case Part::dtype: rule.dtype.push_back(p); break;
+      case Part::op: rule.op.push_back(op_named(p)); break;
+      case Part::role: rule.role.push_back(role_named(p)); break;
+      case Part::tensor: rule.tensor.push_back(p); break;
+    }
   }
   if (value == "none" || value == "off" || value == "null") {
     rule.values[key] = std::nullopt;
@@ -287,8 +325,9 @@ std::vector<std::string> Policy::unmatched_rules() const {
   for (const auto& r : rules_) {
     if (r.layer == 0 || r.matched) continue;
     nlohmann::json j;
+    const std::vector<std::string> op = names_of(r.op), role = names_of(r.role);
     for (const auto& [name, sel] : {std::pair<const char*, const std::vector<std::string>*>{"dtype", &r.dtype},
-                                    {"op", &r.op}, {"role", &r.role}, {"tensor", &r.tensor}})
+                                    {"op", &op}, {"role", &role}, {"tensor", &r.tensor}})
       if (!sel->empty()) j[name] = *sel;
     for (const auto& kv : r.values) j[kv.first] = kv.second ? nlohmann::json(*kv.second) : nlohmann::json(nullptr);
     out.push_back(r.origin + " " + j.dump());
@@ -336,8 +375,8 @@ nlohmann::json Policy::to_json() const {
         j[name] = v;
     };
     sel("dtype", r.dtype);
-    sel("op", r.op);
-    sel("role", r.role);
+    sel("op", names_of(r.op));
+    sel("role", names_of(r.role));
     sel("tensor", r.tensor);
     for (const auto& kv : r.values)
       j[kv.first] = kv.second ? nlohmann::json(*kv.second) : nlohmann::json(nullptr);

@@ -59,4 +59,16 @@ const char* role_name(Role r) {
   return "?";
 }
 
+const std::vector<Role>& all_roles() {
+  static const std::vector<Role> roles = {Role::input, Role::output,     Role::loss,
+                                          Role::grad,  Role::loss_curve, Role::checkpoint};
+  return roles;
+}
+
+std::optional<Role> role_from_name(std::string_view name) {
+  for (Role r : all_roles())
+    if (name == role_name(r)) return r;
+  return std::nullopt;
+}
+
 }  // namespace validate::ops

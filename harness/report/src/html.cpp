@@ -124,7 +124,7 @@ std::string render_html(const compare::Report& r) {
   for (const Entry* e : trajectories) {
     const auto& t = *e->trajectory;
     const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
-    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op;
+    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op_name();
     o << "<article class=\"trajectory " << (bad ? "failed" : "passed") << "\"" << (bad ? "" : " style=\"border-left-color:var(--ok)\"")
       << "><h3>" << escape(label) << " <span class=\"" << vclass(bad ? Verdict::failed : Verdict::passed) << "\">"
       << (bad ? "failed" : "passed") << "</span></h3><p>" << escape(detail::trajectory_headline(*e)) << "</p>";
@@ -193,7 +193,7 @@ std::string render_html(const compare::Report& r) {
   // Error versus K, per (variant, dtype): one series per (op, tensor). A training case's curve
   // and checkpoints have their own section above (many checkpoints would bury the K plot).
   auto in_k_plot = [](const Entry& e) {
-    return e.K > 0 && (e.stats || e.loss) && e.role != "loss_curve" && e.role != "checkpoint";
+    return e.K > 0 && (e.stats || e.loss) && e.role != ops::Role::loss_curve && e.role != ops::Role::checkpoint;
   };
   const auto groups = detail::groups(r);
   // One style (colour, marker, dash) per series name across every plot of the report, so
@@ -201,7 +201,7 @@ std::string render_html(const compare::Report& r) {
   std::map<std::string, int> series_style;
   for (const auto& [key, entries] : groups)
     for (const Entry* e : entries)
-      if (in_k_plot(*e)) series_style.emplace(e->op + " " + e->tensor, 0);
+      if (in_k_plot(*e)) series_style.emplace(e->op_name() + " " + e->tensor, 0);
   {
     int next = 0;
     for (auto& [name, style] : series_style) style = next++;
@@ -211,7 +211,7 @@ std::string render_html(const compare::Report& r) {
     std::map<std::string, svg::Series> abs_s, ulp_s;
     for (const Entry* e : entries) {
       if (!in_k_plot(*e)) continue;
-      const std::string name = e->op + " " + e->tensor;
+      const std::string name = e->op_name() + " " + e->tensor;
       abs_s[name].name = ulp_s[name].name = name;
       abs_s[name].style = ulp_s[name].style = series_style[name];
       abs_s[name].points.emplace_back(static_cast<double>(e->K),
@@ -280,7 +280,7 @@ std::string render_html(const compare::Report& r) {
          "rel</th><th>pcc</th><th>ULP histogram</th>"
       << (oracle ? "<th>closer to oracle</th>" : "") << "<th>verdict</th></tr></thead><tbody>\n";
     for (const Entry* e : entries) {
-      o << "<tr><td>" << escape(e->case_name) << "</td><td>" << escape(e->op) << "</td><td>"
+      o << "<tr><td>" << escape(e->case_name) << "</td><td>" << escape(e->op_name()) << "</td><td>"
         << escape(detail::tensor_label(*e)) << "</td><td>"
         << escape(e->shape.empty() && !e->loss ? "" : shape_to_string(e->shape))
         << "</td><td class=\"num\">" << (e->K ? std::to_string(e->K) : "")

@@ -47,9 +47,9 @@ json entry_json(const compare::Entry& e) {
             {"variant", e.variant},
             {"dtype", e.dtype},
             {"case", e.case_name},
-            {"op", e.op},
+            {"op", e.op_name()},
             {"tensor", e.tensor},
-            {"role", e.role},
+            {"role", e.role_name()},
             {"axes", e.axes},
             {"shape", e.shape},
             {"K", e.K},
@@ -173,7 +173,7 @@ json trajectories_json(const compare::Report& r) {
   json out = json::array();
   for (const compare::Entry* e : detail::trajectories(r)) {
     const auto& t = *e->trajectory;
-    out.push_back({{"id", e->dtype + "/" + e->case_name + "/" + e->op},
+    out.push_back({{"id", e->dtype + "/" + e->case_name + "/" + e->op_name()},
                    {"variant", e->variant},
                    {"entry", e->id()},
                    {"verdict", compare::verdict_name(e->verdict)},

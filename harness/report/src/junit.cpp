@@ -47,7 +47,7 @@ std::string render_junit(const compare::Report& r) {
     const std::string suite = "validate." + (key.first.empty() ? "" : key.first + ".") + key.second;
     for (const Entry* e : entries) {
       ++t;
-      const std::string cls = suite + "." + e->case_name + (e->op.empty() ? "" : "." + e->op);
+      const std::string cls = suite + "." + e->case_name + (e->op ? "." + e->op_name() : "");
       cases << "    <testcase classname=\"" << xml(cls) << "\" name=\""
             << xml(detail::tensor_label(*e)) << "\" time=\"0\">";
       switch (e->verdict) {

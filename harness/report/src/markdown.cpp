@@ -57,7 +57,7 @@ void table(std::ostringstream& o, const std::vector<const Entry*>& rows, bool or
   for (const Entry* e : rows) {
     o << "| " << mark(e->verdict) << " | " << e->dtype
       << (e->variant.empty() ? "" : " [" + md_escape(e->variant) + "]") << " | "
-      << md_escape(e->case_name) << " | " << e->op << " | " << md_escape(detail::tensor_label(*e))
+      << md_escape(e->case_name) << " | " << e->op_name() << " | " << md_escape(detail::tensor_label(*e))
       << " | " << detail::cell_ulp(*e) << " | " << detail::cell_abs(*e) << " | "
       << (oracle ? (e->oracle ? e->oracle->closer : "-") + std::string(" | ") : "")
       << compare::verdict_name(e->verdict) << " |\n";
@@ -108,7 +108,7 @@ std::string render_markdown(const compare::Report& r) {
       const auto& t = *e->trajectory;
       const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
       o << "- " << (bad ? "❌" : "✅") << " **"
-        << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op)
+        << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op_name())
         << "**: " << md_escape(detail::trajectory_headline(*e)) << "\n";
       const std::string ck = detail::trajectory_checkpoint_line(t);
       if (!ck.empty()) o << "  - " << md_escape(ck) << "\n";

@@ -72,7 +72,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
     std::size_t wc = 4, wt = 6, wo = 6;  // "conv2d" and "matmul" are 6; a longer op name widens it
     for (const Entry* e : entries) {
       wc = std::max(wc, e->case_name.size());
-      wo = std::max(wo, e->op.size());
+      wo = std::max(wo, e->op_name().size());
       wt = std::max(wt, detail::tensor_label(*e).size());
     }
     out << "\n" << p.bold(detail::group_title(key)) << "\n";
@@ -81,7 +81,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
                       (oracle ? pad("closer", 9) + "  " : "") + "verdict";
     out << p.dim(hdr) << "\n";
     for (const Entry* e : entries) {
-      std::string line = "  " + pad(e->case_name, wc) + "  " + pad(e->op, wo) + "  " +
+      std::string line = "  " + pad(e->case_name, wc) + "  " + pad(e->op_name(), wo) + "  " +
                          pad(detail::tensor_label(*e), wt) + "  " +
                          pad(detail::cell_ulp(*e), 10, true) + "  " +
                          pad(detail::cell_abs(*e), 9, true) + "  ";
@@ -94,7 +94,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
   const auto trajectories = detail::trajectories(r);
   if (!trajectories.empty()) out << "\n" << p.bold("training trajectories") << "\n";
   for (const Entry* e : trajectories) {
-    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op;
+    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op_name();
     const bool bad = e->trajectory->first_bad_step >= 0 || e->trajectory->checkpoints_failed > 0 || compare::is_failure(e->verdict);
     out << "  " << p.bold(label) << "  "
         << p(detail::trajectory_headline(*e), bad ? colour_of(Verdict::failed) : colour_of(Verdict::passed)) << "\n";

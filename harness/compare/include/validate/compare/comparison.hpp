@@ -14,6 +14,7 @@
 #include "validate/compare/policy.hpp"
 #include "validate/compare/trajectory_stats.hpp"
 #include "validate/core/tensor.hpp"
+#include "validate/ops/op.hpp"
 
 namespace validate::compare {
 
@@ -54,7 +55,11 @@ struct OracleComparison {
 
 struct Entry {
   std::string variant;  // "" for a run without variants
-  std::string dtype, case_name, op, tensor, role, axes;
+  std::string dtype, case_name;
+  std::optional<ops::Op> op;  // none: a whole-case entry (the run lacks the case, its inputs differ)
+  std::string tensor;         // "" for an op-level entry (the runner's outcome for the whole op)
+  std::optional<ops::Role> role;  // none: op-level, or the reference's metadata names no role
+  std::string axes;
   Shape shape;
   std::int64_t K = 0;  // reduction length of the op, for error-versus-K plots
   Verdict verdict = Verdict::passed;
@@ -71,6 +76,9 @@ struct Entry {
   std::string repro;         // a command that compares only this tensor
 
   std::string id() const;  // dtype/case/op/tensor (dtype/case/op for op-level entries)
+  // The names reports write (ops::op_name, ops::role_name); "" when there is none.
+  std::string op_name() const;
+  std::string role_name() const;
 };
 
 struct Counts {

@@ -79,7 +79,9 @@ struct DiagnosisInput {
   Shape shape;       // the reference (canonical) shape
   Shape run_shape;   // the run file's shape (a permutation of `shape` when the runner transposed)
   std::string axes;  // canonical axis letters, e.g. "NCHW", "OIHW", "KN"
-  std::string op, tensor, role;
+  ops::Op op = ops::Op::conv2d;
+  std::string tensor;
+  std::optional<ops::Role> role;  // none: the reference's metadata names no role
   std::string declared_layout;  // what the run declared for the tensor (run json "layouts"), if any
   std::map<std::string, std::string> declared;  // every tensor of the op -> declared layout spec
   DType logical = DType::float32;

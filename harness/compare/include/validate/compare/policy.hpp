@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "validate/core/result.hpp"
+#include "validate/ops/op.hpp"
 
 namespace validate::compare {
 
@@ -32,8 +33,13 @@ struct Gates {
   double mistrust_zeros = 0.9;
 };
 
+// What a rule selects on. Op and role are the enums; names are parsed where a policy is read.
 struct TensorKey {
-  std::string dtype, op, role, tensor;  // "float32", "conv2d", "grad", "grad_weight"
+  std::string dtype;               // "float32"
+  ops::Op op = ops::Op::conv2d;
+  std::optional<ops::Role> role;   // none: the reference's metadata names no role (matches only
+                                   // rules without a role selector)
+  std::string tensor;              // "grad_weight", "train_loss", "step25_weight"
 };
 
 class Policy {
@@ -59,7 +65,9 @@ class Policy {
 
  private:
   struct Rule {
-    std::vector<std::string> dtype, op, role, tensor;  // empty: any
+    std::vector<std::string> dtype, tensor;  // empty: any
+    std::vector<ops::Op> op;
+    std::vector<ops::Role> role;
     std::map<std::string, std::optional<double>> values;
     int layer = 0, order = 0;
     std::string origin;  // "built-in", a file name, "--gate"

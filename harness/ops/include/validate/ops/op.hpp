@@ -2,7 +2,9 @@
 // What an op is, independent of which op: its id, the roles and canonical axes of its tensors,
 // and its parameters as one closed variant (a component that switches over it with std::visit and
 // forgets an op does not compile). Everything op-specific lives in harness/ops/<op>/.
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -36,6 +38,10 @@ inline Op op_of(const OpParams& p) { return static_cast<Op>(p.index()); }
 enum class Role { input, output, loss, grad, loss_curve, checkpoint };
 const char* role_name(Role r);
 const char* op_name(Op op);  // "conv2d", "matmul", "conv_transpose2d"
+// Every role, in enum order; and the role a name (role_name) stands for. Names are the boundary
+// (metadata, policy files, reports): inside, roles travel as the enum.
+const std::vector<Role>& all_roles();
+std::optional<Role> role_from_name(std::string_view name);
 
 struct TensorInfo {
   std::string name;            // "input", "weight", "grad_A", ...

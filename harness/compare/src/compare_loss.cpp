@@ -1,0 +1,128 @@
+// The 0-d loss: its gates, the loss-on-stored-output check, and the loss diagnosis.
+#include "comparer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "validate/compare/ulp.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/ops/registry.hpp"
+
+namespace validate::compare::detail {
+
+namespace stdfs = std::filesystem;
+
+void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run,
+                            const Gates& gt, Entry& e) {
+  LossStats l;
+  l.ref = scalar_value(ref.view());
+  l.run = scalar_value(run.view());
+  l.abs_diff = std::fabs(l.run - l.ref);
+  l.rel_diff = l.ref != 0 ? l.abs_diff / std::fabs(l.ref) : (l.abs_diff == 0 ? 0 : INFINITY);
+  if (std::isnan(l.ref))
+    return invalid(e, "reference: " + it.ref_file +
+                          " is NaN: a NaN reference loss is a broken reference, and nothing can be "
+                          "checked against it");
+  const bool finite = std::isfinite(l.ref) && std::isfinite(l.run);
+  if (finite)
+    l.ulp = ulp_distance(static_cast<float>(l.ref), static_cast<float>(l.run), DType::float32);
+  e.loss = l;
+  std::vector<std::string> why;
+  auto check = [&](const std::string& name, double value, double limit, bool upper) {
+    const bool ok = upper ? value <= limit : value >= limit;
+    e.checks.push_back(Check{name, value, limit, upper, ok});
+    return ok;
+  };
+  if (!finite) {
+    const bool agree = (std::isnan(l.ref) && std::isnan(l.run)) || l.ref == l.run;
+    if (!check("nonfinite_mismatch", agree ? 0 : 1, 0, true))
+      why.push_back(fmt::format("loss is not finite (ref {}, run {})", l.ref, l.run));
+  }
+  if (gt.loss_abs && finite && !check("loss_abs", l.abs_diff, *gt.loss_abs, true))
+    why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g} absolute): ref {:.9g}, run {:.9g}",
+                              l.abs_diff, *gt.loss_abs, l.ref, l.run));
+  if (gt.loss_rel && finite && !check("loss_rel", l.rel_diff, *gt.loss_rel, true))
+    why.push_back(fmt::format("loss differs by {:.3g} relative (> {:.3g}): ref {:.9g}, run {:.9g}",
+                              l.rel_diff, *gt.loss_rel, l.ref, l.run));
+  // The loss of the output as stored, not of the unrounded one (diagnosis_loss_check.hpp).
+  if (finite)
+    if (auto c = loss_rounding_check(it, l))
+      if (!check("loss_on_stored_output", c->ratio, LossRoundingCheck::kLimit, false))
+        why.push_back(c->message);
+  if (!why.empty()) {
+    e.verdict = Verdict::failed;
+    std::string msg;
+    for (const auto& w : why) msg += (msg.empty() ? "" : "; ") + w;
+    e.message = msg;
+    if (opt_.diagnose && finite) e.diagnosis = loss_diagnosis(it, e, ref, run, gt, l);
+  } else {
+    e.verdict = Verdict::passed;
+  }
+  if (oracle_) {
+    auto o = oracle_file(it);
+    if (!o.empty()) {
+      auto om = open_npy(o);
+      if (om && shape_numel(om->header.shape) == 1) {
+        const double ov = scalar_value(om->view());
+        OracleComparison oc;
+        oc.ref_max_abs = std::fabs(l.ref - ov);
+        oc.run_max_abs = std::fabs(l.run - ov);
+        oc.ref_max_ulp =
+            ulp_distance(static_cast<float>(ov), static_cast<float>(l.ref), DType::float32);
+        oc.run_max_ulp =
+            ulp_distance(static_cast<float>(ov), static_cast<float>(l.run), DType::float32);
+        oc.closer = closer(oc);
+        e.oracle = oc;
+      }
+    }
+  }
+}
+
+std::optional<LossRoundingCheck> Comparer::loss_rounding_check(const PairItem& it,
+                                                               const LossStats& l) {
+  if (it.ref->c.dtype == DType::float32 || !it.run) return std::nullopt;
+  const cases::OpRunRecord* o = it.run->op(*it.op);
+  if (!o || std::find(o->produced.begin(), o->produced.end(), "output") == o->produced.end())
+    return std::nullopt;
+  auto out = open_npy(
+      (stdfs::path(it.run_file).parent_path() / it.ref->c.file_name(*it.op, "output")).string());
+  if (!out) return std::nullopt;
+  DiagnosisInput in;
+  in.op = *it.op;
+  in.role = ops::Role::loss;
+  in.logical = it.ref->c.dtype;
+  in.ref_loss = l.ref;
+  in.run_loss = l.run;
+  std::vector<Mapped> keep;
+  add_reference_tensors(it, in, keep);
+  return check_loss_rounding(in, out->view());
+}
+
+Diagnosis Comparer::loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref,
+                                   const Mapped& run, const Gates& gt, const LossStats& l) {
+  DiagnosisInput in;
+  in.ref = ref.view();
+  in.run = run.view();
+  in.op = *it.op;
+  in.tensor = it.tensor;
+  in.role = e.role;
+  in.logical = it.ref->c.dtype;
+  in.ref_loss = l.ref;
+  in.run_loss = l.run;
+  in.loss_abs = gt.loss_abs;
+  in.loss_rel = gt.loss_rel;
+  declared_layouts(it, in);
+  std::vector<Mapped> keep;
+  add_reference_tensors(it, in, keep);
+  return diagnose(in);
+}
+
+}  // namespace validate::compare::detail

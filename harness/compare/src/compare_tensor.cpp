@@ -1,0 +1,158 @@
+// One tensor of a run against its reference: shape, the run's manifest, metrics, gates, verdict.
+#include "comparer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "validate/compare/ulp.hpp"
+#include "validate/core/fs.hpp"
+#include "validate/ops/registry.hpp"
+
+namespace validate::compare::detail {
+
+namespace stdfs = std::filesystem;
+
+void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
+  auto ref = open_npy(it.ref_file);
+  if (!ref) return invalid(e, "reference: " + ref.message());
+  if (!e.shape.empty() || e.role == ops::Role::loss) {
+    if (ref->header.shape != e.shape)
+      return invalid(e,
+                     fmt::format("reference: {} has shape {} but its metadata says {}", it.ref_file,
+                                 shape_to_string(ref->header.shape), shape_to_string(e.shape)));
+  } else {
+    e.shape = ref->header.shape;
+  }
+  if (!fs::exists(it.run_file)) {
+    e.verdict = Verdict::failed;
+    e.message = "declared in \"produced\" but missing: " + it.run_file;
+    return;
+  }
+  auto run_arr = open_npy(it.run_file);
+  if (!run_arr) return invalid(e, "run: " + run_arr.message());
+  // The run's own manifest vouches for every file: an edited or swapped run tensor is caught
+  // here even when its numbers happen to pass (issue 10).
+  if (Status st = check_listed_bytes(run, it.run_rel, run_arr->file.data(), run_arr->file.size());
+      !st) {
+    e.verdict = Verdict::failed;
+    e.message = st.message();
+    return;
+  }
+  const DType logical = it.ref->c.dtype;
+  e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
+  // Training trajectories (trajectory_check.hpp): the loss curve as a curve, checkpoints with a
+  // tolerance that grows with their step.
+  if (e.role == ops::Role::loss_curve) {
+    const std::int64_t steps = it.ref->c.train ? it.ref->c.train->steps : shape_numel(e.shape);
+    if (auto bad = check_loss_curve(ref->view(), run_arr->view(), run_arr->header.shape, steps,
+                                    *e.gates, e))
+      return invalid(e, *bad + " (" + it.ref_file + ")");
+    compare_oracle(it, e, *ref, *run_arr, logical);
+    return;
+  }
+  if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
+  const Gates& gt = *e.gates;
+
+  if (e.role == ops::Role::loss || e.shape.empty()) {
+    if (run_arr->header.shape != e.shape && shape_numel(run_arr->header.shape) != 1) {
+      e.verdict = Verdict::failed;
+      e.message = fmt::format("shape mismatch: run loss has shape {}, expected a scalar",
+                              shape_to_string(run_arr->header.shape));
+      return;
+    }
+    compare_loss(it, *ref, *run_arr, gt, e);
+    return;
+  }
+
+  const Shape& rs = run_arr->header.shape;
+  const bool same_shape = rs == e.shape;
+  const bool same_numel = shape_numel(rs) == shape_numel(e.shape);
+  if (!same_shape) {
+    e.verdict = Verdict::failed;
+    e.message = fmt::format("shape mismatch: run {} is {}, reference {}", it.tensor,
+                            shape_to_string(rs), shape_to_string(e.shape));
+    if (same_numel && opt_.diagnose) {
+      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, 0.0);
+      if (!dx.summary.empty()) e.diagnosis = std::move(dx);
+    }
+    return;
+  }
+  MetricOptions mo;
+  mo.logical = logical;
+  mo.near_zero_fraction = gt.near_zero;
+  mo.atol = gt.atol;
+  mo.rtol = gt.rtol;
+  if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+  mo.threads = opt_.threads;
+  if (const Json* m = find_path(
+          it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
+    if (m->is_number()) mo.ref_max_abs = m->get<double>();
+  auto st = compute_metrics(ref->view(), run_arr->view(), mo);
+  if (!st) return invalid(e, it.run_file + ": " + st.message());
+  e.stats = std::move(*st);
+  const TensorStats& s = *e.stats;
+  // The floor came from the metadata's max_abs: it must be the data's, or the verdict means
+  // nothing (max_abs 1e30 passed a run off by 0.3 everywhere). Checked on the pass just made.
+  if (mo.ref_max_abs && *mo.ref_max_abs != s.ref_max_abs_seen)
+    return invalid(
+        e, fmt::format("reference: {} has max |value| {} but its metadata records max_abs {}: the "
+                       "metadata does not describe the data (run validate verify)",
+                       it.ref_file, s.ref_max_abs_seen, *mo.ref_max_abs));
+  if (s.nonfinite.nan_ref > 0)
+    return invalid(
+        e,
+        fmt::format("reference: {} holds {} NaN value(s): a NaN reference is a broken reference, "
+                    "and nothing can be checked against it",
+                    it.ref_file, s.nonfinite.nan_ref));
+  e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
+
+  GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
+  if (e.role ==
+      ops::Role::checkpoint)  // step1_<param>: the first update itself (trajectory_check.hpp)
+    if (auto u = check_first_update(checkpoint_context(it, gt))) {
+      gr.checks.push_back(u->check);
+      if (!u->check.passed) gr.reasons.push_back(u->reason);
+    }
+  e.checks = gr.checks;
+  if (!gr.passed()) {
+    e.verdict = Verdict::failed;
+    std::string msg;
+    for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
+    e.message = msg;
+    if (opt_.diagnose && e.role == ops::Role::checkpoint) {
+      e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
+    } else if (opt_.diagnose) {
+      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
+      e.diagnosis = std::move(dx);
+    }
+  } else if (s.ref_zero_fraction() > gt.mistrust_zeros) {
+    e.verdict = Verdict::mistrusted;
+    e.message = fmt::format(
+        "{:.1f}% of the reference is exactly zero (> {:.0f}%): a stack returning zeros would "
+        "pass too",
+        100 * s.ref_zero_fraction(), 100 * gt.mistrust_zeros);
+  } else {
+    e.verdict = Verdict::passed;
+  }
+  compare_oracle(it, e, *ref, *run_arr, logical);
+}
+
+CheckpointDiagnosisInput Comparer::checkpoint_context(const PairItem& it, const Gates& gt) const {
+  return CheckpointDiagnosisInput{it.ref,
+                                  *it.op,
+                                  it.tensor,
+                                  stdfs::path(it.run_file).parent_path().string(),
+                                  it.run ? it.run->op(*it.op) : nullptr,
+                                  gt,
+                                  opt_.threads};
+}
+
+}  // namespace validate::compare::detail

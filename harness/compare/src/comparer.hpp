@@ -1,0 +1,77 @@
+#pragma once
+// The comparison of a reference set with a run, in named steps (compare_sets in compare.cpp):
+//   compare.cpp            load, pair, evaluate each item, the whole-report refinements
+//   compare_tensor.cpp     one tensor: shape, run manifest, metrics, gates, verdict
+//   compare_loss.cpp       the 0-d loss: loss gates, rounding check, loss diagnosis
+//   compare_oracle.cpp     three-way mode: which side is closer to the float64 oracle
+//   compare_diagnosis.cpp  the diagnosis input: declared layouts and the op's reference tensors
+//   mapped_npy.cpp         memory-mapped .npy files and scalar reads
+//   tensor_gates.cpp       check_tensor_gates: the gate checks and the sentence for each failure
+// Internal to validate_compare: nothing here is installed.
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "validate/compare/compare.hpp"
+#include "validate/compare/diagnosis_loss_check.hpp"
+#include "validate/compare/pairing.hpp"
+#include "validate/compare/trajectory_check.hpp"
+#include "validate/core/mapped_file.hpp"
+#include "validate/core/npy.hpp"
+
+namespace validate::compare::detail {
+
+// A memory-mapped .npy: the map (read front to back, so the kernel reads ahead) and its header.
+struct Mapped {
+  MappedFile file;
+  npy::Header header;
+  ArrayView view(bool round = false) const {
+    return ArrayView{file.data() + header.data_offset, header.dtype, shape_numel(header.shape),
+                     round};
+  }
+};
+
+// A C-order .npy (Fortran order is refused: reference and run tensors are canonical).
+Result<Mapped> open_npy(const std::string& path);
+// Element 0 / element i of a float64, float16 or 4-byte view, as float (NaN for an empty view).
+float scalar_value(const ArrayView& v);
+float value_at(const ArrayView& v, std::int64_t i);
+
+class Comparer {
+ public:
+  Comparer(const CompareOptions& opt, Report& report) : opt_(opt), report_(report) {}
+  Status run();
+
+ private:
+  static bool matches(const std::regex& re, const PairItem& it);
+  std::string repro(const Entry& e, const std::string& label) const;
+  Entry evaluate(const RunDirectory& run, const PairItem& it);
+  void invalid(Entry& e, const std::string& msg);
+  void compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e);
+  CheckpointDiagnosisInput checkpoint_context(const PairItem& it, const Gates& gt) const;
+  void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,
+                    Entry& e);
+  static std::string closer(const OracleComparison& oc);
+  std::string oracle_file(const PairItem& it) const;
+  void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
+                      DType logical);
+  Diagnosis run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                          const Gates& gt, double floor);
+  // The layouts the run declared for every tensor of the op (what the program was handed / wrote).
+  static void declared_layouts(const PairItem& it, DiagnosisInput& in);
+  // The op's reference inputs (target included), its reference output and geometry.
+  static void add_reference_tensors(const PairItem& it, DiagnosisInput& in,
+                                    std::vector<Mapped>& keep);
+  std::optional<LossRoundingCheck> loss_rounding_check(const PairItem& it, const LossStats& l);
+  Diagnosis loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                           const Gates& gt, const LossStats& l);
+
+  const CompareOptions& opt_;
+  Report& report_;
+  std::vector<cases::RefCase> ref_;
+  std::optional<RunDirectory> oracle_;
+};
+
+}  // namespace validate::compare::detail
