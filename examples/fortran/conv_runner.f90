@@ -665,9 +665,12 @@ contains
   ! forward, the MSE loss and the backward at the current parameters, writes what the protocol asks
   ! at that step, then updates weight and bias with SGD in float32. The parameters live in float32
   ! between steps (as a float32 stack holds them); the arithmetic of a step is in double, rounded
-  ! once, like the single-step mode.
+  ! once, like the single-step mode. A bfloat16/float16 case trains in mixed precision, as
+  ! torch.autocast does (docs/training.md): the forward sees the float32 parameters cast to the
+  ! case dtype, the optimizer receives the gradients cast to it, and the parameter checkpoints are
+  ! the float32 masters (float32 files whatever the case dtype).
   subroutine train_conv2d()
-    integer :: nx, nw, ny, s
+    integer :: nx, nw, ny, s, i
     real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
     real(real32), allocatable :: w32(:), b32(:), gw32(:), gb32(:), upd(:), bufw(:), bufb(:), losses(:)
     real(dp) :: loss
@@ -692,14 +695,14 @@ contains
     do s = 0, steps - 1
       call read_tensor(step_dir(s), 'input', dtype, nx, x)
       call read_tensor(step_dir(s), 'target', dtype, ny, t)
-      wf = real(w32, dp)
-      b = real(b32, dp)
+      wf = [(round_to_dtype(real(w32(i), dp), dtype), i=1, nw)]
+      b = [(round_to_dtype(real(b32(i), dp), dtype), i=1, o)]
       call conv2d_forward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, x, wf, b, y)
       call mse(ny, y, t, loss, dy)
       call conv2d_backward(nb, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, hout, wout, &
                            x, wf, dy, gx, gwf, gb)
-      gw32 = real(gwf, real32)
-      gb32 = real(gb, real32)
+      gw32 = real([(round_to_dtype(gwf(i), dtype), i=1, nw)], real32)
+      gb32 = real([(round_to_dtype(gb(i), dtype), i=1, o)], real32)
       losses(s + 1) = real(loss, real32)
       if (s == 0) then  ! step 0 is the single-step case: its results as protocol 1 writes them
         call write_tensor(dir, 'output', dtype, ny, y)
@@ -709,10 +712,10 @@ contains
         if (has_bias) call write_tensor(dir, 'grad_bias', dtype, o, gb)
       end if
       if (any(checkpoints == s)) then  ! the parameters this step used, and their gradients
-        call write_tensor(dir, step_name(s, 'weight'), dtype, nw, wf)
+        call write_tensor(dir, step_name(s, 'weight'), 'float32', nw, real(w32, dp))
         call write_tensor(dir, step_name(s, 'grad_weight'), dtype, nw, real(gw32, dp))
         if (has_bias) then
-          call write_tensor(dir, step_name(s, 'bias'), dtype, o, b)
+          call write_tensor(dir, step_name(s, 'bias'), 'float32', o, real(b32, dp))
           call write_tensor(dir, step_name(s, 'grad_bias'), dtype, o, real(gb32, dp))
         end if
       end if
@@ -729,7 +732,7 @@ contains
 
   ! matmul trained the same way: A and target are each step's batch, B the parameter.
   subroutine train_matmul()
-    integer :: m, k, n, s
+    integer :: m, k, n, s, i, j
     real(dp), allocatable :: a(:, :), b(:, :), t(:, :), y(:, :), dy(:, :), gb(:, :)
     real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), losses(:)
     real(dp) :: loss
@@ -744,11 +747,19 @@ contains
     do s = 0, steps - 1
       call read_tensor(step_dir(s), 'A', dtype, m*k, a)
       call read_tensor(step_dir(s), 'target', dtype, m*n, t)
-      b = real(b32, dp)
+      do j = 1, n
+        do i = 1, k
+          b(i, j) = round_to_dtype(real(b32(i, j), dp), dtype)   ! mixed precision: the cast forward
+        end do
+      end do
       y = matmul(a, b)
       call mse(m*n, y, t, loss, dy)
       gb = matmul(transpose(a), dy)
-      gb32 = real(gb, real32)
+      do j = 1, n
+        do i = 1, k
+          gb32(i, j) = real(round_to_dtype(gb(i, j), dtype), real32)
+        end do
+      end do
       losses(s + 1) = real(loss, real32)
       if (s == 0) then
         call write_tensor(dir, 'output', dtype, m*n, y)
@@ -757,7 +768,7 @@ contains
         call write_tensor(dir, 'grad_B', dtype, k*n, gb)
       end if
       if (any(checkpoints == s)) then
-        call write_tensor(dir, step_name(s, 'B'), dtype, k*n, b)
+        call write_tensor(dir, step_name(s, 'B'), 'float32', k*n, real(b32, dp))
         call write_tensor(dir, step_name(s, 'grad_B'), dtype, k*n, real(gb32, dp))
       end if
       call sgd_step(sgd, k*n, b32, gb32, bufb, s == 0)

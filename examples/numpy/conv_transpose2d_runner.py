@@ -106,7 +106,9 @@ def main(d):
     for s in range(steps):
         where = d if s == 0 else os.path.join(d, "steps", str(s))
         x, t = rd(where, "input", xs), rd(where, "target", ts)
-        used = {k: v.astype(np.float64) for k, v in params.items()}
+        # Mixed precision for bfloat16/float16 (docs/training.md): the forward sees the float32
+        # parameters cast to the case dtype; the checkpoints record the float32 masters.
+        used = {k: as_stored(v.astype(np.float64), dtype) for k, v in params.items()}
         y, loss, grads = step(g, x, used["weight"], used.get("bias"), t, dtype)
         losses.append(loss)
         if s == 0:
@@ -117,7 +119,7 @@ def main(d):
         if training:
             if s in checkpoints:
                 for k in params:
-                    wr(f"step{s}_{k}", used[k])
+                    params[k].astype("<f4").tofile(os.path.join(d, f"step{s}_{k}.bin"))  # float32 always
                     wr(f"step{s}_grad_{k}", grads["grad_" + k])
             for k in params:
                 sgd_float32(params[k], as_stored(grads["grad_" + k], dtype), bufs[k], s == 0)

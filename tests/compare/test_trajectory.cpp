@@ -575,8 +575,10 @@ TEST(TrajectoryPolicy, RolesAndTensorNamesOfTraining) {
   const auto ck = p.resolve({"float32", ops::Op::conv2d, ops::Role::checkpoint, "step3_weight"});
   ASSERT_TRUE(ck.rtol);
   EXPECT_DOUBLE_EQ(*ck.rtol, 5e-4);
-  // Training cases are float32 only: no other dtype has a curve gate (its curve fails unjudged).
-  EXPECT_FALSE(p.resolve({"bfloat16", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"}).loss_rel);
+  // Mixed-precision trajectories have their own r0 (docs/training.md, "Mixed precision").
+  EXPECT_DOUBLE_EQ(*p.resolve({"bfloat16", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"}).loss_rel, 1e-3);
+  EXPECT_DOUBLE_EQ(*p.resolve({"float16", ops::Op::conv2d, ops::Role::loss_curve, "train_loss"}).loss_rel, 2e-4);
+  EXPECT_DOUBLE_EQ(*p.resolve({"bfloat16", ops::Op::conv2d, ops::Role::checkpoint, "step1_weight"}).rtol, 4e-2);
   EXPECT_TRUE(p.add_gate("float32.checkpoint.rtol=1e-3"));
   EXPECT_TRUE(p.add_gate("float32.step1_grad_weight.rtol=1e-2"));  // as specific, later: wins
   EXPECT_TRUE(p.add_gate("train_loss.loss_rel=2e-6"));

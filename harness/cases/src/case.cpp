@@ -64,6 +64,17 @@ std::vector<TensorInfo> Case::tensors(Op op) const {
   return all;
 }
 
+bool Case::master_copy(const TensorInfo& t) {
+  if (t.role != Role::checkpoint) return false;
+  const auto cp = train::parse_checkpoint_tensor(t.name);
+  return cp && cp->tensor.rfind("grad_", 0) != 0;
+}
+
+DType Case::storage(const TensorInfo& t) const {
+  if (t.role == Role::loss || t.role == Role::loss_curve || master_copy(t)) return DType::float32;
+  return storage_dtype(dtype);
+}
+
 std::vector<TensorInfo> Case::parameters(Op op) const {
   std::vector<TensorInfo> r;
   for (auto& t : tensors(op))

@@ -31,7 +31,7 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       std::string file = c.file_name(op, t.name);
       Json tj = {{"file", file}, {"shape", t.shape}, {"layout", t.canonical_axes.empty() ? "scalar" : t.canonical_axes},
                  {"role", role_name(t.role)}};
-      DType storage = t.role == Role::loss || t.role == Role::loss_curve ? DType::float32 : storage_dtype(c.dtype);
+      DType storage = c.storage(t);
       auto it = records.find(file);
       if (it != records.end()) {
         tj["sha256"] = it->second.sha256;

@@ -150,11 +150,6 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   auto list = cases::expand(*file, sel);
   if (!list) return list.status();
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
-  for (const auto& c : *list)
-    if (c.train && c.dtype != DType::float32)
-      return Error{fmt::format("{}: case {} trains in {}; training cases are float32 only for now (docs/training.md): "
-                               "give it \"dtypes\": [\"float32\"] or select --dtype float32",
-                               opt.cases_path, c.name, dtype_name(c.dtype))};
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
   auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);

@@ -207,13 +207,22 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
   const auto t_start = Clock::now();
   const std::string where = std::string("LibTorch trajectory of ") + c.name + " " + cases::op_name(op);
   if (!c.train) return Error{where + ": the case has no \"train\""};
-  if (c.dtype != DType::float32) return Error{where + ": training cases are float32 only (docs/training.md)"};
   const cases::OpInstance* inst = c.find(op);
   if (!inst) return Error{where + ": the case has no such op"};
   if (c.train->steps > 1 && !step_inputs) return Error{where + ": no source for the later steps' batches"};
   const train::TrainConfig& tc = *c.train;
   const at::Device dev(device.used);
   const std::vector<std::int64_t> keep = train::checkpoint_steps(tc);
+  // Mixed precision, as torch.autocast trains (docs/training.md, "Mixed precision"): the parameters
+  // and the optimizer stay float32; the forward sees them cast to the case dtype, whose backward
+  // casts the gradient the optimizer receives back through it. On the CPU the narrow computation is
+  // emulated as torch_compute does (float32 arithmetic, rounded where a native run rounds), so step
+  // 0 is the single-step reference exactly. float32 cases: every cast is the identity.
+  const DType storage = storage_dtype(c.dtype);
+  const at::ScalarType logical = compute_type(c.dtype);
+  const bool emulate = logical != at::kFloat && logical != at::kDouble && dev.is_cpu();
+  const at::ScalarType compute = emulate ? at::kFloat : logical;
+  auto narrow = [&](const at::Tensor& t) { return emulate ? t.to(logical).to(at::kFloat) : t.to(logical); };
   std::map<std::string, Tensor> out;
   try {
     // The parameters are owned copies (the optimizer updates them in place); the rest of the inputs
@@ -244,10 +253,11 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       // As torch_compute: every input but the target is a leaf, so step 0 is the single step exactly.
       ops::TorchLeaves leaves = params;
       for (const auto& t : c.inputs(op))
-        if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), at::kFloat, dev).requires_grad_(true));
+        if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), compute, dev).requires_grad_(true));
+      for (const auto& [name, p] : params) leaves[name] = narrow(p);
       const at::Tensor target = to_torch(data("target"), at::kFloat, dev);
       sgd.zero_grad();
-      const at::Tensor y = ops::torch_forward(inst->params, leaves);
+      const at::Tensor y = narrow(ops::torch_forward(inst->params, leaves));
       at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
       loss.backward();
       const float l = loss.item<float>();
@@ -256,7 +266,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       if (std::binary_search(keep.begin(), keep.end(), s)) {
         for (const auto& [name, p] : params) out.emplace(train::checkpoint_tensor(s, name), from_torch(p, DType::float32));
         for (const auto& [name, p] : params)
-          out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), DType::float32));
+          out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), storage));
       }
       sgd.step();
     }

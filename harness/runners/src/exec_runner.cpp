@@ -226,7 +226,6 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
   f.tmp = f.dir + "/tmp";
   f.npy_format = layouts_.format == "npy";
   const std::string ext = f.npy_format ? ".npy" : ".bin";
-  const DType storage = storage_dtype(c.dtype);
   const std::string op = cases::op_name(task.op);
   const layout::TensorSpecs& specs = layouts_.ops.find(op)->second;
   for (const auto& t : c.tensors(task.op)) {
@@ -236,9 +235,8 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
     if (t.role == cases::Role::checkpoint)
       if (auto cp = train::parse_checkpoint_tensor(t.name)) layout_name = cp->tensor;
     auto it = specs.find(layout_name);
-    const bool float32_always = t.role == cases::Role::loss || t.role == cases::Role::loss_curve;
-    Expected e{t, it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes),
-               float32_always ? DType::float32 : storage, t.name + ext};
+    Expected e{t, it != specs.end() ? it->second : layout::canonical_spec(t.canonical_axes), c.storage(t),
+               t.name + ext};
     if (t.role == cases::Role::input) {
       if (c.train && !t.parameter) f.step_inputs.push_back(e);
       f.inputs.push_back(std::move(e));

@@ -174,7 +174,8 @@ std::uint16_t double_to_float16_bits(double x) {
 
 Result<std::map<std::string, Tensor>> oracle_compute(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
-    const layout::TensorSpecs& specs, DType result_dtype, int threads, OracleTimes* times) {
+    const layout::TensorSpecs& specs, DType result_dtype, int threads, OracleTimes* times,
+    std::optional<DType> loss_on) {
   using Clock = std::chrono::steady_clock;
   const auto t_in = Clock::now();
   const std::string where =
@@ -224,7 +225,7 @@ Result<std::map<std::string, Tensor>> oracle_compute(
   const auto t_compute = Clock::now();
   ops::ReferenceOptions ropt;
   ropt.threads = threads;
-  ropt.loss_on = result_dtype == DType::float64 ? DType::float64 : c.dtype;
+  ropt.loss_on = loss_on ? *loss_on : result_dtype == DType::float64 ? DType::float64 : c.dtype;
   const double loss = ops::find(op).reference(inst->params, views, ropt);
 
   const auto t_out = Clock::now();

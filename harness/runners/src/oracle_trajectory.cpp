@@ -1,7 +1,10 @@
 // The oracle's training trajectory (docs/training.md): the float64 reference of the op as the step
 // function of train::run_trajectory, with the optimizer in float64 too. Every step's forward and
 // backward is oracle_compute in its float64 mode, in the run's layouts, so a wrong layout conversion
-// shows in the trajectory as in the single step.
+// shows in the trajectory as in the single step. A bfloat16/float16 case trains in mixed precision
+// as torch.autocast does (docs/training.md, "Mixed precision"): the three casts that define it —
+// the parameters to the case dtype for the forward, the output before the loss, the gradients the
+// optimizer receives — are applied; everything else stays float64, the master parameters included.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -41,6 +44,14 @@ Result<std::map<std::string, Tensor>> oracle_trajectory(
   if (c.train->steps > 1 && !step_inputs) return Error{where + ": no source for the later steps' batches"};
   cases::Case one = c;  // one step of the op: its own tensor table, no trajectory tensors
   one.train.reset();
+  // float32 keeps the oracle's float64 ideal: the casts of a float32 stack are 1e-7 and inside the
+  // gate. A narrow dtype's casts are 2^-9 (bfloat16): they are the computation, not its noise.
+  const bool mixed = c.dtype == DType::bfloat16 || c.dtype == DType::float16;
+  auto cast = [&](std::vector<double> v) {
+    if (mixed)
+      for (double& x : v) x = round_to_dtype(x, c.dtype);
+    return v;
+  };
   const auto params = c.parameters(op);
   train::Tensors<double> start;
   for (const auto& p : params) {
@@ -55,7 +66,7 @@ Result<std::map<std::string, Tensor>> oracle_trajectory(
     std::map<std::string, const Tensor*> in;
     for (const auto& t : one.inputs(op)) {
       if (t.parameter) {
-        held.emplace(t.name, from_doubles(now.at(t.name), t.shape, DType::float64));
+        held.emplace(t.name, from_doubles(cast(now.at(t.name)), t.shape, DType::float64));
         in[t.name] = &held.at(t.name);
       } else if (s == 0) {
         in[t.name] = inputs.count(t.name) ? inputs.at(t.name) : nullptr;
@@ -65,11 +76,12 @@ Result<std::map<std::string, Tensor>> oracle_trajectory(
         in[t.name] = &it->second;
       }
     }
-    auto r = oracle_compute(one, op, in, specs, DType::float64, threads, times);
+    auto r = oracle_compute(one, op, in, specs, DType::float64, threads, times,
+                            mixed ? c.dtype : DType::float64);
     if (!r) return r.status();
     train::StepOutcome<double> o;
     o.loss = r->at("loss").get(0);
-    for (const auto& p : params) o.grads["grad_" + p.name] = to_doubles(r->at("grad_" + p.name));
+    for (const auto& p : params) o.grads["grad_" + p.name] = cast(to_doubles(r->at("grad_" + p.name)));
     return o;
   };
   auto traj = train::run_trajectory<double>(*c.train, std::move(start), step);
@@ -78,9 +90,10 @@ Result<std::map<std::string, Tensor>> oracle_trajectory(
   Tensor losses(DType::float32, Shape{c.train->steps});
   for (std::size_t s = 0; s < traj->losses.size(); ++s) losses.set(static_cast<std::int64_t>(s), traj->losses[s]);
   out.emplace(train::kLossCurve, std::move(losses));
+  const DType master_dtype = result_dtype == DType::float64 ? DType::float64 : DType::float32;  // Case::storage
   for (const auto& cp : traj->checkpoints) {
     for (const auto& p : params) {
-      out.emplace(train::checkpoint_tensor(cp.step, p.name), from_doubles(cp.params.at(p.name), p.shape, result_dtype));
+      out.emplace(train::checkpoint_tensor(cp.step, p.name), from_doubles(cp.params.at(p.name), p.shape, master_dtype));
       out.emplace(train::checkpoint_tensor(cp.step, "grad_" + p.name),
                   from_doubles(cp.grads.at("grad_" + p.name), p.shape, result_dtype));
     }

@@ -64,7 +64,7 @@ Status check_training_outputs(const cases::Case& c, cases::Op op,
                               const std::map<std::string, Tensor>& outputs) {
   for (const auto& t : c.tensors(op)) {
     if (t.role != cases::Role::loss_curve && t.role != cases::Role::checkpoint) continue;
-    const DType want = t.role == cases::Role::loss_curve ? DType::float32 : storage_dtype(c.dtype);
+    const DType want = c.storage(t);
     auto it = outputs.find(t.name);
     if (it == outputs.end()) return Error{fmt::format("the trajectory produced no {}", t.name)};
     if (it->second.shape() != t.shape || it->second.dtype() != want)

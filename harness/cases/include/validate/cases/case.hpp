@@ -68,6 +68,14 @@ struct Case {
   std::vector<TensorInfo> parameters(Op op) const;  // the inputs an optimizer updates
   std::vector<TensorInfo> inputs(Op op) const;    // role input
   std::vector<TensorInfo> produced(Op op) const;  // output, loss, grads
+  // The dtype a tensor of this case is stored in: float32 for the loss, the loss curve and a
+  // training checkpoint of a parameter (the optimizer's float32 master copy, docs/training.md
+  // "Mixed precision": a float16 master would lose every update below half an ULP), the case's
+  // storage dtype (core/dtype.hpp storage_dtype) for everything else.
+  DType storage(const TensorInfo& t) const;
+  // A training checkpoint of a parameter (step<k>_weight): the float32 master copy, whose values
+  // are float32's whatever the case dtype (compare must not round them to it).
+  static bool master_copy(const TensorInfo& t);
   // "<case>_<op>_<tensor>.npy"
   std::string file_name(Op op, const std::string& tensor) const;
 

@@ -9,6 +9,7 @@
 // output element is summed in the same canonical order whatever the layout or thread count.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,12 +44,17 @@ struct OracleTimes {
 };
 Result<std::map<std::string, Tensor>> oracle_compute(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
-    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0, OracleTimes* times = nullptr);
+    const layout::TensorSpecs& specs, DType result_dtype, int threads = 0, OracleTimes* times = nullptr,
+    std::optional<DType> loss_on = std::nullopt);  // default: the case dtype, exact for float64 results
 
 // A training case's trajectory (docs/training.md) in float64: every step is oracle_compute in its
 // float64 mode (in the layouts of `specs`), the SGD update float64 (train/sgd.hpp). Step s >= 1
-// takes its data inputs from `step_inputs(s)`. Returns "train_loss" (float32 [steps], each loss
-// rounded once) and the checkpoint tensors rounded once to `result_dtype`.
+// takes its data inputs from `step_inputs(s)`. A bfloat16/float16 case trains in mixed precision
+// (docs/training.md): the forward sees the parameters cast to the case dtype, the loss is taken on
+// the output rounded to it, and the optimizer receives the gradients rounded to it; the master
+// parameters stay float64. Returns "train_loss" (float32 [steps], each loss rounded once), the
+// parameter checkpoints rounded once to float32 (float64 when `result_dtype` is) and the gradient
+// checkpoints rounded once to `result_dtype`.
 Result<std::map<std::string, Tensor>> oracle_trajectory(
     const cases::Case& c, cases::Op op, const std::map<std::string, const Tensor*>& inputs,
     const std::function<std::map<std::string, Tensor>(std::int64_t)>& step_inputs,
