@@ -612,8 +612,6 @@ contains
     if (steps < 1) call fail('VALIDATE_STEPS must be >= 1')
     if (env_str('VALIDATE_OPTIMIZER') /= 'sgd') &
       call fail('VALIDATE_OPTIMIZER="'//env_str('VALIDATE_OPTIMIZER')//'" is not supported (sgd)')
-    if (dtype /= 'float32') &
-      call fail('training mode computes float32 trajectories; VALIDATE_DTYPE is '//dtype)
     sgd%lr = real(env_real('VALIDATE_LR'), real32)
     sgd%momentum = real(env_real('VALIDATE_MOMENTUM'), real32)
     sgd%keep = real(1.0_dp - env_real('VALIDATE_DAMPENING'), real32)

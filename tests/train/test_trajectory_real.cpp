@@ -148,6 +148,11 @@ TEST(TrajectoryGate, PassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeedsAndR
 // step-1 loss error is below the bfloat16 gate and the step-1 checkpoint catches it, see
 // workflow.train_mixed).
 TEST(TrajectoryGate, MixedPrecisionPassesCleanAndFailsAKrscUpdateAcrossSeedsAndRates) {
+  // The two stacks round the same products to the case dtype, so a run may agree to the bit (the
+  // float32 sums land on the same narrow value at every cast); across the sweep they must differ,
+  // or the test would pass vacuously. LibTorch against the oracle (dL/dy rounded, float32 master)
+  // differs far more: workflow.train_mixed, 16% of the bfloat16 gate.
+  double clean_worst = 0;
   for (DType dt : {DType::bfloat16, DType::float16}) {
     const auto gate = compare::Policy::builtin().resolve({std::string(dtype_name(dt)), ops::Op::conv2d, ops::Role::loss_curve, "train_loss"});
     ASSERT_TRUE(gate.loss_rel) << dtype_name(dt);
@@ -175,7 +180,7 @@ TEST(TrajectoryGate, MixedPrecisionPassesCleanAndFailsAKrscUpdateAcrossSeedsAndR
         }
         const auto ok = classify_divergence(e_clean, r0);
         EXPECT_EQ(ok.kind, Divergence::Kind::none) << ok.sentence();
-        EXPECT_GT(*std::max_element(e_clean.begin(), e_clean.end()), 0.0);  // two different stacks
+        clean_worst = std::max(clean_worst, *std::max_element(e_clean.begin(), e_clean.end()));
         const auto bad = classify_divergence(e_bad, r0);
         EXPECT_EQ(bad.kind, Divergence::Kind::mistake) << bad.sentence();
         EXPECT_GE(bad.first_bad_step, 1) << bad.sentence();
@@ -183,6 +188,7 @@ TEST(TrajectoryGate, MixedPrecisionPassesCleanAndFailsAKrscUpdateAcrossSeedsAndR
       }
     }
   }
+  EXPECT_GT(clean_worst, 0.0);
 }
 
 }  // namespace

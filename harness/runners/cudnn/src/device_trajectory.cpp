@@ -14,7 +14,9 @@ Result<TrainPlan> plan_training(const cases::Case& c, cases::Op op) {
   if (!c.train) return Error{"not a training case"};
   if (c.dtype != DType::float32)
     return Error{
-        fmt::format("training cases are float32 only (this one is {})", dtype_name(c.dtype))};
+        fmt::format("the device trajectory trains float32 only (this case is {}; mixed-precision "
+                    "trajectories run on the oracle, torch and exec backends, docs/training.md)",
+                    dtype_name(c.dtype))};
   if (c.train->optimizer != train::Optimizer::sgd)
     return Error{"the device update implements SGD only"};
   TrainPlan p;
