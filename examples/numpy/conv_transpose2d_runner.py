@@ -82,6 +82,24 @@ def sgd_float32(p, grad, buf, first):
     p -= lr * g
 
 
+def adam_float32(p, grad, state):
+    """torch.optim.Adam's update in float32 (L2 weight decay, no AMSGrad; harness/train adam.hpp)."""
+    f32 = np.float32
+    lr, wd = float(os.environ["VALIDATE_LR"]), f32(float(os.environ["VALIDATE_WEIGHT_DECAY"]))
+    b1, b2 = float(os.environ["VALIDATE_BETA1"]), float(os.environ["VALIDATE_BETA2"])
+    eps = f32(float(os.environ["VALIDATE_EPS"]))
+    state["t"] += 1
+    t = state["t"]
+    g = grad.astype(np.float32)
+    if wd != 0:
+        g = g + wd * p
+    m, v = state["m"], state["v"]
+    m[...] = f32(b1) * m + f32(1 - b1) * g
+    v[...] = f32(b2) * v + (f32(1 - b2) * g) * g
+    denom = np.sqrt(v) / f32(np.sqrt(1 - b2 ** t)) + eps
+    p -= f32(lr / (1 - b1 ** t)) * (m / denom)
+
+
 def main(d):
     if os.environ["VALIDATE_OP"] != "conv_transpose2d":
         return 3
@@ -102,6 +120,11 @@ def main(d):
     if b is not None:
         params["bias"] = b.astype(np.float32)
     bufs = {k: np.zeros_like(v) for k, v in params.items()}
+    adam = os.environ.get("VALIDATE_OPTIMIZER") == "adam"
+    if training and os.environ["VALIDATE_OPTIMIZER"] not in ("sgd", "adam"):
+        sys.stderr.write(f'conv_transpose2d_runner.py: VALIDATE_OPTIMIZER={os.environ["VALIDATE_OPTIMIZER"]} is not sgd or adam\n')
+        return 2
+    moments = {k: {"m": np.zeros_like(v), "v": np.zeros_like(v), "t": 0} for k, v in params.items()}
     losses = []
     for s in range(steps):
         where = d if s == 0 else os.path.join(d, "steps", str(s))
@@ -122,7 +145,10 @@ def main(d):
                     params[k].astype("<f4").tofile(os.path.join(d, f"step{s}_{k}.bin"))  # float32 always
                     wr(f"step{s}_grad_{k}", grads["grad_" + k])
             for k in params:
-                sgd_float32(params[k], as_stored(grads["grad_" + k], dtype), bufs[k], s == 0)
+                if adam:
+                    adam_float32(params[k], as_stored(grads["grad_" + k], dtype), moments[k])
+                else:
+                    sgd_float32(params[k], as_stored(grads["grad_" + k], dtype), bufs[k], s == 0)
     if training:
         np.array(losses).astype("<f4").tofile(os.path.join(d, "train_loss.bin"))
     return 0

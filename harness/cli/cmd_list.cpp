@@ -41,8 +41,11 @@ void register_list(CLI::App& app, int& exit_code) {
       const cases::CaseSummary r = cases::summarize(c);
       std::string train;
       if (c.train)
-        train = fmt::format("  {} SGD steps, lr {:g}, momentum {:g}, weight decay {:g}", c.train->steps, c.train->lr,
-                            c.train->momentum, c.train->weight_decay);
+        train = c.train->optimizer == train::Optimizer::adam
+                    ? fmt::format("  {} Adam steps, lr {:g}, betas ({:g}, {:g}), eps {:g}, weight decay {:g}", c.train->steps,
+                                  c.train->lr, c.train->beta1, c.train->beta2, c.train->eps, c.train->weight_decay)
+                    : fmt::format("  {} SGD steps, lr {:g}, momentum {:g}, weight decay {:g}", c.train->steps, c.train->lr,
+                                  c.train->momentum, c.train->weight_decay);
       else if (training)
         train = "  -";
       std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}{}\n", dtype_name(c.dtype), c.name, r.k,

@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 
+#include "validate/train/adam.hpp"
+#include "validate/train/optimizer.hpp"
 #include "validate/train/schedule.hpp"
 #include "validate/train/tensor_names.hpp"
 #include "validate/train/sgd.hpp"
@@ -64,6 +66,98 @@ TEST(TrainSgd, AnUpdateWithoutTheBufferPartsOnceTheBufferHasHistory) {
     if (s < 2) EXPECT_NEAR(p, q, 1e-15) << "step " << s;
     else EXPECT_NEAR(std::fabs(p - q), 0.1 * 0.81 * 0.51, 1e-4) << "step 2 misses lr * momentum^2 * g0";
   }
+}
+
+TrainConfig adam_config() {
+  TrainConfig c;
+  c.optimizer = Optimizer::adam;
+  c.lr = 0.1;
+  c.beta1 = 0.9;
+  c.beta2 = 0.999;
+  c.eps = 1e-8;
+  c.weight_decay = 0.01;
+  return c;
+}
+
+// The textbook form (Kingma & Ba, with L2 decay in the gradient): bias-corrected moments, then
+// p -= lr * m_hat / (sqrt(v_hat) + eps). adam_step follows PyTorch's operation order instead
+// (step size lr / (1 - b1^t), denominator sqrt(v) / sqrt(1 - b2^t) + eps): equal in exact arithmetic.
+TEST(TrainAdam, MatchesTheTextbookFormStepByStep) {
+  const TrainConfig c = adam_config();
+  const double grads[] = {0.5, 0.25, -0.5, 0.125, 2.0};
+  AdamState<double> st;
+  double p = 1.0, q = 1.0, m = 0, v = 0;
+  for (int t = 1; t <= 5; ++t) {
+    adam_step(&p, &grads[t - 1], 1, st, c);
+    const double g = grads[t - 1] + c.weight_decay * q;
+    m = c.beta1 * m + (1 - c.beta1) * g;
+    v = c.beta2 * v + (1 - c.beta2) * g * g;
+    const double m_hat = m / (1 - std::pow(c.beta1, t)), v_hat = v / (1 - std::pow(c.beta2, t));
+    q -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
+    EXPECT_NEAR(p, q, 1e-14) << "step " << t;
+  }
+  EXPECT_EQ(st.step, 5);
+  // The first update is lr times the gradient's sign, nearly (m_hat = g, v_hat = g^2).
+  AdamState<double> s1;
+  double p1 = 1.0;
+  const double g0 = -0.3;
+  adam_step(&p1, &g0, 1, s1, c);
+  EXPECT_NEAR(p1, 1.0 + 0.1 * (0.3 - 0.01) / (0.29 + 1e-8), 1e-15);
+}
+
+TEST(TrainAdam, ForgettingTheBiasCorrectionPartsAtTheFirstStep) {
+  // Without the correction the first update is lr * 0.1 g / (sqrt(0.001) |g|): 3.16x too short.
+  const TrainConfig c = adam_config();
+  AdamState<double> st;
+  double p = 1.0;
+  const double g = 0.5;
+  adam_step(&p, &g, 1, st, c);
+  const double gw = g + c.weight_decay;
+  const double uncorrected = 1.0 - c.lr * (0.1 * gw) / (std::sqrt(0.001 * gw * gw) + c.eps);
+  EXPECT_GT(std::fabs(p - uncorrected), 0.05);
+}
+
+TEST(TrainAdam, Float32UpdateStaysWithinRoundingOfFloat64AndTheSwitchPicksIt) {
+  TrainConfig c = adam_config();
+  c.lr = 0.01;
+  OptimizerState<double> sd;
+  OptimizerState<float> sf;
+  std::vector<double> pd = {1.0, -0.3, 0.7, 2.5, -1.25};
+  std::vector<float> pf(pd.begin(), pd.end());
+  for (int s = 0; s < 50; ++s) {
+    std::vector<double> gd(pd.size());
+    std::vector<float> gf(pd.size());
+    for (std::size_t i = 0; i < pd.size(); ++i) {
+      gf[i] = static_cast<float>(0.3 * std::sin(0.7 * s + static_cast<double>(i)));
+      gd[i] = gf[i];
+    }
+    optimizer_step(pd.data(), gd.data(), pd.size(), sd, c);
+    optimizer_step(pf.data(), gf.data(), pf.size(), sf, c);
+  }
+  EXPECT_TRUE(sd.sgd.momentum.empty());  // Adam's state, not SGD's
+  EXPECT_EQ(sd.adam.step, 50);
+  for (std::size_t i = 0; i < pd.size(); ++i) EXPECT_NEAR(pf[i], pd[i], 1e-5 * (1 + std::fabs(pd[i]))) << i;
+}
+
+TEST(TrainSchedule, AdamConfigRoundTripsAndSgdJsonIsUnchanged) {
+  auto a = read_train_config(Json::parse(R"({"steps": 4, "optimizer": "adam", "lr": 0.002, "betas": [0.8, 0.99],
+                                            "eps": 1e-6, "weight_decay": 0.01, "checkpoint_every": 2})"), "t");
+  ASSERT_TRUE(a) << a.message();
+  EXPECT_EQ(a->optimizer, Optimizer::adam);
+  EXPECT_DOUBLE_EQ(a->beta1, 0.8);
+  EXPECT_DOUBLE_EQ(a->beta2, 0.99);
+  EXPECT_DOUBLE_EQ(a->eps, 1e-6);
+  auto back = read_train_config(to_json(*a), "t");
+  ASSERT_TRUE(back) << back.message();
+  EXPECT_EQ(to_json(*back), to_json(*a));
+  // An SGD config writes exactly the keys it wrote before Adam existed (metadata bytes unchanged).
+  auto s = read_train_config(Json::parse(R"({"steps": 3, "lr": 0.1, "momentum": 0.9})"), "t");
+  ASSERT_TRUE(s);
+  std::vector<std::string> keys;
+  const Json sj = to_json(*s);
+  for (auto it = sj.begin(); it != sj.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"checkpoint_every", "dampening", "lr", "momentum", "nesterov", "optimizer",
+                                            "steps", "weight_decay"}));
 }
 
 TEST(TrainSgd, Float32UpdateStaysWithinRoundingOfFloat64) {
@@ -135,7 +229,12 @@ TEST(TrainSchedule, BadConfigsAreNamedErrors) {
       {{{"steps", 0}}, "\"steps\" is 0"},
       {{{"steps", 5}, {"lr", -1}}, "\"lr\" must be finite and >= 0"},
       {{{"steps", 5}, {"lr", 0}}, "\"lr\" is 0"},
-      {{{"steps", 5}, {"optimizer", "adam"}}, "the supported optimizer is \"sgd\""},
+      {{{"steps", 5}, {"optimizer", "adagrad"}}, "the supported optimizers are \"sgd\" and \"adam\""},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"momentum", 0.9}}, "\"momentum\" does not apply to \"optimizer\": \"adam\""},
+      {{{"steps", 5}, {"betas", {0.9, 0.999}}}, "\"betas\" does not apply to \"optimizer\": \"sgd\""},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"betas", {0.9, 1.0}}}, "\"betas\" must be in [0, 1)"},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"betas", {0.9}}}, "\"betas\" must be two numbers"},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"eps", 0}}, "\"eps\" must be > 0"},
       {{{"steps", 5}, {"nesterov", true}}, "Nesterov momentum needs"},
       {{{"steps", 5}, {"step", 3}}, "unknown key \"step\""},
       {{{"steps", 2.5}}, "\"steps\" must be an integer"},

@@ -141,6 +141,40 @@ TEST(TrajectoryGate, PassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeedsAndR
   }
 }
 
+// Adam (torch.optim.Adam, L2 decay): the same gate, the same planted update. Adam's first update is
+// lr times the gradient's sign, so a dW read in another layout moves every weight by a full step
+// in the wrong direction where the signs differ: it is far above the float32 gate at step 1.
+TEST(TrajectoryGate, AdamPassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeedsAndRates) {
+  for (double lr : {1e-3, 1e-2, 5e-2}) {
+    cases::Case c = training_case(lr);
+    c.train->optimizer = Optimizer::adam;
+    c.train->momentum = 0;
+    c.train->weight_decay = 1e-2;
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      SCOPED_TRACE("lr " + std::to_string(lr) + " seed " + std::to_string(seed));
+      const auto exact = losses<double>(c, seed, Stack{});
+      const auto clean = losses<float>(c, seed, Stack{ops::Accumulation::float32});
+      Stack bad_stack{ops::Accumulation::float32};
+      bad_stack.krsc_dw = true;
+      const auto planted = losses<float>(c, seed, bad_stack);
+      ASSERT_EQ(exact.size(), 30u);
+      const auto e_clean = relative_errors(clean, exact), e_bad = relative_errors(planted, exact);
+      if (std::getenv("VALIDATE_TRAJ_PRINT")) {
+        double m = 0;
+        for (double e : e_clean) m = std::max(m, e);
+        std::printf("adam lr %g seed %d clean max %.2e planted step1 %.2e\n", lr, (int)seed, m, e_bad[1]);
+      }
+      const auto ok = classify_divergence(e_clean, 1e-6);
+      EXPECT_EQ(ok.kind, Divergence::Kind::none) << ok.sentence();
+      EXPECT_GT(e_clean[29], 0.0);
+      const auto bad = classify_divergence(e_bad, 1e-6);
+      EXPECT_EQ(bad.kind, Divergence::Kind::mistake) << bad.sentence();
+      EXPECT_EQ(bad.first_bad_step, 1) << bad.sentence();
+      EXPECT_EQ(e_bad[0], e_clean[0]);
+    }
+  }
+}
+
 // Mixed precision (docs/training.md): the float64 oracle's trajectory against a float32 stack that
 // sums in another order (channels innermost, the bias first) — both casting as torch.autocast does —
 // under the built-in policy's bfloat16/float16 loss-curve gate. Clean runs pass across seeds and

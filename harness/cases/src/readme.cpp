@@ -53,9 +53,9 @@ std::string set_readme(const std::vector<Case>& list, const std::string& origin,
       s += fmt::format("- `<dtype>/<case>_{}_{{{}}}.npy`: inputs and LibTorch's results\n", d->name(), names);
   }
   if (std::any_of(list.begin(), list.end(), [](const Case& c) { return c.train.has_value(); }))
-    s += "- training cases (metadata `train`): `<dtype>/<case>_<op>_train_loss.npy`, the loss of every SGD "
+    s += "- training cases (metadata `train`): `<dtype>/<case>_<op>_train_loss.npy`, the loss of every optimizer "
          "step (float32), and `<dtype>/<case>_<op>_step<k>_{<param>,grad_<param>}.npy`, each parameter as step k "
-         "used it and its gradient, at steps 0, 1, every `checkpoint_every`-th and the last (docs/training.md)\n";
+         "used it (float32: the master copy) and its gradient, at steps 0, 1, every `checkpoint_every`-th and the last (docs/training.md)\n";
   s += "- `<dtype>/<case>_metadata.json`: shapes, parameters, layouts, roles and the SHA-256 of "
        "every tensor\n"
        "- `config.json` (the expanded case file), `system_info.json` (versions, device, TF32 "

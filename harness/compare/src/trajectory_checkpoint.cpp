@@ -164,8 +164,11 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
   // rounding: weight decay reads the weights in their own layout, so left in the update it blurs
   // the layout reading (wd 1e-3 left the Fortran example's KRSC mistake unnamed). A later update
   // mixes several steps' gradients through the momentum buffer and is diagnosed as the difference.
-  const bool first_update = j && *j == 0 && name->step == 1;
+  // Adam's first update is lr (g + wd w0) / (|g + wd w0| + eps), nearly lr times the gradient's
+  // sign: it cannot be undone into a gradient, so it is diagnosed as the update itself (a
+  // permutation of the gradient permutes its signs alike).
   const train::TrainConfig& tc = *c.train;
+  const bool first_update = tc.optimizer == train::Optimizer::sgd && j && *j == 0 && name->step == 1;
   const double step_scale = first_update ? tc.lr * (tc.nesterov ? 1 + tc.momentum : 1.0) : 1.0;
   Tensor dref, drun;
   if (j) {

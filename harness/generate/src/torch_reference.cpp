@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
@@ -234,12 +235,23 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       params.emplace(p.name, t);
       list.push_back(t);
     }
-    // LibTorch's own SGD (the same update as torch.optim.SGD): the reference is what PyTorch does.
-    torch::optim::SGD sgd(list, torch::optim::SGDOptions(tc.lr)
-                                    .momentum(tc.momentum)
-                                    .dampening(tc.dampening)
-                                    .weight_decay(tc.weight_decay)
-                                    .nesterov(tc.nesterov));
+    // LibTorch's own optimizer (the same update as torch.optim.SGD / torch.optim.Adam): the
+    // reference is what PyTorch does.
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    switch (tc.optimizer) {
+      case train::Optimizer::sgd:
+        optimizer = std::make_unique<torch::optim::SGD>(list, torch::optim::SGDOptions(tc.lr)
+                                                                  .momentum(tc.momentum)
+                                                                  .dampening(tc.dampening)
+                                                                  .weight_decay(tc.weight_decay)
+                                                                  .nesterov(tc.nesterov));
+        break;
+      case train::Optimizer::adam:
+        optimizer = std::make_unique<torch::optim::Adam>(
+            list, torch::optim::AdamOptions(tc.lr).betas({tc.beta1, tc.beta2}).eps(tc.eps).weight_decay(tc.weight_decay));
+        break;
+    }
+    torch::optim::Optimizer& opt = *optimizer;
     Tensor losses(DType::float32, Shape{tc.steps});
     for (std::int64_t s = 0; s < tc.steps; ++s) {
       std::map<std::string, Tensor> drawn;
@@ -256,7 +268,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
         if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), compute, dev).requires_grad_(true));
       for (const auto& [name, p] : params) leaves[name] = narrow(p);
       const at::Tensor target = to_torch(data("target"), at::kFloat, dev);
-      sgd.zero_grad();
+      opt.zero_grad();
       const at::Tensor y = narrow(ops::torch_forward(inst->params, leaves));
       at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
       loss.backward();
@@ -268,7 +280,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
         for (const auto& [name, p] : params)
           out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), storage));
       }
-      sgd.step();
+      opt.step();
     }
     out.emplace(train::kLossCurve, std::move(losses));
   } catch (const c10::Error& e) {

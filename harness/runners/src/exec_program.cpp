@@ -58,12 +58,17 @@ std::vector<std::string> ExecRunner::program_env(const OpTask& task, const TaskF
     for (auto k : f.checkpoints) cps += (cps.empty() ? "" : " ") + std::to_string(k);
     set("VALIDATE_PROTOCOL", 2);
     set("VALIDATE_STEPS", t.steps);
-    set("VALIDATE_OPTIMIZER", "sgd");
+    set("VALIDATE_OPTIMIZER", train::optimizer_name(t.optimizer));
     set("VALIDATE_LR", fmt::format("{:.17g}", t.lr));
     set("VALIDATE_MOMENTUM", fmt::format("{:.17g}", t.momentum));
     set("VALIDATE_DAMPENING", fmt::format("{:.17g}", t.dampening));
     set("VALIDATE_WEIGHT_DECAY", fmt::format("{:.17g}", t.weight_decay));
     set("VALIDATE_NESTEROV", t.nesterov ? 1 : 0);
+    if (t.optimizer == train::Optimizer::adam) {
+      set("VALIDATE_BETA1", fmt::format("{:.17g}", t.beta1));
+      set("VALIDATE_BETA2", fmt::format("{:.17g}", t.beta2));
+      set("VALIDATE_EPS", fmt::format("{:.17g}", t.eps));
+    }
     set("VALIDATE_NCHECKPOINTS", f.checkpoints.size());
     set("VALIDATE_CHECKPOINTS", cps);
     set("VALIDATE_STEPS_DIR", f.dir + "/" + kStepsDir);

@@ -32,17 +32,36 @@ Status read_count(const Json& j, const char* key, std::int64_t& out, std::int64_
 
 Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
   if (!j.is_object()) return Error{where + ": \"train\" must be an object"};
-  static const std::set<std::string> kKeys = {"steps", "optimizer", "lr", "momentum", "dampening",
-                                              "weight_decay", "nesterov", "checkpoint_every"};
+  static const std::set<std::string> kKeys = {"steps", "optimizer", "lr", "momentum", "dampening", "weight_decay",
+                                              "nesterov", "checkpoint_every", "betas", "eps"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kKeys.count(it.key())) return Error{where + ": unknown key \"" + it.key() + "\" in \"train\""};
   TrainConfig c;
   if (!j.contains("steps")) return Error{where + ": \"train\" needs \"steps\""};
   VALIDATE_TRY(read_count(j, "steps", c.steps, 1, kMaxSteps, where));
   if (j.contains("optimizer")) {
-    if (!j["optimizer"].is_string() || j["optimizer"].get<std::string>() != "sgd")
-      return Error{where + ": \"optimizer\" is " + j["optimizer"].dump() + "; the supported optimizer is \"sgd\""};
+    const std::string o = j["optimizer"].is_string() ? j["optimizer"].get<std::string>() : "";
+    if (o == "sgd") c.optimizer = Optimizer::sgd;
+    else if (o == "adam") c.optimizer = Optimizer::adam;
+    else
+      return Error{where + ": \"optimizer\" is " + j["optimizer"].dump() + "; the supported optimizers are \"sgd\" and \"adam\""};
   }
+  // A key of the other optimizer would be ignored silently: refuse it.
+  for (const char* k : c.optimizer == Optimizer::adam ? std::vector<const char*>{"momentum", "dampening", "nesterov"}
+                                                      : std::vector<const char*>{"betas", "eps"})
+    if (j.contains(k))
+      return Error{where + ": \"" + k + "\" does not apply to \"optimizer\": \"" + optimizer_name(c.optimizer) + "\""};
+  if (j.contains("betas")) {
+    const Json& b = j["betas"];
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
+      return Error{where + ": \"betas\" must be two numbers [beta1, beta2], not " + b.dump()};
+    c.beta1 = b[0].get<double>();
+    c.beta2 = b[1].get<double>();
+    for (double v : {c.beta1, c.beta2})
+      if (!(v >= 0 && v < 1)) return Error{where + ": \"betas\" must be in [0, 1), not " + b.dump()};
+  }
+  VALIDATE_TRY(read_number(j, "eps", c.eps, where));
+  if (!(c.eps > 0)) return Error{where + ": \"eps\" must be > 0 (it keeps Adam's denominator away from 0)"};
   VALIDATE_TRY(read_number(j, "lr", c.lr, where));
   VALIDATE_TRY(read_number(j, "momentum", c.momentum, where));
   VALIDATE_TRY(read_number(j, "dampening", c.dampening, where));
@@ -58,7 +77,13 @@ Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
   return c;
 }
 
+const char* optimizer_name(Optimizer o) { return o == Optimizer::adam ? "adam" : "sgd"; }
+
 Json to_json(const TrainConfig& c) {
+  // Each optimizer's own keys only (an SGD set's metadata is what it was before Adam existed).
+  if (c.optimizer == Optimizer::adam)
+    return {{"steps", c.steps}, {"optimizer", "adam"}, {"lr", c.lr}, {"betas", {c.beta1, c.beta2}},
+            {"eps", c.eps},     {"weight_decay", c.weight_decay}, {"checkpoint_every", c.checkpoint_every}};
   return {{"steps", c.steps},          {"optimizer", "sgd"}, {"lr", c.lr},
           {"momentum", c.momentum},    {"dampening", c.dampening}, {"weight_decay", c.weight_decay},
           {"nesterov", c.nesterov},    {"checkpoint_every", c.checkpoint_every}};

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "validate/train/sgd.hpp"
+#include "validate/train/optimizer.hpp"
 
 namespace validate::train {
 
@@ -13,7 +13,7 @@ template <class T>
 Result<Trajectory<T>> run_trajectory(const TrainConfig& c, Tensors<T> params, const StepFunction<T>& step_fn) {
   Trajectory<T> out;
   const std::vector<std::int64_t> keep = checkpoint_steps(c);
-  std::map<std::string, SgdState<T>> state;
+  std::map<std::string, OptimizerState<T>> state;
   out.losses.reserve(static_cast<std::size_t>(c.steps));
   for (std::int64_t s = 0; s < c.steps; ++s) {
     auto r = step_fn(s, params);
@@ -29,7 +29,7 @@ Result<Trajectory<T>> run_trajectory(const TrainConfig& c, Tensors<T> params, co
       if (g->second.size() != p.size())
         return Error{fmt::format("training step {}: grad_{} has {} elements, parameter '{}' {}", s, name, g->second.size(),
                                  name, p.size())};
-      sgd_step(p.data(), g->second.data(), p.size(), state[name], c);
+      optimizer_step(p.data(), g->second.data(), p.size(), state[name], c);
     }
   }
   out.final_params = std::move(params);

@@ -43,7 +43,8 @@ struct Trajectory {
   Tensors<T> final_params;     // after the last update
 };
 
-// Runs c.steps steps from `params`, updating every parameter with SGD (sgd.hpp) in T. Errors: the
+// Runs c.steps steps from `params`, updating every parameter with the case's optimizer
+// (optimizer.hpp: SGD or Adam) in T. Errors: the
 // step function's (prefixed with the step), a gradient missing or of another size than its
 // parameter, a non-finite loss (a trajectory that blew up says at which step).
 template <class T>
