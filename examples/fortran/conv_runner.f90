@@ -410,14 +410,70 @@ module validate_sgd
   use, intrinsic :: iso_fortran_env, only: real32
   implicit none
   private
-  public :: sgd_config, sgd_step
+  public :: sgd_config, sgd_step, adam_step, optimizer_step
 
+  ! The schedule's optimizer: SGD, or Adam (adam = .true.: beta1, beta2, eps; lr and weight_decay
+  ! shared). lr_dp/beta*_dp keep the doubles the bias corrections are computed from, as LibTorch
+  ! computes them on the host in double.
   type :: sgd_config
     real(real32) :: lr = 0, momentum = 0, keep = 1, weight_decay = 0
     logical :: nesterov = .false.
+    logical :: adam = .false.
+    real(real32) :: beta1 = 0.9, beta2 = 0.999, eps = 1e-8
+    double precision :: lr_dp = 0, beta1_dp = 0.9d0, beta2_dp = 0.999d0
   end type sgd_config
 
 contains
+
+  ! One update of p by the configured optimizer; buf and buf2 are its state (SGD: the momentum
+  ! buffer; Adam: the two moments), t the 1-based step.
+  subroutine optimizer_step(cfg, n, p, grad, buf, buf2, t)
+    type(sgd_config), intent(in) :: cfg
+    integer, intent(in) :: n, t
+    real(real32), intent(inout) :: p(n), buf(n), buf2(n)
+    real(real32), intent(in) :: grad(n)
+    if (cfg%adam) then
+      call adam_step(cfg, n, p, grad, buf, buf2, t)
+    else
+      call sgd_step(cfg, n, p, grad, buf, t == 1)
+    end if
+  end subroutine optimizer_step
+
+  ! One Adam update as torch.optim.Adam computes it (L2 weight decay, no AMSGrad; the harness's
+  ! harness/train/include/validate/train/adam.hpp), in float32, each operation rounded:
+  !   g = grad + weight_decay * p;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
+  !   p = p - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+  subroutine adam_step(cfg, n, p, grad, m, v, t)
+    type(sgd_config), intent(in) :: cfg
+    integer, intent(in) :: n, t
+    real(real32), intent(inout) :: p(n), m(n), v(n)
+    real(real32), intent(in) :: grad(n)
+    real(real32) :: g, prod, kept, step_size, bc2_sqrt, denom, k1, k2, ratio
+    integer :: i
+    step_size = real(cfg%lr_dp/(1.0d0 - cfg%beta1_dp**t), real32)
+    bc2_sqrt = real(sqrt(1.0d0 - cfg%beta2_dp**t), real32)
+    k1 = real(1.0d0 - cfg%beta1_dp, real32)
+    k2 = real(1.0d0 - cfg%beta2_dp, real32)
+    do i = 1, n
+      g = grad(i)
+      if (cfg%weight_decay /= 0) then
+        prod = cfg%weight_decay*p(i)
+        g = g + prod
+      end if
+      prod = cfg%beta1*m(i)
+      kept = k1*g
+      m(i) = prod + kept
+      prod = cfg%beta2*v(i)
+      kept = k2*g
+      kept = kept*g
+      v(i) = prod + kept
+      denom = sqrt(v(i))/bc2_sqrt
+      denom = denom + cfg%eps
+      ratio = m(i)/denom
+      prod = step_size*ratio
+      p(i) = p(i) - prod
+    end do
+  end subroutine adam_step
 
   subroutine sgd_step(cfg, n, p, grad, buf, first)
     type(sgd_config), intent(in) :: cfg
@@ -610,8 +666,20 @@ contains
     integer :: n
     steps = env_int('VALIDATE_STEPS')
     if (steps < 1) call fail('VALIDATE_STEPS must be >= 1')
-    if (env_str('VALIDATE_OPTIMIZER') /= 'sgd') &
-      call fail('VALIDATE_OPTIMIZER="'//env_str('VALIDATE_OPTIMIZER')//'" is not supported (sgd)')
+    select case (env_str('VALIDATE_OPTIMIZER'))
+    case ('sgd')
+      sgd%adam = .false.
+    case ('adam')
+      sgd%adam = .true.
+      sgd%beta1_dp = env_real('VALIDATE_BETA1')
+      sgd%beta2_dp = env_real('VALIDATE_BETA2')
+      sgd%beta1 = real(sgd%beta1_dp, real32)
+      sgd%beta2 = real(sgd%beta2_dp, real32)
+      sgd%eps = real(env_real('VALIDATE_EPS'), real32)
+    case default
+      call fail('VALIDATE_OPTIMIZER="'//env_str('VALIDATE_OPTIMIZER')//'" is not supported (sgd, adam)')
+    end select
+    sgd%lr_dp = env_real('VALIDATE_LR')
     sgd%lr = real(env_real('VALIDATE_LR'), real32)
     sgd%momentum = real(env_real('VALIDATE_MOMENTUM'), real32)
     sgd%keep = real(1.0_dp - env_real('VALIDATE_DAMPENING'), real32)
@@ -670,7 +738,8 @@ contains
   subroutine train_conv2d()
     integer :: nx, nw, ny, s, i
     real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
-    real(real32), allocatable :: w32(:), b32(:), gw32(:), gb32(:), upd(:), bufw(:), bufb(:), losses(:)
+    real(real32), allocatable :: w32(:), b32(:), gw32(:), gb32(:), upd(:), bufw(:), bufb(:), bufw2(:), bufb2(:), &
+                                 losses(:)
     real(dp) :: loss
 
     call read_conv_geometry()
@@ -679,7 +748,7 @@ contains
     nw = o*(c/groups)*kh*kw
     ny = nb*o*hout*wout
     allocate (x(nx), wf(nw), b(o), t(ny), y(ny), dy(ny), gx(nx), gwf(nw), gb(o))
-    allocate (w32(nw), b32(o), gw32(nw), gb32(o), upd(nw), bufw(nw), bufb(o), losses(steps))
+    allocate (w32(nw), b32(o), gw32(nw), gb32(o), upd(nw), bufw(nw), bufb(o), bufw2(nw), bufb2(o), losses(steps))
     call read_tensor(dir, 'weight', dtype, nw, wf)
     w32 = real(wf, real32)
     b32 = 0
@@ -689,6 +758,8 @@ contains
     end if
     bufw = 0
     bufb = 0
+    bufw2 = 0
+    bufb2 = 0
 
     do s = 0, steps - 1
       call read_tensor(step_dir(s), 'input', dtype, nx, x)
@@ -722,8 +793,8 @@ contains
       else
         upd = gw32
       end if
-      call sgd_step(sgd, nw, w32, upd, bufw, s == 0)
-      if (has_bias) call sgd_step(sgd, o, b32, gb32, bufb, s == 0)
+      call optimizer_step(sgd, nw, w32, upd, bufw, bufw2, s + 1)
+      if (has_bias) call optimizer_step(sgd, o, b32, gb32, bufb, bufb2, s + 1)
     end do
     call write_f32(dir//'/train_loss.bin', losses)
   end subroutine train_conv2d
@@ -732,16 +803,17 @@ contains
   subroutine train_matmul()
     integer :: m, k, n, s, i, j
     real(dp), allocatable :: a(:, :), b(:, :), t(:, :), y(:, :), dy(:, :), gb(:, :)
-    real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), losses(:)
+    real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), bufb2(:, :), losses(:)
     real(dp) :: loss
 
     m = env_int('VALIDATE_M'); k = env_int('VALIDATE_K'); n = env_int('VALIDATE_NCOLS')
     call read_schedule()
     allocate (a(m, k), b(k, n), t(m, n), y(m, n), dy(m, n), gb(k, n))
-    allocate (b32(k, n), gb32(k, n), bufb(k, n), losses(steps))
+    allocate (b32(k, n), gb32(k, n), bufb(k, n), bufb2(k, n), losses(steps))
     call read_tensor(dir, 'B', dtype, k*n, b)
     b32 = real(b, real32)
     bufb = 0
+    bufb2 = 0
     do s = 0, steps - 1
       call read_tensor(step_dir(s), 'A', dtype, m*k, a)
       call read_tensor(step_dir(s), 'target', dtype, m*n, t)
@@ -769,7 +841,7 @@ contains
         call write_tensor(dir, step_name(s, 'B'), 'float32', k*n, real(b32, dp))
         call write_tensor(dir, step_name(s, 'grad_B'), dtype, k*n, real(gb32, dp))
       end if
-      call sgd_step(sgd, k*n, b32, gb32, bufb, s == 0)
+      call optimizer_step(sgd, k*n, b32, gb32, bufb, bufb2, s + 1)
     end do
     call write_f32(dir//'/train_loss.bin', losses)
   end subroutine train_matmul

@@ -5,6 +5,7 @@
 #   train_example.sh clean        VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK
 #   train_example.sh wrong_update VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK
 #   train_example.sh mixed        VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK   (cases/train_mixed.json)
+#   train_example.sh adam         VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK   (cases/train_adam.json)
 # clean: the trajectory passes `compare --require-all`; the same program made to ignore protocol 2
 #   (VALIDATE_PROTOCOL unset: it writes only the single-step results) fails its cases, and compare
 #   fails them too.
@@ -14,17 +15,19 @@
 # mixed: bfloat16 and float16 trajectories in mixed precision (docs/training.md): the clean program
 #   passes; with CONV_RUNNER_BUG=update_dw_krsc step 0 passes and step 1 fails in both dtypes, the
 #   first update named as applied with dW in the filter layout.
+# adam: the same with torch.optim.Adam, in float32 and bfloat16.
 # Exit 0 when every expectation holds, 1 with a FAIL line otherwise.
 set -eu
 if [ $# -ne 6 ]; then
-  echo "usage: $0 clean|wrong_update|mixed VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK" >&2
+  echo "usage: $0 clean|wrong_update|mixed|adam VALIDATE_BIN EXAMPLE_BIN CASES LAYOUTS WORK" >&2
   exit 2
 fi
 mode=$1 validate=$2 example=$3 cases=$4 layouts=$5 work=$6
 fail() { echo "train_example ($mode): FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
-only=.  # the program trains conv2d and matmul: the mixed set's conv_transpose2d case is not its
+only=.  # the program trains conv2d and matmul: the mixed and Adam sets' conv_transpose2d cases are not its
 [ "$mode" = mixed ] && only=tmixed_conv
+[ "$mode" = adam ] && only=tadam_conv
 "$validate" generate --cases "$cases" --only "$only" --out "$work/ref" --progress 0 > "$work/gen.log" 2>&1 ||
   fail "generate: $(tail -3 "$work/gen.log")"
 ls "$work/ref/"*/*_conv2d_step1_weight.npy > /dev/null 2>&1 || fail "the reference has no step-1 checkpoint"
@@ -108,14 +111,14 @@ wrong_update)
   [ "$n" -ge 2 ] ||
     fail "compare does not name the update applied with dW in the filter layout in both cases ($n): $(cat "$work/bug.txt")"
   ;;
-mixed)
-  c=tmixed_conv_n2_c6_h7_w9_o4_g2
+mixed | adam)
+  if [ "$mode" = mixed ]; then c=tmixed_conv_n2_c6_h7_w9_o4_g2 dtypes="bfloat16 float16"; else c=tadam_conv_n2_c6_h7_w9_o4_g2 dtypes="float32 bfloat16"; fi
   run clean "$example {dir}" || fail "validate run: $(tail -5 "$work/clean.log")"
   compare clean || fail "compare of the clean mixed-precision trajectory: $(tail -30 "$work/clean.txt")"
   run bug "$example {dir}" CONV_RUNNER_BUG=update_dw_krsc || fail "validate run: $(tail -5 "$work/bug.log")"
-  for dt in bfloat16 float16; do
+  for dt in $dtypes; do
     if compare bug "^$dt/"; then
-      fail "$dt: compare PASSED the planted wrong-layout update in mixed precision: a false pass; report: $(cat "$work/bug.txt")"
+      fail "$dt: compare PASSED the planted wrong-layout update ($mode): a false pass; report: $(cat "$work/bug.txt")"
     fi
     for t in step0_weight step0_grad_weight output grad_weight; do
       [ "$(verdict bug "$c" conv2d $t)" = passed ] || fail "$dt: step 0 ($t) should still pass: $(cat "$work/bug.txt")"
@@ -126,11 +129,11 @@ mixed)
     grep -Eq "$dt/$c/conv2d +FAILED at step 1 \(mistake\)" "$work/bug.txt" ||
       fail "$dt: compare does not say the trajectory parts at step 1 as a mistake: $(cat "$work/bug.txt")"
     grep -Eq "first bad checkpoint step1_weight \(step 1\): update applied with dW in OHWI" "$work/bug.txt" ||
-      fail "$dt: compare does not name the update applied with dW in the filter layout: $(cat "$work/bug.txt")"
+      fail "$dt: compare does not name the update applied with dW in the filter layout ($mode): $(cat "$work/bug.txt")"
   done
   ;;
 *)
-  echo "train_example.sh: unknown mode '$mode' (clean, wrong_update, mixed)" >&2
+  echo "train_example.sh: unknown mode '$mode' (clean, wrong_update, mixed, adam)" >&2
   exit 2
   ;;
 esac

@@ -262,6 +262,26 @@ TEST(TrainGate, CleanDriftPassesAndThePlantedUpdateIsAMistakeAtStepOne) {
   EXPECT_NE(d.sentence().find("step 1"), std::string::npos) << d.sentence();
 }
 
+// Adam in bfloat16 (example.fortran.train_adam): the planted update is 18x the 1e-3 gate at step 1
+// from a clean step 0 and grows 1.33x per step: below the 100x factor and the 1.4x growth, named
+// by the jump. A bfloat16 SGD one at lr 0.01 is 2.3x the gate at step 2 growing 1.5x: the growth.
+TEST(TrainGate, AJumpFromACleanStepOrSteadyCompoundingIsAMistake) {
+  const std::vector<double> adam = {3e-8, 2.5e-2, 3.3e-2, 4.4e-2, 5.9e-2, 7.8e-2, 0.1};
+  const Divergence a = classify_divergence(adam, 1e-3);
+  EXPECT_EQ(a.kind, Divergence::Kind::mistake) << a.sentence();
+  EXPECT_EQ(a.first_bad_step, 1);
+  EXPECT_LT(a.growth, kMistakeGrowth);
+  EXPECT_LT(a.error, kMistakeFactor * a.gate);
+  const std::vector<double> sgd = {3e-8, 5e-4, 4.0e-3, 6.0e-3, 9.0e-3, 1.35e-2, 2.0e-2, 3.0e-2};
+  const Divergence g = classify_divergence(sgd, 1e-3);
+  EXPECT_EQ(g.kind, Divergence::Kind::mistake) << g.sentence();
+  EXPECT_EQ(g.first_bad_step, 2);
+  // Drift that crept up to the gate and crosses it by 20%: not a jump, not compounding.
+  const std::vector<double> creep = {4e-4, 8e-4, 1.2e-3, 1.7e-3, 2.4e-3, 2.6e-3, 2.8e-3, 3.0e-3};
+  const Divergence c = classify_divergence(creep, 1e-3);
+  EXPECT_EQ(c.kind, Divergence::Kind::drift) << c.sentence();
+}
+
 TEST(TrainGate, SlowGrowthPastTheGateIsDriftAndNaNIsAMistake) {
   const double r0 = 1e-6;
   std::vector<double> drift(60);

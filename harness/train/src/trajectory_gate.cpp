@@ -18,10 +18,14 @@ std::vector<double> relative_errors(const std::vector<double>& run, const std::v
 
 Divergence classify_divergence(const std::vector<double>& rel_errors, double r0) {
   Divergence d;
+  double before = 0;  // the largest error of the steps before
   for (std::size_t s = 0; s < rel_errors.size(); ++s) {
     const double e = rel_errors[s];
     const double gate = loss_gate(static_cast<std::int64_t>(s), r0);
-    if (!std::isnan(e) && e <= gate) continue;  // NaN never passes
+    if (!std::isnan(e) && e <= gate) {
+      before = std::max(before, e);
+      continue;  // NaN never passes
+    }
     d.first_bad_step = static_cast<std::int64_t>(s);
     d.error = e;
     d.gate = gate;
@@ -30,7 +34,9 @@ Divergence classify_divergence(const std::vector<double>& rel_errors, double r0)
     d.growth = 1;
     if (last > s && e > 0 && std::isfinite(e) && std::isfinite(rel_errors[last]) && rel_errors[last] > 0)
       d.growth = std::pow(rel_errors[last] / e, 1.0 / static_cast<double>(last - s));
-    const bool mistake = std::isnan(e) || !std::isfinite(e) || e >= kMistakeFactor * gate || d.growth >= kMistakeGrowth;
+    const bool jump = e >= kJumpFactor * gate && e >= kJumpFactor * before;
+    const bool mistake =
+        std::isnan(e) || !std::isfinite(e) || e >= kMistakeFactor * gate || d.growth >= kMistakeGrowth || jump;
     d.kind = mistake ? Divergence::Kind::mistake : Divergence::Kind::drift;
     return d;
   }

@@ -25,8 +25,10 @@ struct Divergence {
 };
 
 // A mistake: at the first bad step the error is >= kMistakeFactor x the gate, or it then grows by
-// >= kMistakeGrowth per step (geometric, as a wrong update compounds). Anything else past the gate
-// is drift. `rel_errors[s]` = |run - ref| / |ref| at step s; a NaN error is a mistake at that step.
+// >= kMistakeGrowth per step (geometric, as a wrong update compounds), or it jumped there: >=
+// kJumpFactor x the gate and >= kJumpFactor x every error before it (drift creeps up to the gate;
+// it cannot leap an order of magnitude past it from a clean step). Anything else past the gate is
+// drift. `rel_errors[s]` = |run - ref| / |ref| at step s; a NaN error is a mistake at that step.
 // Why 1.4: rounding drift grows like sqrt(1 + s) (1.13x per step from step 1 over the next five)
 // and even an error compounding linearly crosses the gate at 1.22x per step at worst; the planted
 // dW-layout update compounds at 1.5x - 2.0x per step (mixed-precision trajectories,
@@ -34,6 +36,9 @@ struct Divergence {
 // bfloat16 gate is 1e-3, and at lr 0.01 the planted update is only 2 - 4x the gate at first.
 inline constexpr double kMistakeFactor = 100;
 inline constexpr double kMistakeGrowth = 1.4;
+// Adam normalizes its steps, so a wrong update's error grows slowly (1.33x per step measured) and at
+// bfloat16's gate its first jump is 18x the gate (example.fortran.train_adam): the jump names it.
+inline constexpr double kJumpFactor = 10;
 Divergence classify_divergence(const std::vector<double>& rel_errors, double r0);
 
 // |run - ref| / |ref| per step (|ref| below 1e-30 counts as 1e-30); the shorter length wins.
