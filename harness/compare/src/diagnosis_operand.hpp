@@ -1,32 +1,82 @@
 #pragma once
-// The operand of the input-side recomputes (diagnosis_conv_recompute.cpp,
-// diagnosis_conv_transpose_recompute.cpp).
+// The input-side recomputes (diagnosis_<op>_recompute.cpp): an operand as the program read it,
+// and the op's own per-element sum (ops::OpDef::output_element, harness/ops/<op>/element_<op>.cpp)
+// over those operands. The families here only choose the readings; the sums live with the op.
 #include <cstdint>
+#include <utility>
 
 #include "diagnosis_internal.hpp"
+#include "validate/ops/registry.hpp"
 
 namespace validate::compare::detail {
 
-// One operand as the program reads it: canonical index -> element of the bytes it was handed,
-// as signed strides and an offset (a flipped axis has a negative stride), so the inner loop is a
-// multiply-add of two strided loads (the search runs ~150 hypotheses of K multiply-adds each).
+// The operand rounding of the element path for a rounding of the diagnosis (float32: none, the
+// values are float32 already).
+ops::LoadRounding load_rounding_of(Rounding r);
+
+// One operand as the program reads it: the bytes it was handed through a reading `m` (canonical
+// index -> element, as signed strides and an offset; a flipped axis has a negative stride),
+// rounded as `round` says on every load. prepare() turns the reading into strides once per
+// hypothesis; the sums then read `e` in place.
 struct Operand {
   ArrayView bytes;
   layout::Placement m;
   Rounding round = Rounding::none;
-  std::int64_t stride[4] = {0, 0, 0, 0}, base = 0;
+  ops::ElementOperand e{};
   void prepare() {
     const layout::Gather g = layout::from_layout_gather(m);
-    for (std::size_t a = 0; a < 4 && a < g.src_strides.size(); ++a) stride[a] = g.src_strides[a];
-    base = g.src_offset;
-  }
-  double load(std::int64_t off) const {
-    const float v = bytes.storage == DType::float32
-                        ? reinterpret_cast<const float*>(bytes.data)[off]
-                        : read_value(bytes, off);
-    return round == Rounding::none ? v : round_as(v, round);
+    e.data = bytes.data;
+    e.storage = bytes.storage;
+    e.round = load_rounding_of(round);
+    for (std::size_t a = 0; a < 4 && a < g.src_strides.size(); ++a) e.stride[a] = g.src_strides[a];
+    e.base = g.src_offset;
   }
 };
+
+// An op's output elements recomputed from operands given by slot name: the op, its parameters
+// (rebuilt from the diagnosis input's shapes and geometry) and the operands that do not change
+// between hypotheses (a convolution's bias).
+struct ElementRecompute {
+  const ops::OpDef* def = nullptr;
+  ops::OpParams params;
+  ops::ElementOperands fixed;
+
+  ElementRecompute(ops::Op op, ops::OpParams p) : def(&ops::find(op)), params(std::move(p)), fixed(def->element_operands()) {}
+  // `fixed` with the two operands named a and b, prepared.
+  ops::ElementOperands with(const char* a, Operand x, const char* b, Operand y) const {
+    x.prepare();
+    y.prepare();
+    ops::ElementOperands in = fixed;
+    in[a] = x.e;
+    in[b] = y.e;
+    return in;
+  }
+  double at(std::int64_t i, const ops::ElementOperands& in, const ops::ElementOptions& opt) const {
+    return def->output_element(params, i, in, opt);
+  }
+};
+
+// The options of every sampled recompute: the sum starts at the bias (scaled: 0 lost, 2 doubled),
+// as a hand-written `s = b[o]; for ... s += ...` does, in float64 unless `acc` names a narrow
+// accumulator, in `order`.
+inline ops::ElementOptions recompute_options(double bias_scale = 1.0, Rounding acc = Rounding::none,
+                                             ops::SumOrder order = ops::SumOrder::canonical) {
+  ops::ElementOptions o;
+  o.accumulation = accumulation_of(acc);
+  o.order = order;
+  o.bias_first = true;
+  o.bias_scale = bias_scale;
+  return o;
+}
+
+// A contiguous canonical tensor (a bias) as an element operand.
+inline ops::ElementOperand contiguous_operand(const ArrayView& v) {
+  ops::ElementOperand e{};
+  e.data = v.data;
+  e.storage = v.storage;
+  e.stride = {1, 0, 0, 0};
+  return e;
+}
 
 // The bias lost or doubled: `run(h, bias_scale)` recomputes with the bias times 0 or 2.
 template <class Run>
