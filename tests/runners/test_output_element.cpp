@@ -263,3 +263,33 @@ TEST(OutputElement, EveryOpNamesItsOperands) {
     EXPECT_THROW(in["target"], std::out_of_range) << def->name();
   }
 }
+
+// float32_adds (what the diagnosis recomputes): each add a float32 add stored in the narrow type,
+// against that sum written out here, over a long k; and not the once-rounded sum of the reference
+// (the flag is not ignored: over ~100k float16 adds some float32 sums land on a float16 tie).
+TEST(OutputElement, Float32AddsRoundTwice) {
+  const Problem pr = make(ops::MatmulParams{4, 8192, 3});
+  const std::vector<double>&A = pr.values[0], &B = pr.values[1];
+  for (auto [acc, dt] : {std::pair{ops::Accumulation::float16, DType::float16},
+                         std::pair{ops::Accumulation::bfloat16, DType::bfloat16}}) {
+    std::vector<double> want;
+    for (i64 m = 0; m < 4; ++m)
+      for (i64 j = 0; j < 3; ++j) {
+        double s = 0;
+        for (i64 k = 0; k < 8192; ++k)
+          s = round_to_dtype(static_cast<float>(s + A[static_cast<std::size_t>(m * 8192 + k)] *
+                                                        B[static_cast<std::size_t>(k * 3 + j)]),
+                             dt);
+        want.push_back(s);
+      }
+    ops::ElementOptions eo;
+    eo.accumulation = acc;
+    eo.float32_adds = true;
+    expect_same(elements(pr, false, DType::float32, eo), want, std::string("float32 adds ") + dtype_name(dt).data());
+    if (acc == ops::Accumulation::float16) {
+      ops::ReferenceOptions ro;
+      ro.accumulation = acc;
+      EXPECT_NE(reference(pr, pr.values, ro), want);
+    }
+  }
+}

@@ -58,7 +58,8 @@ struct ElementRecompute {
 
 // The options of every sampled recompute: the sum starts at the bias (scaled: 0 lost, 2 doubled),
 // as a hand-written `s = b[o]; for ... s += ...` does, in float64 unless `acc` names a narrow
-// accumulator, in `order`.
+// accumulator, in `order`; a narrow accumulator's adds are float32 adds stored in the narrow type
+// (diagnosis_internal.hpp, "Accumulation in a narrow type").
 inline ops::ElementOptions recompute_options(double bias_scale = 1.0, Rounding acc = Rounding::none,
                                              ops::SumOrder order = ops::SumOrder::canonical) {
   ops::ElementOptions o;
@@ -66,6 +67,7 @@ inline ops::ElementOptions recompute_options(double bias_scale = 1.0, Rounding a
   o.order = order;
   o.bias_first = true;
   o.bias_scale = bias_scale;
+  o.float32_adds = true;
   return o;
 }
 

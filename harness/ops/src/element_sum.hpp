@@ -29,6 +29,12 @@ struct NarrowSum {
   double operator()(double s, double t) const { return accumulate(s, t, a); }
 };
 
+// The same, each add done in float32 and stored in the narrow type (ElementOptions::float32_adds).
+struct Float32AddSum {
+  DType narrow;
+  double operator()(double s, double t) const { return round_to_dtype(static_cast<float>(s + t), narrow); }
+};
+
 // Runs products(load, sum, start) -> the sum of the products added to `start` with the load and
 // sum that fit (the float32 fast path when `plain` and the sum is float64), and places the bias
 // as `opt` says: first (the running sum starts at it) or last (added after the products).
@@ -40,7 +46,14 @@ double sum_element(bool plain, const ElementOptions& opt, bool has_bias, double 
     const double s = products(load, sum, first ? sum(0.0, bias) : 0.0);
     return has_bias && !first ? sum(s, bias) : s;
   };
-  if (opt.accumulation != Accumulation::float64) return run(AnyLoad{}, NarrowSum{opt.accumulation});
+  switch (opt.accumulation) {
+    case Accumulation::float64: break;
+    case Accumulation::float32: return run(AnyLoad{}, NarrowSum{opt.accumulation});  // one rounding either way
+    case Accumulation::bfloat16:
+      return opt.float32_adds ? run(AnyLoad{}, Float32AddSum{DType::bfloat16}) : run(AnyLoad{}, NarrowSum{opt.accumulation});
+    case Accumulation::float16:
+      return opt.float32_adds ? run(AnyLoad{}, Float32AddSum{DType::float16}) : run(AnyLoad{}, NarrowSum{opt.accumulation});
+  }
   return plain ? run(PlainLoad{}, WideSum{}) : run(AnyLoad{}, WideSum{});
 }
 

@@ -74,6 +74,13 @@ struct ElementOptions {
   SumOrder order = SumOrder::canonical;
   bool bias_first = false;  // the running sum starts at the (scaled) bias
   double bias_scale = 1.0;  // 0: the bias lost, 2: added twice
+  // With a narrow accumulation: each add is a float32 add whose result is stored in the narrow
+  // type, so the sum is rounded twice (to float32, then to the narrow type) — what a program with
+  // a bfloat16/float16 accumulator variable computes, and what the diagnosis recomputes. false:
+  // rounded once from the exact double sum, as the reference (ops::accumulate). The two differ
+  // where the float32 sum lands on a tie of the narrow type (about one add in 2^13 for float16),
+  // and a difference early in a long sum carries to the end.
+  bool float32_adds = false;
 };
 
 }  // namespace validate::ops
