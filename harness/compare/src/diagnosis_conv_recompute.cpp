@@ -16,24 +16,14 @@ namespace validate::compare::detail {
 
 namespace {
 
-// conv2d's parameters from the diagnosis input (shapes and geometry); false when they do not
-// describe a convolution that produces `out_shape`.
-bool make_params(const DiagnosisInput& in, const Shape& out_shape, ops::ConvParams& p) {
-  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
-  if (out_shape.size() != 4 || !has("input") || !has("weight")) return false;
-  const Shape &xs = in.input_shapes.at("input"), &ws = in.input_shapes.at("weight");
-  if (xs.size() != 4 || ws.size() != 4) return false;
-  p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.o = ws[0], p.kh = ws[2], p.kw = ws[3];
-  for (int a = 0; a < 2; ++a) {
-    p.stride[a] = in.conv.stride[a];
-    p.padding[a] = in.conv.padding[a];
-    p.dilation[a] = in.conv.dilation[a];
-  }
-  p.groups = in.conv.groups;
-  p.bias = in.conv.bias && has("bias");
-  return out_shape[1] == p.o && p.groups >= 1 && p.o % p.groups == 0 && xs[0] == out_shape[0] &&
-         p.c == ws[1] * p.groups && p.stride[0] >= 1 && p.stride[1] >= 1 && p.hout() == out_shape[2] &&
-         p.wout() == out_shape[3];
+// conv2d's parameters from the diagnosis input; false when they do not describe a convolution
+// that produces the output.
+bool make_params(const DiagnosisInput& in, ops::ConvParams& p) {
+  if (!conv_like_params(in, p)) return false;
+  const Shape &ws = in.input_shapes.at("weight"), &os = in.shape;
+  p.o = ws[0];
+  return os[1] == p.o && p.o % p.groups == 0 && p.n == os[0] && p.c == ws[1] * p.groups && p.hout() == os[2] &&
+         p.wout() == os[3];
 }
 
 }  // namespace
@@ -43,7 +33,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       in.shape.size() != 4)
     return;
   ops::ConvParams cp;
-  if (!make_params(in, in.shape, cp)) return;
+  if (!make_params(in, cp)) return;
   const Shape xs = in.input_shapes.at("input"), ws = in.input_shapes.at("weight");
   ElementRecompute R(ops::Op::conv2d, cp);
   if (cp.bias) R.fixed["bias"] = contiguous_operand(in.inputs.at("bias"));

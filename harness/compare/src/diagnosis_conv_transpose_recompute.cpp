@@ -11,24 +11,15 @@ namespace validate::compare::detail {
 
 namespace {
 
-// conv_transpose2d's parameters from the diagnosis input (shapes and geometry; the output
-// padding is what makes the output the reference's); false when they do not fit together.
+// conv_transpose2d's parameters from the diagnosis input (the output padding is what makes the
+// output the reference's); false when they do not fit together.
 bool make_params(const DiagnosisInput& in, ops::ConvTransposeParams& p) {
-  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
-  if (in.shape.size() != 4 || !has("input") || !has("weight")) return false;
-  const Shape &xs = in.input_shapes.at("input"), &ws = in.input_shapes.at("weight"), &os = in.shape;
-  if (xs.size() != 4 || ws.size() != 4 || in.conv.groups < 1) return false;
-  p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.o = ws[1] * in.conv.groups, p.kh = ws[2], p.kw = ws[3];
-  for (int a = 0; a < 2; ++a) {
-    p.stride[a] = in.conv.stride[a];
-    p.padding[a] = in.conv.padding[a];
-    p.dilation[a] = in.conv.dilation[a];
-  }
-  p.groups = in.conv.groups;
-  p.bias = in.conv.bias && has("bias");
+  if (!conv_like_params(in, p)) return false;
+  const Shape &ws = in.input_shapes.at("weight"), &os = in.shape;
+  p.o = ws[1] * p.groups;
   p.output_padding = {os[2] - p.hout(), os[3] - p.wout()};
-  return p.c == ws[0] && p.c % p.groups == 0 && os[1] == p.o && xs[0] == os[0] && p.stride[0] >= 1 &&
-         p.stride[1] >= 1 && p.output_padding[0] >= 0 && p.output_padding[1] >= 0;
+  return p.c == ws[0] && p.c % p.groups == 0 && os[1] == p.o && p.n == os[0] && p.output_padding[0] >= 0 &&
+         p.output_padding[1] >= 0;
 }
 
 }  // namespace

@@ -71,6 +71,27 @@ inline ops::ElementOptions recompute_options(double bias_scale = 1.0, Rounding a
   return o;
 }
 
+// A convolution-like op's parameters from the diagnosis input: sizes from the input (NCHW) and
+// weight shapes (kernel in axes 2, 3), geometry from in.conv, the bias when the case has one and
+// it is there. The caller sets the output channels and checks the rest. False: no 4-d input and
+// weight.
+template <class P>
+bool conv_like_params(const DiagnosisInput& in, P& p) {
+  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
+  if (in.shape.size() != 4 || !has("input") || !has("weight")) return false;
+  const Shape &xs = in.input_shapes.at("input"), &ws = in.input_shapes.at("weight");
+  if (xs.size() != 4 || ws.size() != 4 || in.conv.groups < 1) return false;
+  p.n = xs[0], p.c = xs[1], p.h = xs[2], p.w = xs[3], p.kh = ws[2], p.kw = ws[3];
+  for (int a = 0; a < 2; ++a) {
+    p.stride[a] = in.conv.stride[a];
+    p.padding[a] = in.conv.padding[a];
+    p.dilation[a] = in.conv.dilation[a];
+  }
+  p.groups = in.conv.groups;
+  p.bias = in.conv.bias && has("bias");
+  return p.stride[0] >= 1 && p.stride[1] >= 1;
+}
+
 // A contiguous canonical tensor (a bias) as an element operand.
 inline ops::ElementOperand contiguous_operand(const ArrayView& v) {
   ops::ElementOperand e{};

@@ -2,62 +2,33 @@
 //   y[n,o,oh,ow] = sum over c of o's group, kh, kw of x[n,c,oh*s-p+kh*d,ow*s-p+kw*d] w[o,c,kh,kw] (+ b[o])
 // read through the operands' strides, in the order ElementOptions names: canonical (c, kh, kw)
 // or channels_inner (kh, kw, c). Written apart from ref_conv2d.cpp's conv_forward_acc on
-// purpose: tests/ops hold the two against each other.
+// purpose: tests/runners/test_output_element.cpp holds the two against each other.
 #include "conv2d/reference.hpp"
 #include "element_sum.hpp"
 
 namespace validate::ops::conv2d {
 
-namespace {
-
-using element::i64;
-
-template <class Load, class Sum>
-double products(const ConvParams& p, i64 n, i64 o, i64 oh, i64 ow, const ElementOperand& x,
-                const ElementOperand& w, SumOrder order, Load load, Sum sum, double s) {
-  const i64 cg = p.c / p.groups, c0 = o / (p.o / p.groups) * cg;
-  const i64 xn = x.base + n * x.stride[0] + c0 * x.stride[1], wo = w.base + o * w.stride[0];
-  auto row = [&](i64 u) { return oh * p.stride[0] - p.padding[0] + u * p.dilation[0]; };
-  auto col = [&](i64 v) { return ow * p.stride[1] - p.padding[1] + v * p.dilation[1]; };
-  if (order == SumOrder::channels_inner) {
-    for (i64 u = 0; u < p.kh; ++u) {
-      const i64 y = row(u);
-      if (y < 0 || y >= p.h) continue;
-      for (i64 v = 0; v < p.kw; ++v) {
-        const i64 xx = col(v);
-        if (xx < 0 || xx >= p.w) continue;
-        const i64 xo = xn + y * x.stride[2] + xx * x.stride[3], wv = wo + u * w.stride[2] + v * w.stride[3];
-        for (i64 c = 0; c < cg; ++c) s = sum(s, load(x, xo + c * x.stride[1]) * load(w, wv + c * w.stride[1]));
-      }
-    }
-    return s;
-  }
-  for (i64 c = 0; c < cg; ++c) {
-    const i64 xc = xn + c * x.stride[1], wc = wo + c * w.stride[1];
-    for (i64 u = 0; u < p.kh; ++u) {
-      const i64 y = row(u);
-      if (y < 0 || y >= p.h) continue;
-      const i64 xr = xc + y * x.stride[2], wr = wc + u * w.stride[2];
-      for (i64 v = 0; v < p.kw; ++v) {
-        const i64 xx = col(v);
-        if (xx < 0 || xx >= p.w) continue;
-        s = sum(s, load(x, xr + xx * x.stride[3]) * load(w, wr + v * w.stride[3]));
-      }
-    }
-  }
-  return s;
-}
-
-}  // namespace
-
 double output_element(const ConvParams& p, std::int64_t i, const ElementOperands& in, const ElementOptions& opt) {
+  using element::i64;
   const i64 Wo = p.wout(), Ho = p.hout();
   const i64 ow = i % Wo, oh = i / Wo % Ho, o = i / (Wo * Ho) % p.o, n = i / (Wo * Ho * p.o);
   const ElementOperand &x = in.slot[0], &w = in.slot[1], &b = in.slot[2];
-  return element::sum_element(x.plain() && w.plain(), opt, p.bias && b, element::scaled_bias(p.bias, b, o, opt),
-                              [&](auto load, auto sum, double s) {
-                                return products(p, n, o, oh, ow, x, w, opt.order, load, sum, s);
-                              });
+  const i64 cg = p.c / p.groups, c0 = o / (p.o / p.groups) * cg;
+  // The input row/column kernel position u/v reads, or -1 in the padding.
+  auto row = [&](i64 u) {
+    const i64 y = oh * p.stride[0] - p.padding[0] + u * p.dilation[0];
+    return y < p.h ? y : -1;
+  };
+  auto col = [&](i64 v) {
+    const i64 y = ow * p.stride[1] - p.padding[1] + v * p.dilation[1];
+    return y < p.w ? y : -1;
+  };
+  return element::sum_element(
+      x.plain() && w.plain(), opt, p.bias && b, element::scaled_bias(p.bias, b, o, opt),
+      [&](auto load, auto sum, double s) {
+        return element::window_products(cg, p.kh, p.kw, row, col, x, x.base + n * x.stride[0] + c0 * x.stride[1],
+                                        x.stride[1], w, w.base + o * w.stride[0], w.stride[1], opt.order, load, sum, s);
+      });
 }
 
 }  // namespace validate::ops::conv2d

@@ -57,6 +57,43 @@ double sum_element(bool plain, const ElementOptions& opt, bool has_bias, double 
   return plain ? run(PlainLoad{}, WideSum{}) : run(AnyLoad{}, WideSum{});
 }
 
+// The products of one convolution-like output element added to s: for every channel c < cg and
+// kernel position (u, v) whose input row row(u) and column col(v) exist (-1: padding, or no input
+// position maps there), x[x0 + c*xc + row*x.stride[2] + col*x.stride[3]] times
+// w[w0 + c*wc + u*w.stride[2] + v*w.stride[3]], in `order`: canonical (c, u, v) or channels_inner
+// (u, v, c). conv2d and conv_transpose2d differ only in row/col and in which weight axis is the
+// channel (wc).
+template <class Row, class Col, class Load, class Sum>
+double window_products(i64 cg, i64 kh, i64 kw, Row row, Col col, const ElementOperand& x, i64 x0, i64 xc,
+                       const ElementOperand& w, i64 w0, i64 wc, SumOrder order, Load load, Sum sum, double s) {
+  if (order == SumOrder::channels_inner) {
+    for (i64 u = 0; u < kh; ++u) {
+      const i64 y = row(u);
+      if (y < 0) continue;
+      for (i64 v = 0; v < kw; ++v) {
+        const i64 xx = col(v);
+        if (xx < 0) continue;
+        const i64 xo = x0 + y * x.stride[2] + xx * x.stride[3], wo = w0 + u * w.stride[2] + v * w.stride[3];
+        for (i64 c = 0; c < cg; ++c) s = sum(s, load(x, xo + c * xc) * load(w, wo + c * wc));
+      }
+    }
+    return s;
+  }
+  for (i64 c = 0; c < cg; ++c) {
+    for (i64 u = 0; u < kh; ++u) {
+      const i64 y = row(u);
+      if (y < 0) continue;
+      const i64 xr = x0 + c * xc + y * x.stride[2], wr = w0 + c * wc + u * w.stride[2];
+      for (i64 v = 0; v < kw; ++v) {
+        const i64 xx = col(v);
+        if (xx < 0) continue;
+        s = sum(s, load(x, xr + xx * x.stride[3]) * load(w, wr + v * w.stride[3]));
+      }
+    }
+  }
+  return s;
+}
+
 // The bias of output channel o, scaled (0 when the case has none or it was not given).
 inline double scaled_bias(bool case_has_bias, const ElementOperand& b, i64 o, const ElementOptions& opt) {
   return case_has_bias && b ? opt.bias_scale * b.load(b.base + o * b.stride[0]) : 0.0;
