@@ -36,10 +36,8 @@ std::vector<double> normals(i64 n, unsigned seed) {
 // are far from float32's subnormals). Written from the definition, not from the harness's code.
 double to_tf32(double v) {
   if (v == 0) return v;
-  int e;
-  std::frexp(v, &e);
-  const double scale = std::ldexp(1.0, 11 - e);
-  return std::nearbyint(v * scale) / scale;
+  const double ulp = std::ldexp(1.0, std::ilogb(v) - 10);  // 10 mantissa bits after the leading one
+  return std::nearbyint(v / ulp) * ulp;
 }
 
 // A tensor's canonical values stored in memory: axes in order `mem` (outermost first), the axes
