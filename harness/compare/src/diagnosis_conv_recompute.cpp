@@ -1,6 +1,7 @@
 // Input side, conv2d: the program READ its inputs wrongly (or did the arithmetic differently), so
-// its output is not a re-arrangement of the right one. Each hypothesis recomputes the output with
-// a float64 oracle at sampled positions, from the reference inputs as the program would have seen
+// its output is not a re-arrangement of the right one. Each hypothesis recomputes the output in
+// float64 at sampled positions through conv2d's own per-element sum (OpDef::output_element,
+// harness/ops/conv2d/element_conv2d.cpp), from the reference inputs as the program would have seen
 // them: the bytes it was handed (the inputs in their declared layouts) read in another layout,
 // flipped, rounded, or with the bias lost or doubled. Output positions only: a few hundred of them
 // cost K multiply-adds each, so a failing ic=8192 tensor is diagnosed in well under a second.

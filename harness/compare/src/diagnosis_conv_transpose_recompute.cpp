@@ -1,7 +1,9 @@
 // Input side, conv_transpose2d: the program READ its weight (or input) in another layout. The
 // weight of a transposed convolution is (in, out/groups, kh, kw) — IOHW — and the classic port
 // mistake is indexing it as a conv2d's OIHW; every reading of the weight's bytes is recomputed at
-// sampled output positions with a float64 direct sum and the ones that reproduce the run are named.
+// sampled output positions with the op's float64 per-element sum (OpDef::output_element,
+// harness/ops/conv_transpose2d/element_conv_transpose2d.cpp) and the ones that reproduce the run
+// are named.
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"

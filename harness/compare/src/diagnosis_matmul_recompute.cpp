@@ -1,6 +1,7 @@
 // Input side, matmul: an operand read transposed (for B, a Linear weight's [out,in] read where
 // [in,out] is meant), both transposed, or the operands rounded before the products. Recomputed
-// with a float64 oracle at sampled output positions, from the bytes the program was handed.
+// in float64 at sampled output positions through matmul's per-element sum (OpDef::output_element,
+// harness/ops/matmul/element_matmul.cpp), from the bytes the program was handed.
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
