@@ -9,31 +9,14 @@
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
+#include "validate/ops/element.hpp"
 #include "validate/compare/ulp.hpp"
 #include "validate/layout/convert.hpp"
 #include "validate/layout/spec.hpp"
 
 namespace validate::compare::detail {
 
-float read_value(const ArrayView& v, std::int64_t i) {
-  switch (v.storage) {
-    case DType::float16: {
-      std::uint16_t h;
-      std::memcpy(&h, v.data + i * 2, 2);
-      return float16_bits_to_float(h);
-    }
-    case DType::float64: {
-      double d;
-      std::memcpy(&d, v.data + i * 8, 8);
-      return static_cast<float>(d);
-    }
-    default: {
-      float f;
-      std::memcpy(&f, v.data + i * 4, 4);
-      return f;
-    }
-  }
-}
+float read_value(const ArrayView& v, std::int64_t i) { return ops::element_value(v.data, v.storage, i); }
 
 bool ElementTest::beyond(float r, float x) const {
   if (!std::isfinite(r) || !std::isfinite(x)) {

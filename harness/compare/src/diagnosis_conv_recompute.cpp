@@ -1,6 +1,7 @@
 // Input side, conv2d: the program READ its inputs wrongly (or did the arithmetic differently), so
-// its output is not a re-arrangement of the right one. Each hypothesis recomputes the output with
-// a float64 oracle at sampled positions, from the reference inputs as the program would have seen
+// its output is not a re-arrangement of the right one. Each hypothesis recomputes the output in
+// float64 at sampled positions through conv2d's own per-element sum (OpDef::output_element,
+// harness/ops/conv2d/element_conv2d.cpp), from the reference inputs as the program would have seen
 // them: the bytes it was handed (the inputs in their declared layouts) read in another layout,
 // flipped, rounded, or with the bias lost or doubled. Output positions only: a few hundred of them
 // cost K multiply-adds each, so a failing ic=8192 tensor is diagnosed in well under a second.
@@ -16,77 +17,14 @@ namespace validate::compare::detail {
 
 namespace {
 
-struct ConvProblem {
-  Shape xs, ws, os;
-  ConvGeometry g;
-  bool bias = false;
-  ArrayView b;
-  // The float64 output at a flat canonical output index. `acc` other than none: the running sum
-  // (started at the bias) rounded to it after every add, in the order (c, kh, kw) or, with
-  // `channels_inner`, (kh, kw, c) (a channels-last loop nest): accumulation in a narrow type.
-  double at(std::int64_t i, const Operand& x, const Operand& w, double bias_scale,
-            Rounding acc = Rounding::none, bool channels_inner = false) const {
-    const std::int64_t ow = i % os[3], oh = (i / os[3]) % os[2], o = (i / (os[3] * os[2])) % os[1],
-                       n = i / (os[3] * os[2] * os[1]);
-    const std::int64_t cg = ws[1], kh = ws[2], kw = ws[3], c0 = (o / (ws[0] / g.groups)) * cg;
-    double s = bias ? bias_scale * read_value(b, o) : 0.0;
-    if (acc != Rounding::none) {
-      s = round_accumulator(s, acc);
-      auto term = [&](std::int64_t c, std::int64_t u, std::int64_t v) {
-        const std::int64_t y = oh * g.stride[0] - g.padding[0] + u * g.dilation[0],
-                           xx = ow * g.stride[1] - g.padding[1] + v * g.dilation[1];
-        if (y < 0 || y >= xs[2] || xx < 0 || xx >= xs[3]) return;
-        const double p = x.load(x.base + n * x.stride[0] + (c0 + c) * x.stride[1] + y * x.stride[2] +
-                                xx * x.stride[3]) *
-                         w.load(w.base + o * w.stride[0] + c * w.stride[1] + u * w.stride[2] +
-                                v * w.stride[3]);
-        s = round_accumulator(s + p, acc);
-      };
-      if (channels_inner) {
-        for (std::int64_t u = 0; u < kh; ++u)
-          for (std::int64_t v = 0; v < kw; ++v)
-            for (std::int64_t c = 0; c < cg; ++c) term(c, u, v);
-      } else {
-        for (std::int64_t c = 0; c < cg; ++c)
-          for (std::int64_t u = 0; u < kh; ++u)
-            for (std::int64_t v = 0; v < kw; ++v) term(c, u, v);
-      }
-      return s;
-    }
-    const bool plain = x.round == Rounding::none && w.round == Rounding::none &&
-                       x.bytes.storage == DType::float32 && w.bytes.storage == DType::float32;
-    const float* xp = reinterpret_cast<const float*>(x.bytes.data);
-    const float* wp = reinterpret_cast<const float*>(w.bytes.data);
-    for (std::int64_t c = 0; c < cg; ++c) {
-      const std::int64_t xc = x.base + n * x.stride[0] + (c0 + c) * x.stride[1];
-      const std::int64_t wc = w.base + o * w.stride[0] + c * w.stride[1];
-      for (std::int64_t u = 0; u < kh; ++u) {
-        const std::int64_t y = oh * g.stride[0] - g.padding[0] + u * g.dilation[0];
-        if (y < 0 || y >= xs[2]) continue;
-        const std::int64_t xr = xc + y * x.stride[2], wr = wc + u * w.stride[2];
-        for (std::int64_t v = 0; v < kw; ++v) {
-          const std::int64_t xx = ow * g.stride[1] - g.padding[1] + v * g.dilation[1];
-          if (xx < 0 || xx >= xs[3]) continue;
-          const std::int64_t xo = xr + xx * x.stride[3], wo = wr + v * w.stride[3];
-          s += plain ? static_cast<double>(xp[xo]) * wp[wo] : x.load(xo) * w.load(wo);
-        }
-      }
-    }
-    return s;
-  }
-};
-
-bool make_problem(const DiagnosisInput& in, const Shape& out_shape, ConvProblem& P) {
-  auto has = [&](const char* n) { return in.inputs.count(n) && in.input_shapes.count(n); };
-  if (out_shape.size() != 4 || !has("input") || !has("weight")) return false;
-  P.xs = in.input_shapes.at("input");
-  P.ws = in.input_shapes.at("weight");
-  P.os = out_shape;
-  P.g = in.conv;
-  P.bias = in.conv.bias && has("bias");
-  if (P.bias) P.b = in.inputs.at("bias");
-  return P.xs.size() == 4 && P.ws.size() == 4 && P.os[1] == P.ws[0] && P.g.groups >= 1 &&
-         P.ws[0] % P.g.groups == 0 && P.xs[0] == P.os[0] && P.xs[1] == P.ws[1] * P.g.groups;
+// conv2d's parameters from the diagnosis input; false when they do not describe a convolution
+// that produces the output.
+bool make_params(const DiagnosisInput& in, ops::ConvParams& p) {
+  if (!conv_like_params(in, p)) return false;
+  const Shape &ws = in.input_shapes.at("weight"), &os = in.shape;
+  p.o = ws[0];
+  return os[1] == p.o && p.o % p.groups == 0 && p.n == os[0] && p.c == ws[1] * p.groups && p.hout() == os[2] &&
+         p.wout() == os[3];
 }
 
 }  // namespace
@@ -95,41 +33,42 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != ops::Op::conv2d || in.role != ops::Role::output || in.run_shape != in.shape ||
       in.shape.size() != 4)
     return;
-  ConvProblem P;
-  if (!make_problem(in, in.shape, P)) return;
+  ops::ConvParams cp;
+  if (!make_params(in, cp)) return;
+  const Shape xs = in.input_shapes.at("input"), ws = in.input_shapes.at("weight");
+  ElementRecompute R(ops::Op::conv2d, cp);
+  if (cp.bias) R.fixed["bias"] = contiguous_operand(in.inputs.at("bias"));
   s.family("input_layout");
   const std::int64_t numel = shape_numel(in.shape);
   const ElementTest t = recompute_test(in);
   const auto positions = sample_positions(numel, in.recompute_sample);
   const std::string dx_decl = declared_name(in, "input", "NCHW"),
                     dw_decl = declared_name(in, "weight", "OIHW");
-  const DeclaredBytes xb = declared_bytes(in.inputs.at("input"), P.xs, "NCHW",
+  const DeclaredBytes xb = declared_bytes(in.inputs.at("input"), xs, "NCHW",
                                           dx_decl == "NCHW" ? "" : dx_decl);
-  const DeclaredBytes wb = declared_bytes(in.inputs.at("weight"), P.ws, "OIHW",
+  const DeclaredBytes wb = declared_bytes(in.inputs.at("weight"), ws, "OIHW",
                                           dw_decl == "OIHW" ? "" : dw_decl);
-  Operand x0{xb.view, xb.declared}, w0{wb.view, wb.declared};
-  x0.prepare();
-  w0.prepare();
+  const Operand x0{xb.view, xb.declared}, w0{wb.view, wb.declared};
+  const ops::ElementOperands declared = R.with("input", x0, "weight", w0);
 
   auto run = [&](Hypothesis h, Operand x, Operand w, double bias_scale) {
-    x.prepare();
-    w.prepare();
-    const Eval e =
-        eval_recompute(in, t, positions, [&](std::int64_t p) { return P.at(p, x, w, bias_scale); });
+    const ops::ElementOperands xw = R.with("input", x, "weight", w);
+    const ops::ElementOptions opt = recompute_options(bias_scale);
+    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, xw, opt); });
     finish_recompute(h, e, numel);
     s.add(std::move(h));
   };
   std::vector<ReadCandidate> reads;  // the commonest read mistakes, for the read + write pairs
   auto read_candidate = [&](const Hypothesis& h, Operand x, Operand w) {
-    x.prepare();
-    w.prepare();
-    reads.push_back({h, [&P, x, w](std::int64_t p) { return P.at(p, x, w, 1.0); }});
+    reads.push_back({h, [&R, xw = R.with("input", x, "weight", w)](std::int64_t p) {
+                       return R.at(p, xw, recompute_options());
+                     }});
   };
   const bool x_fortran = dx_decl.find(":F") != std::string::npos,
              w_fortran = dw_decl.find(":F") != std::string::npos;
 
   // The input read in another layout (any permutation, C/F order, flips of any spatial subset).
-  for (const Reading& rd : readings(P.xs, "NCHW", xb.declared, x_fortran)) {
+  for (const Reading& rd : readings(xs, "NCHW", xb.declared, x_fortran)) {
     Hypothesis h;
     h.code = rd.perm_code.empty() ? "flipped" : rd.perm_code + (rd.flips.empty() ? "" : "+flipped");
     h.tensor = "input";
@@ -162,7 +101,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   }
 
   // The weight read in another layout: OIHW/IOHW/HWIO/WHIO/OHWI confusions, F order, flips.
-  for (const Reading& rd : readings(P.ws, "OIHW", wb.declared, w_fortran)) {
+  for (const Reading& rd : readings(ws, "OIHW", wb.declared, w_fortran)) {
     Hypothesis h;
     h.code = rd.perm_code.empty() ? "flipped"
                                   : std::string("weight_layout") + (rd.flips.empty() ? "" : "+flipped");
@@ -209,8 +148,8 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       fx[a] = !fx[a];
       fw[a] = !fw[a];
     }
-    const layout::Placement mx = layout::placement(P.xs, xb.declared.memory_axes, fx),
-                            mw = layout::placement(P.ws, wb.declared.memory_axes, fw);
+    const layout::Placement mx = layout::placement(xs, xb.declared.memory_axes, fx),
+                            mw = layout::placement(ws, wb.declared.memory_axes, fw);
     if (layout::same_offsets(mx, xb.declared) || layout::same_offsets(mw, wb.declared))
       continue;
     Hypothesis h;
@@ -245,17 +184,15 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     const auto orders = ops::find(ops::Op::conv2d).sum_orders();  // their names and words
     for (Rounding r : accumulators_to_try(in.logical))
       for (const auto& order : orders) {
-        const bool inner = order.order == ops::SumOrder::channels_inner;
         Hypothesis h = narrow_accumulation_hypothesis(r, "output", order.name, order.words);
-        const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) {
-          return P.at(p, x0, w0, 1.0, r, inner);
-        });
+        const ops::ElementOptions opt = recompute_options(1.0, r, order.order);
+        const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, declared, opt); });
         finish_recompute(h, e, numel);
         if (h.passes) {
           if (clean < 0) {
             Eval c;
             for (std::int64_t p : positions)
-              c.add(round_to_logical(P.at(p, x0, w0, 1.0), in.logical), read_value(in.run, p), t);
+              c.add(round_to_logical(R.at(p, declared, recompute_options()), in.logical), read_value(in.run, p), t);
             clean = c.max_abs;
           }
           h.params["clean_residual"] = clean;
@@ -264,7 +201,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         s.add(std::move(h));
       }
   }
-  if (P.bias) {
+  if (cp.bias) {
     bias_hypotheses([&](Hypothesis h, double scale) { run(std::move(h), x0, w0, scale); });
   }
   // Pairs, unless a read or arithmetic mistake alone explains the output. A write-only match does

@@ -28,10 +28,10 @@ std::vector<Rounding> roundings_to_try(DType logical);
 Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, const std::string& words,
                                      const std::string& tf32_off);
 
-// Accumulation in a narrow type: the running sum rounded to `r` after each add (through float32,
-// as a float32 add whose result is stored in a bfloat16/float16 register would). Products stay
-// exact (a float times a float fits a double), so only the accumulator differs from the oracle.
-double round_accumulator(double s, Rounding r);
+// Accumulation in a narrow type: the running sum rounded to `r` after each add
+// through float32, as a float32 add whose result is stored in a bfloat16/float16 register would
+// (ops::ElementOptions::float32_adds; the op's element path does the sum). Products stay exact (a
+// float times a float fits a double), so only the accumulator differs from the oracle.
 // The accumulator types worth trying on a case of `logical` dtype: those that can fail its gate
 // (a float32 accumulator on a bfloat16 or float16 case is far inside their gates).
 std::vector<Rounding> accumulators_to_try(DType logical);

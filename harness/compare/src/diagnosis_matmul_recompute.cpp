@@ -1,9 +1,11 @@
 // Input side, matmul: an operand read transposed (for B, a Linear weight's [out,in] read where
 // [in,out] is meant), both transposed, or the operands rounded before the products. Recomputed
-// with a float64 oracle at sampled output positions, from the bytes the program was handed.
+// in float64 at sampled output positions through matmul's per-element sum (OpDef::output_element,
+// harness/ops/matmul/element_matmul.cpp), from the bytes the program was handed.
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
+#include "diagnosis_operand.hpp"
 
 namespace validate::compare::detail {
 
@@ -17,7 +19,8 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
       in.shape[1] != bs[1])
     return;
   s.family("input_layout");
-  const std::int64_t N = bs[1], K = as[1], numel = shape_numel(in.shape);
+  const std::int64_t numel = shape_numel(in.shape);
+  const ElementRecompute R(ops::Op::matmul, ops::MatmulParams{as[0], as[1], bs[1]});
   const ElementTest t = recompute_test(in);
   const auto positions = sample_positions(numel, in.recompute_sample);
   const std::string da = declared_name(in, "A", "MK"), db = declared_name(in, "B", "KN");
@@ -27,32 +30,21 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     std::vector<int> rev(d.declared.memory_axes.rbegin(), d.declared.memory_axes.rend());
     return layout::placement(d.declared.canonical_shape, std::move(rev), d.declared.flipped);
   };
-  // The float64 output at flat position i with the operands read through ma, mb and rounded to
-  // r; `acc` other than none: the running sum rounded to it after every add (k ascending).
-  auto value = [&](std::int64_t i, const layout::Placement& ma, const layout::Placement& mb, Rounding r,
-                   Rounding acc) {
-    std::int64_t ai[2] = {i / N, 0}, bi[2] = {0, i % N};
-    double sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      ai[1] = k;
-      bi[0] = k;
-      sum += static_cast<double>(round_as(read_value(ab.view, ma.offset_of(ai)), r)) *
-             round_as(read_value(bb.view, mb.offset_of(bi)), r);
-      if (acc != Rounding::none) sum = round_accumulator(sum, acc);
-    }
-    return sum;
+  // A and B read through ma and mb, rounded to r on every load.
+  auto operands = [&](const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
+    return R.with("A", Operand{ab.view, ma, r}, "B", Operand{bb.view, mb, r});
   };
   auto run = [&](Hypothesis h, const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
-    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
-      return value(i, ma, mb, r, Rounding::none);
-    });
+    const ops::ElementOperands abr = operands(ma, mb, r);
+    const ops::ElementOptions opt = recompute_options();
+    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) { return R.at(i, abr, opt); });
     finish_recompute(h, e, numel);
     s.add(std::move(h));
   };
   std::vector<ReadCandidate> reads;  // for the read + write pairs
   auto read_candidate = [&](const Hypothesis& h, layout::Placement ma, layout::Placement mb) {
-    reads.push_back({h, [&value, ma, mb](std::int64_t i) {
-                       return value(i, ma, mb, Rounding::none, Rounding::none);
+    reads.push_back({h, [&R, abr = operands(ma, mb, Rounding::none)](std::int64_t i) {
+                       return R.at(i, abr, recompute_options());
                      }});
   };
   const bool a1 = as[0] > 1 && as[1] > 1, b1 = bs[0] > 1 && bs[1] > 1;  // else transposing is a no-op
@@ -110,19 +102,17 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   }
   // The running sum kept in a narrow type (kNarrowFactor rule, diagnosis_internal.hpp).
   double clean = -1;
+  const ops::ElementOperands declared = operands(ab.declared, bb.declared, Rounding::none);
   for (Rounding acc : accumulators_to_try(in.logical)) {
     Hypothesis h = narrow_accumulation_hypothesis(acc, "output", "k", "summed over k in order");
-    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) {
-      return value(i, ab.declared, bb.declared, Rounding::none, acc);
-    });
+    const ops::ElementOptions opt = recompute_options(1.0, acc);
+    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) { return R.at(i, declared, opt); });
     finish_recompute(h, e, numel);
     if (h.passes) {
       if (clean < 0) {
         Eval c;
         for (std::int64_t p : positions)
-          c.add(round_to_logical(value(p, ab.declared, bb.declared, Rounding::none, Rounding::none),
-                                 in.logical),
-                read_value(in.run, p), t);
+          c.add(round_to_logical(R.at(p, declared, recompute_options()), in.logical), read_value(in.run, p), t);
         clean = c.max_abs;
       }
       h.params["clean_residual"] = clean;

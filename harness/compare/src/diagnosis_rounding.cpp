@@ -6,38 +6,21 @@
 #include <fmt/format.h>
 
 #include "diagnosis_internal.hpp"
+#include "diagnosis_operand.hpp"
 #include "validate/compare/ulp.hpp"
 
 namespace validate::compare::detail {
 
-namespace {
-float round_mantissa(float x, int drop_bits) {
-  if (!std::isfinite(x)) return x;
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const std::uint32_t half = 1u << (drop_bits - 1), lsb = (u >> drop_bits) & 1u;
-  u = (u + half - 1 + lsb) & ~((1u << drop_bits) - 1);
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-}  // namespace
-
-float round_as(float x, Rounding r) {
+ops::LoadRounding load_rounding_of(Rounding r) {
   switch (r) {
-    case Rounding::tf32:
-      return round_mantissa(x, 13);
-    case Rounding::bfloat16:
-      return bfloat16_bits_to_float(float_to_bfloat16_bits(x));
-    case Rounding::float16:
-      return float16_bits_to_float(float_to_float16_bits(x));
-    default:  // none, float32: x is a float already
-      return x;
+    case Rounding::tf32: return ops::LoadRounding::tf32;
+    case Rounding::bfloat16: return ops::LoadRounding::bfloat16;
+    case Rounding::float16: return ops::LoadRounding::float16;
+    default: return ops::LoadRounding::none;  // none, float32: x is a float already
   }
 }
 
-double round_accumulator(double s, Rounding r) {
-  return r == Rounding::none ? s : static_cast<double>(round_as(static_cast<float>(s), r));
-}
+float round_as(float x, Rounding r) { return ops::round_load(x, load_rounding_of(r)); }
 
 std::vector<Rounding> accumulators_to_try(DType logical) {
   if (logical == DType::float32) return {Rounding::float32, Rounding::bfloat16, Rounding::float16};

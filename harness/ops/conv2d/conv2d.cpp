@@ -38,6 +38,8 @@ class Conv2d final : public OpDefFor<ConvParams> {
             {SumOrder::channels_inner, "kh,kw,c", "summed over the kernel window with the channels innermost"}};
   }
 
+  ElementOperands element_operands() const override { return conv_like::element_operands(); }
+
  protected:
   std::vector<TensorInfo> tensors_of(const ConvParams& p) const override {
     return conv_like::tensors(p, "OIHW", {p.o, p.c / p.groups, p.kh, p.kw});
@@ -97,6 +99,10 @@ class Conv2d final : public OpDefFor<ConvParams> {
 
   double reference_of(const ConvParams& p, const Views& v, const ReferenceOptions& opt) const override {
     return conv2d::reference(p, v, opt);
+  }
+  double output_element_of(const ConvParams& p, std::int64_t i, const ElementOperands& in,
+                           const ElementOptions& opt) const override {
+    return conv2d::output_element(p, i, in, opt);
   }
 };
 

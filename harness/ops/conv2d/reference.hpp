@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "conv2d/params.hpp"
+#include "validate/ops/element.hpp"
 #include "validate/ops/reference.hpp"
 
 namespace validate::ops::conv2d {
@@ -24,5 +25,9 @@ void conv_backward_acc(const ConvParams& p, const View& x, const View& w, const 
 
 // Forward, MSE loss against "target", backward, on the views named by conv2d's tensor table.
 double reference(const ConvParams& p, const Views& v, const ReferenceOptions& opt);
+
+// One output element at flat canonical index i, read in place through `in` (element_conv2d.cpp;
+// OpDef::output_element).
+double output_element(const ConvParams& p, std::int64_t i, const ElementOperands& in, const ElementOptions& opt);
 
 }  // namespace validate::ops::conv2d

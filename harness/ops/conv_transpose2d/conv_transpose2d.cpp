@@ -39,6 +39,8 @@ class ConvTranspose2d final : public OpDefFor<ConvTransposeParams> {
             {SumOrder::channels_inner, "kh,kw,c", "summed over the kernel window with the channels innermost"}};
   }
 
+  ElementOperands element_operands() const override { return conv_like::element_operands(); }
+
  protected:
   std::vector<TensorInfo> tensors_of(const ConvTransposeParams& p) const override {
     return conv_like::tensors(p, "IOHW", {p.c, p.o / p.groups, p.kh, p.kw});
@@ -122,6 +124,10 @@ class ConvTranspose2d final : public OpDefFor<ConvTransposeParams> {
 
   double reference_of(const ConvTransposeParams& p, const Views& v, const ReferenceOptions& opt) const override {
     return conv_transpose2d::reference(p, v, opt);
+  }
+  double output_element_of(const ConvTransposeParams& p, std::int64_t i, const ElementOperands& in,
+                           const ElementOptions& opt) const override {
+    return conv_transpose2d::output_element(p, i, in, opt);
   }
 };
 

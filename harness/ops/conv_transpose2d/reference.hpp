@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "conv_transpose2d/params.hpp"
+#include "validate/ops/element.hpp"
 #include "validate/ops/reference.hpp"
 
 namespace validate::ops::conv_transpose2d {
@@ -19,5 +20,9 @@ void backward(const ConvTransposeParams& p, const View& x, const View& w, const 
               const View& gx, const View& gw, const View& gb, Accumulation acc, int threads);
 
 double reference(const ConvTransposeParams& p, const Views& v, const ReferenceOptions& opt);
+
+// One output element at flat canonical index i, read in place through `in` (element_conv_transpose2d.cpp;
+// OpDef::output_element).
+double output_element(const ConvTransposeParams& p, std::int64_t i, const ElementOperands& in, const ElementOptions& opt);
 
 }  // namespace validate::ops::conv_transpose2d

@@ -29,6 +29,12 @@ class Matmul final : public OpDefFor<MatmulParams> {
 
   std::vector<NamedOrder> sum_orders() const override { return {{SumOrder::canonical, "k", "summed over k in order"}}; }
 
+  ElementOperands element_operands() const override {
+    ElementOperands e;
+    e.name = {"A", "B", nullptr, nullptr};
+    return e;
+  }
+
  protected:
   std::vector<TensorInfo> tensors_of(const MatmulParams& p) const override {
     return {{"A", Role::input, "MK", {p.m, p.k}},      {"B", Role::input, "KN", {p.k, p.n}, true},
@@ -77,6 +83,10 @@ class Matmul final : public OpDefFor<MatmulParams> {
 
   double reference_of(const MatmulParams& p, const Views& v, const ReferenceOptions& opt) const override {
     return matmul::reference(p, v, opt);
+  }
+  double output_element_of(const MatmulParams& p, std::int64_t i, const ElementOperands& in,
+                           const ElementOptions& opt) const override {
+    return matmul::output_element(p, i, in, opt);
   }
 };
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "matmul/params.hpp"
+#include "validate/ops/element.hpp"
 #include "validate/ops/reference.hpp"
 
 namespace validate::ops::matmul {
@@ -21,5 +22,9 @@ void matmul_backward_acc(const MatmulParams& p, const View& a, const View& b, co
 
 // Forward, MSE loss against "target", backward, on the views named by matmul's tensor table.
 double reference(const MatmulParams& p, const Views& v, const ReferenceOptions& opt);
+
+// One output element at flat canonical index i, read in place through `in` (element_matmul.cpp;
+// OpDef::output_element).
+double output_element(const MatmulParams& p, std::int64_t i, const ElementOperands& in, const ElementOptions& opt);
 
 }  // namespace validate::ops::matmul

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/ops/element.hpp"
 #include "validate/ops/op.hpp"
 #include "validate/ops/params_json.hpp"
 
@@ -30,6 +31,13 @@ std::vector<TensorInfo> tensors(const P& p, const char* waxes, const Shape& wsha
   t.push_back({"grad_weight", Role::grad, waxes, wshape});
   if (p.bias) t.push_back({"grad_bias", Role::grad, "O", {p.o}});
   return t;
+}
+
+// The operand slots of a convolution's element path (OpDef::element_operands).
+inline ElementOperands element_operands() {
+  ElementOperands e;
+  e.name = {"input", "weight", "bias", nullptr};
+  return e;
 }
 
 inline std::set<std::string> case_keys() {

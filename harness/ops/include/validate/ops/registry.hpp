@@ -12,6 +12,7 @@
 
 #include "validate/core/json_io.hpp"
 #include "validate/core/result.hpp"
+#include "validate/ops/element.hpp"
 #include "validate/ops/op.hpp"
 #include "validate/ops/reference.hpp"
 
@@ -71,6 +72,15 @@ class OpDef {
     const char* words;  // "summed channel by channel, the kernel window innermost"
   };
   virtual std::vector<NamedOrder> sum_orders() const = 0;
+
+  // --- one output element, in place (element.hpp) ----------------------------------------------
+  // The op's operand slots, named (inputs in tensor-table order, target excluded), data unset.
+  virtual ElementOperands element_operands() const = 0;
+  // The float64 output at flat canonical index `i`, read through `in` (bytes + strides, any layout,
+  // per-load rounding), summed as `opt` says: with the same options, what reference() writes at i.
+  // The diagnosis's sampled recomputes call it a few hundred times per hypothesis.
+  virtual double output_element(const OpParams& p, std::int64_t i, const ElementOperands& in,
+                                const ElementOptions& opt) const = 0;
 };
 
 // The op's default parameters with every optional tensor present (a bias): its full tensor table,
@@ -111,6 +121,10 @@ class OpDefFor : public OpDef {
   double reference(const OpParams& p, const Views& v, const ReferenceOptions& opt) const final {
     return reference_of(std::get<P>(p), v, opt);
   }
+  double output_element(const OpParams& p, std::int64_t i, const ElementOperands& in,
+                        const ElementOptions& opt) const final {
+    return output_element_of(*std::get_if<P>(&p), i, in, opt);
+  }
 
  protected:
   virtual std::vector<TensorInfo> tensors_of(const P& p) const = 0;
@@ -125,6 +139,8 @@ class OpDefFor : public OpDef {
   virtual Json exec_params_of(const P& p) const = 0;
   virtual std::vector<std::pair<const char*, std::int64_t>> exec_env_of(const P& p) const = 0;
   virtual double reference_of(const P& p, const Views& v, const ReferenceOptions& opt) const = 0;
+  virtual double output_element_of(const P& p, std::int64_t i, const ElementOperands& in,
+                                   const ElementOptions& opt) const = 0;
 };
 
 }  // namespace validate::ops
