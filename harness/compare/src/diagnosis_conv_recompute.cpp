@@ -177,30 +177,8 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
     run(h, Operand{xb.view, xb.declared, r}, Operand{wb.view, wb.declared, r}, 1.0);
   }
-  // The running sum kept in a narrow type, in the two usual loop orders. Checked against the
-  // clean float64 recompute on the same positions (kNarrowFactor, diagnosis_internal.hpp).
-  {
-    double clean = -1;  // residual of the clean recompute, computed when first needed
-    const auto orders = ops::find(ops::Op::conv2d).sum_orders();  // their names and words
-    for (Rounding r : accumulators_to_try(in.logical))
-      for (const auto& order : orders) {
-        Hypothesis h = narrow_accumulation_hypothesis(r, "output", order.name, order.words);
-        const ops::ElementOptions opt = recompute_options(1.0, r, order.order);
-        const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, declared, opt); });
-        finish_recompute(h, e, numel);
-        if (h.passes) {
-          if (clean < 0) {
-            Eval c;
-            for (std::int64_t p : positions)
-              c.add(round_to_logical(R.at(p, declared, recompute_options()), in.logical), read_value(in.run, p), t);
-            clean = c.max_abs;
-          }
-          h.params["clean_residual"] = clean;
-          h.passes = h.max_abs * kNarrowFactor <= clean;
-        }
-        s.add(std::move(h));
-      }
-  }
+  // The running sum kept in a narrow type, in the two usual loop orders.
+  search_narrow_accumulation(in, s, t, positions, numel, R, declared);
   if (cp.bias) {
     bias_hypotheses([&](Hypothesis h, double scale) { run(std::move(h), x0, w0, scale); });
   }

@@ -100,26 +100,8 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
                                              "CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul.allow_tf32 = False");
     run(h, ab.declared, bb.declared, r);
   }
-  // The running sum kept in a narrow type (kNarrowFactor rule, diagnosis_internal.hpp).
-  double clean = -1;
-  const ops::ElementOperands declared = operands(ab.declared, bb.declared, Rounding::none);
-  for (Rounding acc : accumulators_to_try(in.logical)) {
-    Hypothesis h = narrow_accumulation_hypothesis(acc, "output", "k", "summed over k in order");
-    const ops::ElementOptions opt = recompute_options(1.0, acc);
-    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) { return R.at(i, declared, opt); });
-    finish_recompute(h, e, numel);
-    if (h.passes) {
-      if (clean < 0) {
-        Eval c;
-        for (std::int64_t p : positions)
-          c.add(round_to_logical(R.at(p, declared, recompute_options()), in.logical), read_value(in.run, p), t);
-        clean = c.max_abs;
-      }
-      h.params["clean_residual"] = clean;
-      h.passes = h.max_abs * kNarrowFactor <= clean;
-    }
-    s.add(std::move(h));
-  }
+  // The running sum kept in a narrow type, summed over k in order.
+  search_narrow_accumulation(in, s, t, positions, numel, R, operands(ab.declared, bb.declared, Rounding::none));
   if (!any_read_match(s)) search_write_pairs(in, s, reads);  // as in conv2d
 }
 

@@ -119,4 +119,10 @@ void bias_hypotheses(Run&& run) {
   }
 }
 
+// The running sum kept in a narrow type, in every order R's op follows, from the declared operands
+// (diagnosis_narrow_accumulation.cpp).
+void search_narrow_accumulation(const DiagnosisInput& in, Search& s, const ElementTest& t,
+                                const std::vector<std::int64_t>& positions, std::int64_t numel,
+                                const ElementRecompute& R, const ops::ElementOperands& declared);
+
 }  // namespace validate::compare::detail
