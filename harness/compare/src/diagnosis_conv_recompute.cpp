@@ -9,8 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnosis_internal.hpp"
-#include "diagnosis_operand.hpp"
+#include "diagnosis_conv_like_search.hpp"
 #include "validate/ops/registry.hpp"
 
 namespace validate::compare::detail {
@@ -35,40 +34,21 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     return;
   ops::ConvParams cp;
   if (!make_params(in, cp)) return;
-  const Shape xs = in.input_shapes.at("input"), ws = in.input_shapes.at("weight");
-  ElementRecompute R(ops::Op::conv2d, cp);
-  if (cp.bias) R.fixed["bias"] = contiguous_operand(in.inputs.at("bias"));
+  ConvLikeSearch S(in, s, cp, "OIHW");
   s.family("input_layout");
-  const std::int64_t numel = shape_numel(in.shape);
-  const ElementTest t = recompute_test(in);
-  const auto positions = sample_positions(numel, in.recompute_sample);
-  const std::string dx_decl = declared_name(in, "input", "NCHW"),
-                    dw_decl = declared_name(in, "weight", "OIHW");
-  const DeclaredBytes xb = declared_bytes(in.inputs.at("input"), xs, "NCHW",
-                                          dx_decl == "NCHW" ? "" : dx_decl);
-  const DeclaredBytes wb = declared_bytes(in.inputs.at("weight"), ws, "OIHW",
-                                          dw_decl == "OIHW" ? "" : dw_decl);
-  const Operand x0{xb.view, xb.declared}, w0{wb.view, wb.declared};
-  const ops::ElementOperands declared = R.with("input", x0, "weight", w0);
+  const ops::ElementOperands declared = S.R.with("input", S.x0, "weight", S.w0);
 
-  auto run = [&](Hypothesis h, Operand x, Operand w, double bias_scale) {
-    const ops::ElementOperands xw = R.with("input", x, "weight", w);
-    const ops::ElementOptions opt = recompute_options(bias_scale);
-    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, xw, opt); });
-    finish_recompute(h, e, numel);
-    s.add(std::move(h));
-  };
   std::vector<ReadCandidate> reads;  // the commonest read mistakes, for the read + write pairs
   auto read_candidate = [&](const Hypothesis& h, Operand x, Operand w) {
-    reads.push_back({h, [&R, xw = R.with("input", x, "weight", w)](std::int64_t p) {
+    reads.push_back({h, [&R = S.R, xw = S.R.with("input", x, "weight", w)](std::int64_t p) {
                        return R.at(p, xw, recompute_options());
                      }});
   };
-  const bool x_fortran = dx_decl.find(":F") != std::string::npos,
-             w_fortran = dw_decl.find(":F") != std::string::npos;
+  const bool x_fortran = S.dx_decl.find(":F") != std::string::npos,
+             w_fortran = S.dw_decl.find(":F") != std::string::npos;
 
   // The input read in another layout (any permutation, C/F order, flips of any spatial subset).
-  for (const Reading& rd : readings(xs, "NCHW", xb.declared, x_fortran)) {
+  for (const Reading& rd : readings(S.xs, "NCHW", S.xb.declared, x_fortran)) {
     Hypothesis h;
     h.code = rd.perm_code.empty() ? "flipped" : rd.perm_code + (rd.flips.empty() ? "" : "+flipped");
     h.tensor = "input";
@@ -76,7 +56,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     h.family = "input_layout";
     h.spec = rd.spec;
     h.rank = 10 + rd.rank;
-    h.params = {{"declared", dx_decl}, {"read_as", rd.spec}};
+    h.params = {{"declared", S.dx_decl}, {"read_as", rd.spec}};
     if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
     std::string what = rd.perm_code == "hw_swapped"      ? "with H and W exchanged"
                        : rd.perm_code == "fortran_order" ? "in the opposite memory order"
@@ -89,19 +69,19 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       what += std::string(what.empty() ? "" : " and ") + "with " + axis_words(rd.flips) + " flipped";
     h.description = fmt::format("your program read input.bin {} (declared {}, it read the bytes as "
                                 "{}); the output bytes are fine",
-                                what, dx_decl, rd.spec);
+                                what, S.dx_decl, rd.spec);
     h.cause = rd.perm_code == "fortran_order" ? "a C-order file read as column-major, or the reverse"
               : rd.perm_code.empty()          ? "a spatial flip applied to the data"
                                               : "an index expression that does not match the layout";
     h.fix = "check the loop order (or the index expression) where you read input.bin; it is " +
-            dx_decl;
+            S.dx_decl;
     add_aliases(rd, h);
-    if (rd.rank <= 3) read_candidate(h, Operand{xb.view, rd.m}, w0);
-    run(h, Operand{xb.view, rd.m}, w0, 1.0);
+    if (rd.rank <= 3) read_candidate(h, Operand{S.xb.view, rd.m}, S.w0);
+    S.run(h, Operand{S.xb.view, rd.m}, S.w0, 1.0);
   }
 
   // The weight read in another layout: OIHW/IOHW/HWIO/WHIO/OHWI confusions, F order, flips.
-  for (const Reading& rd : readings(ws, "OIHW", wb.declared, w_fortran)) {
+  for (const Reading& rd : readings(S.ws, "OIHW", S.wb.declared, w_fortran)) {
     Hypothesis h;
     h.code = rd.perm_code.empty() ? "flipped"
                                   : std::string("weight_layout") + (rd.flips.empty() ? "" : "+flipped");
@@ -110,17 +90,17 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     h.family = "input_layout";
     h.spec = rd.spec;
     h.rank = 10 + rd.rank;
-    h.params = {{"declared", dw_decl}, {"read_as", rd.spec}};
+    h.params = {{"declared", S.dw_decl}, {"read_as", rd.spec}};
     if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
     if (rd.perm_code.empty()) {
       h.description = fmt::format(
           "your program read weight.bin with {} flipped (declared {}, it read the bytes as {})",
-          axis_words(rd.flips), dw_decl, rd.spec);
+          axis_words(rd.flips), S.dw_decl, rd.spec);
       h.cause = rd.flips == "HW" ? "a convolution where PyTorch computes a cross-correlation "
                                    "(CUDNN_CONVOLUTION mode with an unflipped filter, or a "
                                    "pre-flipped filter flipped again)"
                                  : "a flip of one kernel axis";
-      h.fix = "read the filter as declared (" + dw_decl +
+      h.fix = "read the filter as declared (" + S.dw_decl +
               "): un-flip it, or use CUDNN_CROSS_CORRELATION";
     } else {
       // The same bytes have a C and a Fortran spelling (OIHW = WHIO:F); give both.
@@ -129,28 +109,28 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         fspell = " (the same bytes as " + std::string(rd.spec.rbegin(), rd.spec.rend()) + ":F)";
       h.description =
           fmt::format("your program read weight.bin as {}{} while the layout file declares {}",
-                      rd.spec, fspell, dw_decl);
+                      rd.spec, fspell, S.dw_decl);
       h.cause = "a weight-layout confusion (OIHW / IOHW / HWIO / WHIO / OHWI)";
-      h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + dw_decl;
+      h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + S.dw_decl;
     }
     // Every other weight layout (the OIHW/IOHW/HWIO/WHIO/OHWI family is most of the 24 orders)
     // and a flip alone; not layouts and flips together.
-    if (rd.flips.empty() || rd.perm_code.empty()) read_candidate(h, x0, Operand{wb.view, rd.m});
-    run(h, x0, Operand{wb.view, rd.m}, 1.0);
+    if (rd.flips.empty() || rd.perm_code.empty()) read_candidate(h, S.x0, Operand{S.wb.view, rd.m});
+    S.run(h, S.x0, Operand{S.wb.view, rd.m}, 1.0);
   }
 
   // The commonest pair: the flip that belongs to the weights applied to the data instead.
   s.family("flip_pairs");
   for (const std::string f : {"HW", "H", "W"}) {
-    std::vector<bool> fx = xb.declared.flipped, fw = wb.declared.flipped;
+    std::vector<bool> fx = S.xb.declared.flipped, fw = S.wb.declared.flipped;
     for (char c : f) {
       const auto a = std::string("NCHW").find(c);
       fx[a] = !fx[a];
       fw[a] = !fw[a];
     }
-    const layout::Placement mx = layout::placement(xs, xb.declared.memory_axes, fx),
-                            mw = layout::placement(ws, wb.declared.memory_axes, fw);
-    if (layout::same_offsets(mx, xb.declared) || layout::same_offsets(mw, wb.declared))
+    const layout::Placement mx = layout::placement(S.xs, S.xb.declared.memory_axes, fx),
+                            mw = layout::placement(S.ws, S.wb.declared.memory_axes, fw);
+    if (layout::same_offsets(mx, S.xb.declared) || layout::same_offsets(mw, S.wb.declared))
       continue;
     Hypothesis h;
     h.code = "flip_on_data";
@@ -165,8 +145,8 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
         axis_words(f));
     h.cause = "the spatial flip applied to the data instead of the weights";
     h.fix = "flip the filter (weight.bin), not the input, or compute a cross-correlation";
-    read_candidate(h, Operand{xb.view, mx}, Operand{wb.view, mw});
-    run(h, Operand{xb.view, mx}, Operand{wb.view, mw}, 1.0);
+    read_candidate(h, Operand{S.xb.view, mx}, Operand{S.wb.view, mw});
+    S.run(h, Operand{S.xb.view, mx}, Operand{S.wb.view, mw}, 1.0);
   }
 
   // Numbers: inputs rounded before the products, the bias lost or doubled.
@@ -175,12 +155,12 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     Hypothesis h = rounded_inputs_hypothesis(
         r, "input", "the input and weight",
         "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
-    run(h, Operand{xb.view, xb.declared, r}, Operand{wb.view, wb.declared, r}, 1.0);
+    S.run(h, Operand{S.xb.view, S.xb.declared, r}, Operand{S.wb.view, S.wb.declared, r}, 1.0);
   }
   // The running sum kept in a narrow type, in the two usual loop orders.
-  search_narrow_accumulation(in, s, t, positions, numel, R, declared);
+  search_narrow_accumulation(in, s, S.t, S.positions, S.numel, S.R, declared);
   if (cp.bias) {
-    bias_hypotheses([&](Hypothesis h, double scale) { run(std::move(h), x0, w0, scale); });
+    bias_hypotheses([&](Hypothesis h, double scale) { S.run(std::move(h), S.x0, S.w0, scale); });
   }
   // Pairs, unless a read or arithmetic mistake alone explains the output. A write-only match does
   // not stop them: with stride 1 and symmetric padding, data and filter flipped and the output

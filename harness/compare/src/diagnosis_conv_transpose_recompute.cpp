@@ -6,8 +6,7 @@
 // are named.
 #include <fmt/format.h>
 
-#include "diagnosis_internal.hpp"
-#include "diagnosis_operand.hpp"
+#include "diagnosis_conv_like_search.hpp"
 
 namespace validate::compare::detail {
 
@@ -31,27 +30,11 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
     return;
   ops::ConvTransposeParams cp;
   if (!make_params(in, cp)) return;
-  const Shape xs = in.input_shapes.at("input"), ws = in.input_shapes.at("weight");
-  ElementRecompute R(ops::Op::conv_transpose2d, cp);
-  if (cp.bias) R.fixed["bias"] = contiguous_operand(in.inputs.at("bias"));
+  ConvLikeSearch S(in, s, cp, "IOHW");
   s.family("input_layout");
-  const std::int64_t numel = shape_numel(in.shape);
-  const ElementTest t = recompute_test(in);
-  const auto positions = sample_positions(numel, in.recompute_sample);
-  const std::string dx_decl = declared_name(in, "input", "NCHW"), dw_decl = declared_name(in, "weight", "IOHW");
-  const DeclaredBytes xb = declared_bytes(in.inputs.at("input"), xs, "NCHW", dx_decl == "NCHW" ? "" : dx_decl);
-  const DeclaredBytes wb = declared_bytes(in.inputs.at("weight"), ws, "IOHW", dw_decl == "IOHW" ? "" : dw_decl);
-  const Operand x0{xb.view, xb.declared}, w0{wb.view, wb.declared};
-  auto run = [&](Hypothesis h, Operand x, Operand w, double bias_scale) {
-    const ops::ElementOperands xw = R.with("input", x, "weight", w);
-    const ops::ElementOptions opt = recompute_options(bias_scale);
-    const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, xw, opt); });
-    finish_recompute(h, e, numel);
-    s.add(std::move(h));
-  };
 
   // The weight read in another layout; OIHW (a conv2d's weight order) named as the classic confusion.
-  for (const Reading& rd : readings(ws, "IOHW", wb.declared, dw_decl.find(":F") != std::string::npos)) {
+  for (const Reading& rd : readings(S.ws, "IOHW", S.wb.declared, S.dw_decl.find(":F") != std::string::npos)) {
     Hypothesis h;
     const bool oihw = rd.flips.empty() && rd.spec == "OIHW";
     h.code = rd.perm_code.empty() ? "flipped" : std::string("weight_layout") + (rd.flips.empty() ? "" : "+flipped");
@@ -60,26 +43,26 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
     h.family = "input_layout";
     h.spec = rd.spec;
     h.rank = 10 + rd.rank - (oihw ? 1 : 0);
-    h.params = {{"declared", dw_decl}, {"read_as", rd.spec}};
+    h.params = {{"declared", S.dw_decl}, {"read_as", rd.spec}};
     if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
     if (oihw) {
       h.description = fmt::format("your program read the conv_transpose2d weight.bin as OIHW (a conv2d's "
                                   "out, in order) while it is IOHW = (in, out/groups, kh, kw), declared {}",
-                                  dw_decl);
+                                  S.dw_decl);
       h.cause = "the IOHW/OIHW confusion: a transposed convolution's weight indexed like a conv2d's";
       h.fix = "index the weight as w[in][out/groups][kh][kw] (PyTorch's ConvTranspose2d.weight), or declare "
               "weight as OIHW in the layout file if the program really stores it that way";
     } else {
       h.description = fmt::format("your program read weight.bin as {} while the layout file declares {}", rd.spec,
-                                  dw_decl);
+                                  S.dw_decl);
       h.cause = "a weight-layout confusion (IOHW / OIHW / HWIO / flips)";
-      h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + dw_decl;
+      h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + S.dw_decl;
     }
     add_aliases(rd, h);
-    run(h, x0, Operand{wb.view, rd.m}, 1.0);
+    S.run(h, S.x0, Operand{S.wb.view, rd.m}, 1.0);
   }
   // The input read in another layout.
-  for (const Reading& rd : readings(xs, "NCHW", xb.declared, dx_decl.find(":F") != std::string::npos)) {
+  for (const Reading& rd : readings(S.xs, "NCHW", S.xb.declared, S.dx_decl.find(":F") != std::string::npos)) {
     Hypothesis h;
     h.code = rd.code();
     h.tensor = "input";
@@ -87,16 +70,16 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
     h.family = "input_layout";
     h.spec = rd.spec;
     h.rank = 10 + rd.rank;
-    h.params = {{"declared", dx_decl}, {"read_as", rd.spec}};
-    h.description = fmt::format("your program read input.bin as {} (declared {})", rd.spec, dx_decl);
+    h.params = {{"declared", S.dx_decl}, {"read_as", rd.spec}};
+    h.description = fmt::format("your program read input.bin as {} (declared {})", rd.spec, S.dx_decl);
     h.cause = "an index expression that does not match the layout";
-    h.fix = "check the loop order (or the index expression) where you read input.bin; it is " + dx_decl;
+    h.fix = "check the loop order (or the index expression) where you read input.bin; it is " + S.dx_decl;
     add_aliases(rd, h);
-    run(h, Operand{xb.view, rd.m}, w0, 1.0);
+    S.run(h, Operand{S.xb.view, rd.m}, S.w0, 1.0);
   }
   if (cp.bias) {
     s.family("numeric");
-    bias_hypotheses([&](Hypothesis h, double scale) { run(std::move(h), x0, w0, scale); });
+    bias_hypotheses([&](Hypothesis h, double scale) { S.run(std::move(h), S.x0, S.w0, scale); });
   }
 }
 
