@@ -276,6 +276,16 @@ TEST(TrainGate, AJumpFromACleanStepOrSteadyCompoundingIsAMistake) {
   EXPECT_EQ(c.kind, Divergence::Kind::drift) << c.sentence();
 }
 
+// A curve that is off from step 0 (TF32 in the forward, a layout mistake in the single step) is not
+// blamed on the optimizer: no update has run yet.
+TEST(TrainGate, AFailureAtStepZeroPointsAtTheSingleStepNotTheUpdate) {
+  const std::vector<double> tf32 = {3e-4, 3.1e-4, 2.9e-4, 3.3e-4};
+  const Divergence d = classify_divergence(tf32, 1e-6);
+  EXPECT_EQ(d.first_bad_step, 0);
+  EXPECT_NE(d.sentence().find("before any update"), std::string::npos) << d.sentence();
+  EXPECT_EQ(d.sentence().find("check the update"), std::string::npos) << d.sentence();
+}
+
 TEST(TrainGate, SlowGrowthPastTheGateIsDriftAndNaNIsAMistake) {
   const double r0 = 1e-6;
   std::vector<double> drift(60);

@@ -45,7 +45,12 @@ Divergence classify_divergence(const std::vector<double>& rel_errors, double r0)
 
 std::string Divergence::sentence() const {
   if (kind == Kind::none) return "the loss curves agree at every step within the gate";
-  const char* what = kind == Kind::mistake
+  // Step 0 is the single-step check: no update has happened yet, so the optimizer is not the
+  // suspect (TF32 or a wrong layout in the forward shows here first, and the step-0 entries say which).
+  const char* what = first_bad_step == 0
+                         ? "they differ before any update: the forward, the loss or the gradients of step 0 differ (the "
+                           "step-0 entries say how), not the optimizer"
+                     : kind == Kind::mistake
                          ? "a mistake, not drift: check the update of the parameters (a gradient applied in another layout, "
                            "a missing momentum buffer, weight decay in the wrong place)"
                          : "drift: the error grows slowly, as reordered float arithmetic does";
