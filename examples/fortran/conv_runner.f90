@@ -425,6 +425,19 @@ module validate_sgd
 
 contains
 
+  ! The gradient both optimizers update with: grad + weight_decay * p (L2 decay, as PyTorch's SGD
+  ! and Adam), the product rounded to float32 before the sum.
+  real(real32) function decayed(cfg, grad, p) result(g)
+    type(sgd_config), intent(in) :: cfg
+    real(real32), intent(in) :: grad, p
+    real(real32) :: prod
+    g = grad
+    if (cfg%weight_decay /= 0) then
+      prod = cfg%weight_decay*p
+      g = g + prod
+    end if
+  end function decayed
+
   ! One update of p by the configured optimizer; buf and buf2 are its state (SGD: the momentum
   ! buffer; Adam: the two moments), t the 1-based step.
   subroutine optimizer_step(cfg, n, p, grad, buf, buf2, t)
@@ -455,11 +468,7 @@ contains
     k1 = real(1.0d0 - cfg%beta1_dp, real32)
     k2 = real(1.0d0 - cfg%beta2_dp, real32)
     do i = 1, n
-      g = grad(i)
-      if (cfg%weight_decay /= 0) then
-        prod = cfg%weight_decay*p(i)
-        g = g + prod
-      end if
+      g = decayed(cfg, grad(i), p(i))
       prod = cfg%beta1*m(i)
       kept = k1*g
       m(i) = prod + kept
@@ -484,11 +493,7 @@ contains
     real(real32) :: g, prod, kept
     integer :: i
     do i = 1, n
-      g = grad(i)
-      if (cfg%weight_decay /= 0) then
-        prod = cfg%weight_decay*p(i)
-        g = g + prod
-      end if
+      g = decayed(cfg, grad(i), p(i))
       if (cfg%momentum /= 0) then
         if (first) then
           buf(i) = g
