@@ -64,14 +64,14 @@ std::vector<TensorInfo> Case::tensors(Op op) const {
   return all;
 }
 
-bool Case::master_copy(const TensorInfo& t) {
-  if (t.role != Role::checkpoint) return false;
-  const auto cp = train::parse_checkpoint_tensor(t.name);
+bool Case::master_copy(Role role, const std::string& name) {
+  if (role != Role::checkpoint) return false;
+  const auto cp = train::parse_checkpoint_tensor(name);
   return cp && cp->tensor.rfind("grad_", 0) != 0;
 }
 
 DType Case::storage(const TensorInfo& t) const {
-  if (t.role == Role::loss || t.role == Role::loss_curve || master_copy(t)) return DType::float32;
+  if (t.role == Role::loss || t.role == Role::loss_curve || master_copy(t.role, t.name)) return DType::float32;
   return storage_dtype(dtype);
 }
 

@@ -48,10 +48,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   }
   // A parameter checkpoint is the optimizer's float32 master copy in every dtype (docs/training.md,
   // "Mixed precision"): rounding it to a bfloat16 case's dtype would hide an update below its ULP.
-  cases::TensorInfo named;
-  named.name = it.tensor;
-  named.role = e.role.value_or(ops::Role::input);
-  const DType logical = cases::Case::master_copy(named) ? DType::float32 : it.ref->c.dtype;
+  const DType logical =
+      e.role && cases::Case::master_copy(*e.role, it.tensor) ? DType::float32 : it.ref->c.dtype;
   e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
   // Training trajectories (trajectory_check.hpp): the loss curve as a curve, checkpoints with a
   // tolerance that grows with their step.

@@ -75,7 +75,7 @@ struct Case {
   DType storage(const TensorInfo& t) const;
   // A training checkpoint of a parameter (step<k>_weight): the float32 master copy, whose values
   // are float32's whatever the case dtype (compare must not round them to it).
-  static bool master_copy(const TensorInfo& t);
+  static bool master_copy(Role role, const std::string& name);
   // "<case>_<op>_<tensor>.npy"
   std::string file_name(Op op, const std::string& tensor) const;
 
