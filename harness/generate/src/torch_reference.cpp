@@ -79,6 +79,30 @@ std::string run_command(const char* cmd) {
   return out;
 }
 
+// How a case's dtype is computed on a device; torch_compute and torch_trajectory follow it alike,
+// so a trajectory's step 0 is the single step exactly. On the CPU, LibTorch's reduced-precision
+// kernels are not the reference a GPU stack should be held to: 1.13 has no float16 convolution or
+// matmul at all, and its bfloat16 GEMM accumulates in bfloat16 on some shapes (6 bfloat16 ULP off
+// the exact result on the smoke set's grouped case, where cuBLAS and cuDNN accumulate in float32).
+// So a bfloat16/float16 case on the CPU is computed in float32 from its (exactly representable)
+// inputs and rounded to the case dtype where a native run rounds: the output before the loss,
+// dL/dy before the backward pass, and every gradient once at the end. On CUDA the native kernels
+// run.
+struct DtypePlan {
+  DType storage;
+  at::ScalarType logical;
+  bool emulate;
+  at::ScalarType compute;  // the type tensors enter the op in
+  DtypePlan(DType dtype, const at::Device& dev)
+      : storage(storage_dtype(dtype)),
+        logical(compute_type(dtype)),
+        emulate(logical != at::kFloat && logical != at::kDouble && dev.is_cpu()),
+        compute(emulate ? at::kFloat : logical) {}
+  // `t` as the case dtype holds it, in the compute type, differentiably: autograd casts the incoming
+  // gradient the same way (so a float32 master parameter receives the case dtype's gradient).
+  at::Tensor narrow(const at::Tensor& t) const { return emulate ? t.to(logical).to(at::kFloat) : t.to(logical); }
+};
+
 }  // namespace
 
 Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
@@ -133,27 +157,15 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   };
   const auto t_start = Clock::now();
   const at::Device dev(device.used);
-  const DType storage = storage_dtype(c.dtype);
-  const at::ScalarType logical = compute_type(c.dtype);
-  // On the CPU, LibTorch's reduced-precision kernels are not the reference a GPU stack should be
-  // held to: 1.13 has no float16 convolution or matmul at all, and its bfloat16 GEMM accumulates
-  // in bfloat16 on some shapes (6 bfloat16 ULP off the exact result on the smoke set's grouped
-  // case, where cuBLAS and cuDNN accumulate in float32). So a bfloat16/float16 case on the CPU
-  // is computed in float32 from its (exactly representable) inputs and rounded to the case dtype
-  // where a native run rounds: the output before the loss, dL/dy before the backward pass, and
-  // every gradient once at the end. On CUDA the native kernels run.
-  const bool emulate = logical != at::kFloat && logical != at::kDouble && dev.is_cpu();
-  const at::ScalarType compute = emulate ? at::kFloat : logical;
-  // A differentiable rounding to the case dtype: autograd casts the incoming gradient the same way.
-  auto rounded = [&](const at::Tensor& t) { return emulate ? t.to(logical).to(at::kFloat) : t; };
+  const DtypePlan plan(c.dtype, dev);
   // Results leave LibTorch without a copy. An emulated bfloat16 result (stored as float32) is
   // rounded in place in that buffer (round to nearest even, as LibTorch's conversion; issue 16:
   // t.to(kBFloat16) and back cost 700 MB of transient buffers on the largest gradient); a float16
   // one is rounded by its conversion to the float16 storage.
   auto result = [&](const at::Tensor& t) {
     return timed([&] {
-      Tensor r = adopt_from_torch(t, storage);
-      if (emulate && logical == at::kBFloat16) {
+      Tensor r = adopt_from_torch(t, plan.storage);
+      if (plan.emulate && plan.logical == at::kBFloat16) {
         float* p = r.data<float>();
         for (std::int64_t i = 0, n = r.numel(); i < n; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
       }
@@ -162,7 +174,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   };
   std::map<std::string, Tensor> out;
   try {
-    auto leaf = [&](const char* name) { return timed([&] { return to_torch(*in.at(name), compute, dev); }).requires_grad_(true); };
+    auto leaf = [&](const char* name) { return timed([&] { return to_torch(*in.at(name), plan.compute, dev); }).requires_grad_(true); };
     at::Tensor target = timed([&] { return to_torch(*in.at("target"), at::kFloat, dev); });
     const cases::OpInstance* inst = c.find(op);
     if (!inst) return Error{std::string("LibTorch reference: case ") + c.name + " has no " + cases::op_name(op)};
@@ -171,7 +183,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     ops::TorchLeaves leaves;
     for (const auto& t : table)
       if (t.role == cases::Role::input && t.name != "target") leaves.emplace(t.name, leaf(t.name.c_str()));
-    at::Tensor y = rounded(ops::torch_forward(inst->params, leaves));
+    at::Tensor y = plan.narrow(ops::torch_forward(inst->params, leaves));
 
     // Loss on the output upcast to float32, as DESIGN.md defines it.
     at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
@@ -192,8 +204,8 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     times->compute_s += std::chrono::duration<double>(Clock::now() - t_start).count() - conv_s;
   }
   if (info) {
-    (*info)["compute_dtype"] = emulate ? "float32" : dtype_name(c.dtype);
-    if (emulate)
+    (*info)["compute_dtype"] = plan.emulate ? "float32" : dtype_name(c.dtype);
+    if (plan.emulate)
       (*info)["note"] = "CPU reference: computed in float32 from the " + std::string(dtype_name(c.dtype)) +
                         " inputs; output, dL/dy and gradients rounded to " + std::string(dtype_name(c.dtype));
   }
@@ -215,15 +227,10 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
   const at::Device dev(device.used);
   const std::vector<std::int64_t> keep = train::checkpoint_steps(tc);
   // Mixed precision, as torch.autocast trains (docs/training.md, "Mixed precision"): the parameters
-  // and the optimizer stay float32; the forward sees them cast to the case dtype, whose backward
-  // casts the gradient the optimizer receives back through it. On the CPU the narrow computation is
-  // emulated as torch_compute does (float32 arithmetic, rounded where a native run rounds), so step
-  // 0 is the single-step reference exactly. float32 cases: every cast is the identity.
-  const DType storage = storage_dtype(c.dtype);
-  const at::ScalarType logical = compute_type(c.dtype);
-  const bool emulate = logical != at::kFloat && logical != at::kDouble && dev.is_cpu();
-  const at::ScalarType compute = emulate ? at::kFloat : logical;
-  auto narrow = [&](const at::Tensor& t) { return emulate ? t.to(logical).to(at::kFloat) : t.to(logical); };
+  // and the optimizer stay float32; the forward sees them cast to the case dtype (DtypePlan, as
+  // torch_compute computes), whose backward casts the gradient the optimizer receives back through
+  // it. float32 cases: every cast is the identity.
+  const DtypePlan plan(c.dtype, dev);
   std::map<std::string, Tensor> out;
   try {
     // The parameters are owned copies (the optimizer updates them in place); the rest of the inputs
@@ -265,11 +272,11 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       // As torch_compute: every input but the target is a leaf, so step 0 is the single step exactly.
       ops::TorchLeaves leaves = params;
       for (const auto& t : c.inputs(op))
-        if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), compute, dev).requires_grad_(true));
-      for (const auto& [name, p] : params) leaves[name] = narrow(p);
+        if (!t.parameter && t.name != "target") leaves.emplace(t.name, to_torch(data(t.name), plan.compute, dev).requires_grad_(true));
+      for (const auto& [name, p] : params) leaves[name] = plan.narrow(p);
       const at::Tensor target = to_torch(data("target"), at::kFloat, dev);
       opt.zero_grad();
-      const at::Tensor y = narrow(ops::torch_forward(inst->params, leaves));
+      const at::Tensor y = plan.narrow(ops::torch_forward(inst->params, leaves));
       at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
       loss.backward();
       const float l = loss.item<float>();
@@ -278,7 +285,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       if (std::binary_search(keep.begin(), keep.end(), s)) {
         for (const auto& [name, p] : params) out.emplace(train::checkpoint_tensor(s, name), from_torch(p, DType::float32));
         for (const auto& [name, p] : params)
-          out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), storage));
+          out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), plan.storage));
       }
       opt.step();
     }
