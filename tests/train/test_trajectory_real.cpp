@@ -117,28 +117,39 @@ std::vector<double> losses(const cases::Case& c, std::uint64_t seed, const Stack
   return traj ? traj->losses : std::vector<double>{};
 }
 
-TEST(TrajectoryGate, PassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeedsAndRates) {
-  for (double lr : {0.01, 0.05, 0.2}) {
-    const cases::Case c = training_case(lr);
-    for (std::uint64_t seed : {1u, 2u, 3u}) {
-      SCOPED_TRACE("lr " + std::to_string(lr) + " seed " + std::to_string(seed));
-      const auto exact = losses<double>(c, seed, Stack{});
-      const auto clean = losses<float>(c, seed, Stack{ops::Accumulation::float32});
-      Stack bad_stack{ops::Accumulation::float32};
-      bad_stack.krsc_dw = true;
-      const auto planted = losses<float>(c, seed, bad_stack);
-      ASSERT_EQ(exact.size(), 30u);
-      const auto ok = classify_divergence(relative_errors(clean, exact), 1e-6);
-      if (std::getenv("VALIDATE_TRAJ_PRINT")) { double m = 0; for (double e : relative_errors(clean, exact)) m = std::max(m, e); std::printf("lr %g seed %d clean max %.2e planted step1 %.2e\n", lr, (int)seed, m, relative_errors(planted, exact)[1]); }
-      EXPECT_EQ(ok.kind, Divergence::Kind::none) << ok.sentence();
-      // The float32 stack is not the float64 one: the test would pass vacuously otherwise.
-      EXPECT_GT(relative_errors(clean, exact)[29], 0.0);
-      const auto bad = classify_divergence(relative_errors(planted, exact), 1e-6);
-      EXPECT_EQ(bad.kind, Divergence::Kind::mistake) << bad.sentence();
-      EXPECT_EQ(bad.first_bad_step, 1) << bad.sentence();
-      EXPECT_EQ(relative_errors(planted, exact)[0], relative_errors(clean, exact)[0]);  // step 0 is the same
+// Over seeds 1-3: the float64 reference against a float32 stack (float32 running sums, parameters
+// and optimizer), clean and with the planted KRSC update, under the float32 gate (r0 1e-6). Clean
+// passes; planted fails at step 1, a mistake; step 0 is the same for both.
+void expect_float32_gate_separates(const cases::Case& c, const char* what) {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE(std::string(what) + " lr " + std::to_string(c.train->lr) + " seed " + std::to_string(seed));
+    const auto exact = losses<double>(c, seed, Stack{});
+    const auto clean = losses<float>(c, seed, Stack{ops::Accumulation::float32});
+    Stack bad_stack{ops::Accumulation::float32};
+    bad_stack.krsc_dw = true;
+    const auto planted = losses<float>(c, seed, bad_stack);
+    ASSERT_EQ(exact.size(), 30u);
+    const auto e_clean = relative_errors(clean, exact), e_bad = relative_errors(planted, exact);
+    ASSERT_EQ(e_clean.size(), 30u);
+    ASSERT_EQ(e_bad.size(), 30u);
+    if (std::getenv("VALIDATE_TRAJ_PRINT")) {
+      double m = 0;
+      for (double e : e_clean) m = std::max(m, e);
+      std::printf("%s lr %g seed %d clean max %.2e planted step1 %.2e\n", what, c.train->lr, (int)seed, m, e_bad[1]);
     }
+    const auto ok = classify_divergence(e_clean, 1e-6);
+    EXPECT_EQ(ok.kind, Divergence::Kind::none) << ok.sentence();
+    // The float32 stack is not the float64 one: the test would pass vacuously otherwise.
+    EXPECT_GT(e_clean[29], 0.0);
+    const auto bad = classify_divergence(e_bad, 1e-6);
+    EXPECT_EQ(bad.kind, Divergence::Kind::mistake) << bad.sentence();
+    EXPECT_EQ(bad.first_bad_step, 1) << bad.sentence();
+    EXPECT_EQ(e_bad[0], e_clean[0]);  // step 0 is the same
   }
+}
+
+TEST(TrajectoryGate, PassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeedsAndRates) {
+  for (double lr : {0.01, 0.05, 0.2}) expect_float32_gate_separates(training_case(lr), "sgd");
 }
 
 // Adam (torch.optim.Adam, L2 decay): the same gate, the same planted update. Adam's first update is
@@ -150,28 +161,7 @@ TEST(TrajectoryGate, AdamPassesCleanFloat32AndFailsAKrscUpdateAtStep1AcrossSeeds
     c.train->optimizer = Optimizer::adam;
     c.train->momentum = 0;
     c.train->weight_decay = 1e-2;
-    for (std::uint64_t seed : {1u, 2u, 3u}) {
-      SCOPED_TRACE("lr " + std::to_string(lr) + " seed " + std::to_string(seed));
-      const auto exact = losses<double>(c, seed, Stack{});
-      const auto clean = losses<float>(c, seed, Stack{ops::Accumulation::float32});
-      Stack bad_stack{ops::Accumulation::float32};
-      bad_stack.krsc_dw = true;
-      const auto planted = losses<float>(c, seed, bad_stack);
-      ASSERT_EQ(exact.size(), 30u);
-      const auto e_clean = relative_errors(clean, exact), e_bad = relative_errors(planted, exact);
-      if (std::getenv("VALIDATE_TRAJ_PRINT")) {
-        double m = 0;
-        for (double e : e_clean) m = std::max(m, e);
-        std::printf("adam lr %g seed %d clean max %.2e planted step1 %.2e\n", lr, (int)seed, m, e_bad[1]);
-      }
-      const auto ok = classify_divergence(e_clean, 1e-6);
-      EXPECT_EQ(ok.kind, Divergence::Kind::none) << ok.sentence();
-      EXPECT_GT(e_clean[29], 0.0);
-      const auto bad = classify_divergence(e_bad, 1e-6);
-      EXPECT_EQ(bad.kind, Divergence::Kind::mistake) << bad.sentence();
-      EXPECT_EQ(bad.first_bad_step, 1) << bad.sentence();
-      EXPECT_EQ(e_bad[0], e_clean[0]);
-    }
+    expect_float32_gate_separates(c, "adam");
   }
 }
 
