@@ -2,17 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "validate/core/fs.hpp"
+#include "validate/core/lock_holder.hpp"
 #include "validate/core/tree.hpp"
 
 namespace validate::fs {
@@ -30,36 +28,28 @@ std::string canonical_spelling(const std::string& p) {
   return s;
 }
 
-// Who holds an flock on inode `ino`: "pid 1234 (validate generate --out x)", from /proc/locks.
-std::string lock_holder(dev_t dev, ino_t ino) {
-  std::ifstream in("/proc/locks");
-  std::string line;
-  while (std::getline(in, line)) {
-    // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
-    std::istringstream ss(line);
-    std::string idx, kind, adv, mode, pid, where;
-    if (!(ss >> idx >> kind)) continue;
-    if (kind == "->") ss >> kind;  // a blocked waiter's line
-    if (!(ss >> adv >> mode >> pid >> where) || kind != "FLOCK") continue;
-    const auto c1 = where.find(':'), c2 = where.rfind(':');
-    if (c1 == std::string::npos || c2 == c1) continue;
-    try {
-      const unsigned long maj = std::stoul(where.substr(0, c1), nullptr, 16);
-      const unsigned long min = std::stoul(where.substr(c1 + 1, c2 - c1 - 1), nullptr, 16);
-      const unsigned long long node = std::stoull(where.substr(c2 + 1));
-      if (node != static_cast<unsigned long long>(ino) || maj != major(dev) || min != minor(dev)) continue;
-    } catch (const std::exception&) {
+// Takes the exclusive lock or names who holds it. The holder can let go between our failed flock
+// and the read of /proc/locks (then the lock is free and the directory's contents decide), so an
+// unnamed holder is looked for again before the message settles for the processes that have it open.
+Status lock_or_name_holder(int fd, const std::string& name) {
+  for (int attempt = 0;; ++attempt) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return Status::ok();
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e != EWOULDBLOCK) return Error{name + ": cannot lock: " + std::strerror(e)};
+    struct stat ds {};
+    ::fstat(fd, &ds);
+    std::string who = flock_holder(ds.st_dev, ds.st_ino);
+    if (who.empty() && attempt < 4) {
+      ::usleep(20000);
       continue;
     }
-    std::string cmd;
-    std::ifstream cl("/proc/" + pid + "/cmdline", std::ios::binary);
-    std::getline(cl, cmd, '\xff');
-    for (auto& ch : cmd)
-      if (ch == '\0') ch = ' ';
-    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
-    return "pid " + pid + (cmd.empty() ? "" : " (" + cmd + ")");
+    if (who.empty()) {
+      const std::string openers = other_openers(ds.st_dev, ds.st_ino);
+      who = "another process" + (openers.empty() ? std::string() : " (" + openers + ")");
+    }
+    return Error{name + " is being written by " + who + "; wait for it to finish or write elsewhere"};
   }
-  return "another process";
 }
 
 }  // namespace
@@ -105,16 +95,7 @@ Result<OutputDir> claim_output_dir(const std::string& dir, const OutputDirRules&
   out.path_ = dir;
   out.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (out.fd_ < 0) return Error{name + ": cannot open: " + std::strerror(errno)};
-  if (::flock(out.fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
-    if (e == EWOULDBLOCK) {
-      struct stat ds {};
-      ::fstat(out.fd_, &ds);
-      return Error{name + " is being written by " + lock_holder(ds.st_dev, ds.st_ino) +
-                   "; wait for it to finish or write elsewhere"};
-    }
-    return Error{name + ": cannot lock: " + std::strerror(e)};
-  }
+  VALIDATE_TRY(lock_or_name_holder(out.fd_, name));
   auto walk = walk_tree(dir);
   if (!walk) return Error{name + ": " + walk.message()};
   out.was_empty_ = walk->entries.empty() && walk->errors.empty();
