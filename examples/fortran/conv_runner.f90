@@ -42,7 +42,8 @@
 ! writes train_loss.bin plus step<k>_<param> / step<k>_grad_<param> at the
 ! checkpoint steps (VALIDATE_CHECKPOINTS).  CONV_RUNNER_BUG=update_dw_krsc plants
 ! the classic: the conv2d update applies dW in the KRSC filter layout to weights
-! stored OIHW, so step 0 matches and step 1 does not (examples/README.md).
+! stored OIHW, so step 0 matches and step 1 does not (examples/README.md);
+! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype.
 !
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
 
@@ -551,12 +552,14 @@ program conv_runner
   protocol = env_int_or('VALIDATE_PROTOCOL', 1)
   if (protocol /= 1 .and. protocol /= 2) call fail('VALIDATE_PROTOCOL='//itoa(int(protocol, int64))// &
                                                    ' is not 1 or 2')
-  ! The planted bug of the training mode (docs: examples/README.md): CONV_RUNNER_BUG=update_dw_krsc
-  ! applies each conv2d update with dW in the KRSC filter layout to weights stored OIHW.
+  ! The planted bugs of the training mode (docs: examples/README.md): CONV_RUNNER_BUG=update_dw_krsc
+  ! applies each conv2d update with dW in the KRSC filter layout to weights stored OIHW;
+  ! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype (a bfloat16 or
+  ! float16 case rounds them after every update: the "pure bfloat16" optimizer).
   bug = ''
   if (env_is_set('CONV_RUNNER_BUG')) bug = env_str('CONV_RUNNER_BUG')
-  if (bug /= '' .and. bug /= 'update_dw_krsc') &
-    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc)')
+  if (bug /= '' .and. bug /= 'update_dw_krsc' .and. bug /= 'narrow_masters') &
+    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc, narrow_masters)')
   select case (op)
   case ('conv2d')
     if (protocol == 2) then
@@ -800,6 +803,10 @@ contains
       end if
       call optimizer_step(sgd, nw, w32, upd, bufw, bufw2, s + 1)
       if (has_bias) call optimizer_step(sgd, o, b32, gb32, bufb, bufb2, s + 1)
+      if (bug == 'narrow_masters') then  ! the masters themselves kept in the case dtype
+        w32 = real([(round_to_dtype(real(w32(i), dp), dtype), i=1, nw)], real32)
+        b32 = real([(round_to_dtype(real(b32(i), dp), dtype), i=1, o)], real32)
+      end if
     end do
     call write_f32(dir//'/train_loss.bin', losses)
   end subroutine train_conv2d

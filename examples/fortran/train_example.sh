@@ -14,7 +14,8 @@
 #   step1_weight fail.
 # mixed: bfloat16 and float16 trajectories in mixed precision (docs/training.md): the clean program
 #   passes; with CONV_RUNNER_BUG=update_dw_krsc step 0 passes and step 1 fails in both dtypes, the
-#   first update named as applied with dW in the filter layout.
+#   first update named as applied with dW in the filter layout; with CONV_RUNNER_BUG=narrow_masters
+#   (masters kept in the case dtype) step 1's checkpoints fail in both dtypes, named narrow_master.
 # adam: the same with torch.optim.Adam, in float32 and bfloat16.
 # Exit 0 when every expectation holds, 1 with a FAIL line otherwise.
 set -eu
@@ -54,6 +55,11 @@ compare() {  # compare OUT [ONLY]: the exit status of validate compare --require
   return $rc
 }
 # verdict OUT CASE OP TENSOR: the verdict column of that tensor's row in the compare report
+exit_ok() {
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
+  echo "train_example ($mode): passed"
+  exit 0
+}
 verdict() { awk -v c="$2" -v op="$3" -v t="$4" '$1 == c && $2 == op && $3 == t { print $NF; exit }' "$work/$1.txt"; }
 wd=texec_wd_n2_c6_h7_w9_o4_g2 nesterov=texec_nesterov_n2_c5_h6_w8_o3
 
@@ -131,11 +137,29 @@ mixed | adam)
     grep -Eq "first bad checkpoint step1_weight \(step 1\): update applied with dW in OHWI" "$work/bug.txt" ||
       fail "$dt: compare does not name the update applied with dW in the filter layout ($mode): $(cat "$work/bug.txt")"
   done
+  [ "$mode" = mixed ] || exit_ok
+  # Masters kept in the case dtype (the pure-bfloat16 optimizer): its loss curve stays inside the
+  # gate (docs/compare.md), so the checkpoints must fail it, from step 1 on, and name it.
+  run narrow "$example {dir}" CONV_RUNNER_BUG=narrow_masters || fail "validate run: $(tail -5 "$work/narrow.log")"
+  for dt in $dtypes; do
+    if compare narrow "^$dt/"; then
+      fail "$dt: compare PASSED a program that keeps its masters in $dt: a false pass; report: $(cat "$work/narrow.txt")"
+    fi
+    for t in step0_weight output grad_weight; do
+      [ "$(verdict narrow "$c" conv2d $t)" = passed ] || fail "$dt: step 0 ($t) should still pass: $(cat "$work/narrow.txt")"
+    done
+    for t in step1_weight step29_weight; do
+      [ "$(verdict narrow "$c" conv2d $t)" = failed ] || fail "$dt: conv2d $t should fail: $(cat "$work/narrow.txt")"
+    done
+    [ "$(verdict narrow "$c" matmul train_loss)" = passed ] || fail "$dt: matmul's trajectory should pass: $(cat "$work/narrow.txt")"
+    grep -A1 -E "^  $dt/$c/conv2d +FAILED at checkpoint step 1" "$work/narrow.txt" |
+      grep -Eq "first bad checkpoint step1_(weight|bias) \(step 1\): master (weight|bias) kept in $dt" ||
+      fail "$dt: compare does not name the masters kept in $dt at step 1: $(cat "$work/narrow.txt")"
+  done
   ;;
 *)
   echo "train_example.sh: unknown mode '$mode' (clean, wrong_update, mixed, adam)" >&2
   exit 2
   ;;
 esac
-[ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
-echo "train_example ($mode): passed"
+exit_ok

@@ -118,19 +118,32 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
   GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
-  if (e.role ==
-      ops::Role::checkpoint)  // step1_<param>: the first update itself (trajectory_check.hpp)
-    if (auto u = check_first_update(checkpoint_context(it, gt))) {
+  std::optional<Diagnosis> master_diagnosis;
+  if (e.role == ops::Role::checkpoint) {
+    // step1_<param>: the first update itself; step<k>_<param> of a narrow case: a float32 master
+    // (trajectory_check.hpp).
+    const CheckpointDiagnosisInput ctx = checkpoint_context(it, gt);
+    if (auto m = check_master_precision(ctx)) {
+      gr.checks.push_back(m->check);
+      if (!m->check.passed) {
+        gr.reasons.push_back(m->reason);
+        master_diagnosis = std::move(m->diagnosis);
+      }
+    }
+    if (auto u = check_first_update(ctx)) {
       gr.checks.push_back(u->check);
       if (!u->check.passed) gr.reasons.push_back(u->reason);
     }
+  }
   e.checks = gr.checks;
   if (!gr.passed()) {
     e.verdict = Verdict::failed;
     std::string msg;
     for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
     e.message = msg;
-    if (opt_.diagnose && e.role == ops::Role::checkpoint) {
+    if (opt_.diagnose && master_diagnosis) {
+      e.diagnosis = std::move(master_diagnosis);
+    } else if (opt_.diagnose && e.role == ops::Role::checkpoint) {
       e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
     } else if (opt_.diagnose) {
       auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "validate/compare/ulp.hpp"
+#include "validate/core/dtype.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/train/tensor_names.hpp"
@@ -107,6 +108,92 @@ std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in
         name->tensor, format_coords(worst, info->shape, info->canonical_axes), dr, du, name->tensor);
   }
   return u;
+}
+
+std::optional<MasterCheck> check_master_precision(const CheckpointDiagnosisInput& in) {
+  if (!in.ref || !in.ref->c.train) return std::nullopt;
+  const cases::Case& c = in.ref->c;
+  if (c.dtype != DType::bfloat16 && c.dtype != DType::float16) return std::nullopt;
+  const auto name = train::parse_checkpoint_tensor(in.tensor);
+  if (!name || name->step < 1 || name->tensor.rfind("grad_", 0) == 0) return std::nullopt;
+  const auto all = c.tensors(in.op);
+  const cases::TensorInfo* info = find_tensor(all, in.tensor);
+  if (!info) return std::nullopt;
+  auto path_ref = [&](const std::string& t) { return (stdfs::path(in.ref->dtype_dir) / c.file_name(in.op, t)).string(); };
+  auto path_run = [&](const std::string& t) { return (stdfs::path(in.run_dir) / c.file_name(in.op, t)).string(); };
+  auto ref_k = load(path_ref(in.tensor), info->shape), run_k = load(path_run(in.tensor), info->shape);
+  if (!ref_k || !run_k) return std::nullopt;
+  // A float32 value lies on the bfloat16 grid with probability ~2^-16 (16 low mantissa bits zero),
+  // on the float16 grid ~2^-13: a float32 master that moved off the grid stays off it.
+  auto on_grid = [&](double v) {
+    const float f = static_cast<float>(v);
+    return std::isfinite(f) && round_to_dtype(f, c.dtype) == f;
+  };
+  std::int64_t off = 0, run_on = 0, first = -1;
+  for (std::int64_t i = 0; i < ref_k->numel(); ++i) {
+    if (on_grid(ref_k->get(i))) continue;
+    ++off;
+    if (on_grid(run_k->get(i))) {
+      ++run_on;
+      if (first < 0) first = i;
+    }
+  }
+  if (off < kMasterGridMinElements) return std::nullopt;  // too few to tell a grid from chance
+  const double fraction = static_cast<double>(run_on) / static_cast<double>(off);
+  MasterCheck m;
+  m.check = Check{"master_on_case_dtype_grid", fraction, kMasterGridMaxFraction, true, fraction <= kMasterGridMaxFraction};
+  if (m.check.passed) return m;
+  const std::string dt(dtype_name(c.dtype));
+  const std::string param = name->tensor;
+  // Updates lost whole: the parameter did not move from step 0 where the reference's did (an
+  // update below half a ULP of the parameter rounds away).
+  std::string lost;
+  const std::string from = train::checkpoint_tensor(0, param);
+  if (produced(in.run, from)) {
+    auto ref_0 = load(path_ref(from), info->shape), run_0 = load(path_run(from), info->shape);
+    if (ref_0 && run_0) {
+      std::int64_t moved = 0, stuck = 0;
+      for (std::int64_t i = 0; i < ref_k->numel(); ++i)
+        if (ref_k->get(i) != ref_0->get(i)) {
+          ++moved;
+          if (run_k->get(i) == run_0->get(i)) ++stuck;
+        }
+      if (stuck > 0)
+        lost = fmt::format("; {} of the {} elements the reference moved since step 0 never moved in the run (updates "
+                           "below half a {} ULP of the {} round away)",
+                           stuck, moved, dt, param);
+    }
+  }
+  m.reason = fmt::format(
+      "{} of {} values of {} lie on the {} grid where the reference's float32 master does not (first at {}: reference "
+      "{:.9g}, run {:.9g}): the run keeps its {} master in {}{}",
+      run_on, off, in.tensor, dt, format_coords(first, info->shape, info->canonical_axes), ref_k->get(first),
+      run_k->get(first), param, dt, lost);
+  Hypothesis h;
+  h.code = "narrow_master";
+  h.tensor = param;
+  h.side = "numeric";
+  h.family = "master_precision";
+  h.spec = dt;
+  h.params = {{"dtype", dt}, {"parameter", param}, {"step", name->step}, {"on_grid", run_on}, {"off_grid_in_reference", off}};
+  const std::string how_many = run_on == off ? fmt::format("all {}", off) : fmt::format("{} of the {}", run_on, off);
+  h.description = fmt::format("master {} kept in {}: {} elements of {} that the reference's float32 master holds off the "
+                              "{} grid are {} values in the run",
+                              param, dt, how_many, in.tensor, dt, dt);
+  h.cause = fmt::format("the optimizer updates a {} copy of {} (or the checkpoint was written through {}); mixed "
+                        "precision keeps float32 masters, updates them with the cast gradients, and casts them to {} "
+                        "only for the forward",
+                        dt, param, dt, dt);
+  h.fix = fmt::format("keep {} in float32, apply the update there, and cast a copy to {} for each forward", param, dt);
+  h.checked = off;
+  h.beyond = 0;
+  h.passes = true;
+  h.confirmed_all = true;
+  m.diagnosis.matches.push_back(h);
+  m.diagnosis.tried = 1;
+  m.diagnosis.families = {"master_precision"};
+  m.diagnosis.summary = h.description + " — " + h.cause + "? Fix: " + h.fix + ".";
+  return m;
 }
 
 std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in) {

@@ -58,6 +58,23 @@ struct UpdateCheck {
 };
 std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in);
 
+// step<k>_<param>, k >= 1, of a bfloat16/float16 case: mixed precision keeps float32 masters
+// (docs/training.md), so a master the reference moved off the case dtype's grid is off it in a
+// correct run too (a float32 lands on the bfloat16 grid by chance with probability 2^-16). A run
+// with more than half of those elements on the grid keeps its master in the case dtype — the
+// "pure bfloat16" optimizer, which loses every update below half an ULP of the parameter and
+// whose loss curve and later checkpoints stay inside their gates (docs/compare.md). Check
+// master_on_case_dtype_grid (the fraction, limit 0.5) and, when it fails, its diagnosis
+// (code narrow_master). Nothing with fewer than kMasterGridMinElements such elements.
+inline constexpr std::int64_t kMasterGridMinElements = 4;
+inline constexpr double kMasterGridMaxFraction = 0.5;
+struct MasterCheck {
+  Check check;
+  std::string reason;
+  Diagnosis diagnosis;
+};
+std::optional<MasterCheck> check_master_precision(const CheckpointDiagnosisInput& in);
+
 // step<k>_<param> with an earlier checkpoint j in both sets: the update step<k> - step<j> of the
 // run against the reference's, on the parameter's canonical axes; a layout reading that explains
 // it is named "update applied with d<param> in <layout> layout" (code update_layout). Without an
