@@ -61,6 +61,15 @@ exit_ok() {
   exit 0
 }
 verdict() { awk -v c="$2" -v op="$3" -v t="$4" '$1 == c && $2 == op && $3 == t { print $NF; exit }' "$work/$1.txt"; }
+# expect_verdict OUT CASE OP VERDICT TENSOR...: each tensor's verdict, or a FAIL line with the report
+expect_verdict() {
+  ev_out=$1 ev_case=$2 ev_op=$3 ev_want=$4
+  shift 4
+  for ev_t in "$@"; do
+    [ "$(verdict "$ev_out" "$ev_case" "$ev_op" "$ev_t")" = "$ev_want" ] ||
+      fail "$ev_out: $ev_case $ev_op $ev_t should be $ev_want: $(cat "$work/$ev_out.txt")"
+  done
+}
 wd=texec_wd_n2_c6_h7_w9_o4_g2 nesterov=texec_nesterov_n2_c5_h6_w8_o3
 
 case $mode in
@@ -99,14 +108,10 @@ wrong_update)
     fail "compare PASSED the planted wrong-layout update (dW in KRSC applied to OIHW weights): a false pass — compare must gate train_loss and the checkpoints (docs/training.md); report: $(cat "$work/bug.txt")"
   fi
   for c in "$wd" "$nesterov"; do
-    for t in step0_weight step0_grad_weight output grad_weight; do
-      [ "$(verdict bug "$c" conv2d $t)" = passed ] || fail "$c: step 0 ($t) should still pass: $(cat "$work/bug.txt")"
-    done
-    for t in train_loss step1_weight; do
-      [ "$(verdict bug "$c" conv2d $t)" = failed ] || fail "$c: conv2d $t should fail at step 1: $(cat "$work/bug.txt")"
-    done
+    expect_verdict bug "$c" conv2d passed step0_weight step0_grad_weight output grad_weight  # step 0
+    expect_verdict bug "$c" conv2d failed train_loss step1_weight
     # matmul has no filter layout: its trajectory is untouched by the switch.
-    [ "$(verdict bug "$c" matmul train_loss)" = passed ] || fail "$c: matmul's trajectory should pass: $(cat "$work/bug.txt")"
+    expect_verdict bug "$c" matmul passed train_loss
     grep -Eq "float32/$c/conv2d +FAILED at step 1 \(mistake\)" "$work/bug.txt" ||
       fail "$c: compare does not say the trajectory parts at step 1 as a mistake: $(cat "$work/bug.txt")"
   done
@@ -126,12 +131,9 @@ mixed | adam)
     if compare bug "^$dt/"; then
       fail "$dt: compare PASSED the planted wrong-layout update ($mode): a false pass; report: $(cat "$work/bug.txt")"
     fi
-    for t in step0_weight step0_grad_weight output grad_weight; do
-      [ "$(verdict bug "$c" conv2d $t)" = passed ] || fail "$dt: step 0 ($t) should still pass: $(cat "$work/bug.txt")"
-    done
-    [ "$(verdict bug "$c" conv2d step1_weight)" = failed ] || fail "$dt: conv2d step1_weight should fail: $(cat "$work/bug.txt")"
-    [ "$(verdict bug "$c" conv2d train_loss)" = failed ] || fail "$dt: conv2d train_loss should fail: $(cat "$work/bug.txt")"
-    [ "$(verdict bug "$c" matmul train_loss)" = passed ] || fail "$dt: matmul's trajectory should pass: $(cat "$work/bug.txt")"
+    expect_verdict bug "$c" conv2d passed step0_weight step0_grad_weight output grad_weight  # step 0
+    expect_verdict bug "$c" conv2d failed step1_weight train_loss
+    expect_verdict bug "$c" matmul passed train_loss
     grep -Eq "$dt/$c/conv2d +FAILED at step 1 \(mistake\)" "$work/bug.txt" ||
       fail "$dt: compare does not say the trajectory parts at step 1 as a mistake: $(cat "$work/bug.txt")"
     grep -Eq "first bad checkpoint step1_weight \(step 1\): update applied with dW in OHWI" "$work/bug.txt" ||
@@ -145,13 +147,9 @@ mixed | adam)
     if compare narrow "^$dt/"; then
       fail "$dt: compare PASSED a program that keeps its masters in $dt: a false pass; report: $(cat "$work/narrow.txt")"
     fi
-    for t in step0_weight output grad_weight; do
-      [ "$(verdict narrow "$c" conv2d $t)" = passed ] || fail "$dt: step 0 ($t) should still pass: $(cat "$work/narrow.txt")"
-    done
-    for t in step1_weight step29_weight; do
-      [ "$(verdict narrow "$c" conv2d $t)" = failed ] || fail "$dt: conv2d $t should fail: $(cat "$work/narrow.txt")"
-    done
-    [ "$(verdict narrow "$c" matmul train_loss)" = passed ] || fail "$dt: matmul's trajectory should pass: $(cat "$work/narrow.txt")"
+    expect_verdict narrow "$c" conv2d passed step0_weight output grad_weight  # step 0
+    expect_verdict narrow "$c" conv2d failed step1_weight step29_weight
+    expect_verdict narrow "$c" matmul passed train_loss
     grep -A1 -E "^  $dt/$c/conv2d +FAILED at checkpoint step 1" "$work/narrow.txt" |
       grep -Eq "first bad checkpoint step1_(weight|bias) \(step 1\): master (weight|bias) kept in $dt" ||
       fail "$dt: compare does not name the masters kept in $dt at step 1: $(cat "$work/narrow.txt")"
