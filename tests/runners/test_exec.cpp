@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/temp_dir.hpp"
+#include "runners/exec_fixture.hpp"
 #include "runners/runner_test_util.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
@@ -34,45 +35,18 @@ using testing::make_task;
 using testing::matmul_case;
 namespace stdfs = std::filesystem;
 
-class Exec : public ::testing::Test {
+class Exec : public testing::ExecFixture {
  protected:
-  testing::TempDir tmp{"exec"};
-
-  // A program: a shell script in the temp dir, run as `sh SCRIPT {dir} {case} {op} {dtype}`.
-  std::string program(const std::string& name, const std::string& body) {
-    const std::string path = tmp / (name + ".sh");
-    EXPECT_TRUE(fs::write_atomic(path, "set -e\n" + body + "\n"));
-    return "sh " + path + " {dir} {case} {op} {dtype}";
-  }
-  layout::LayoutSet layout_file(const std::string& name, const std::string& json) {
-    const std::string path = tmp / name;
-    EXPECT_TRUE(fs::write_atomic(path, json));
-    auto s = layout::load_layout(path);
-    EXPECT_TRUE(s.is_ok()) << (s ? "" : s.message());
-    return s ? *s : layout::LayoutSet{};
-  }
+  Exec() : ExecFixture("exec") {}
   std::unique_ptr<runners::Runner> runner(const std::string& cmd, const layout::LayoutSet& set,
                                           double timeout = 30, bool keep = false) {
-    auto r = runners::make_exec_runner({cmd, timeout, keep, {}}, set);
-    EXPECT_TRUE(r->prepare().is_ok());
-    return r;
+    return prepared({cmd, timeout, keep, {}}, set);
   }
   runners::OpResult run(runners::Runner& r, const cases::Case& c, cases::Op op,
                         const testing::Inputs& in, const std::string& dir) {
     auto v = r.run(make_task(c, op, in, dir));
     EXPECT_EQ(v.size(), 1u);
     return std::move(v[0]);
-  }
-  static void expect_same_values(const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    EXPECT_EQ(std::memcmp(got.bytes(), want.bytes(), got.nbytes()), 0) << what;
-  }
-  static std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
   }
 };
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/temp_dir.hpp"
+#include "runners/exec_fixture.hpp"
 #include "runners/runner_test_util.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
@@ -31,29 +32,14 @@ using testing::make_task;
 using testing::matmul_case;
 namespace stdfs = std::filesystem;
 
-class ExecTrain : public ::testing::Test {
+class ExecTrain : public testing::ExecFixture {
  protected:
-  testing::TempDir tmp{"exec_train"};
-
-  std::string program(const std::string& name, const std::string& body) {
-    const std::string path = tmp / (name + ".sh");
-    EXPECT_TRUE(fs::write_atomic(path, "set -e\n" + body + "\n"));
-    return "sh " + path + " {dir} {case} {op} {dtype}";
-  }
+  ExecTrain() : ExecFixture("exec_train") {}
   std::unique_ptr<runners::Runner> runner(const std::string& cmd, const layout::LayoutSet& set, bool keep = true,
                                           std::uint64_t cap = std::uint64_t{1} << 30) {
     runners::ExecOptions o{cmd, 30, keep, {}};
     o.max_step_input_bytes = cap;
-    auto r = runners::make_exec_runner(o, set);
-    EXPECT_TRUE(r->prepare().is_ok());
-    return r;
-  }
-  layout::LayoutSet layout_file(const std::string& name, const std::string& json) {
-    const std::string path = tmp / name;
-    EXPECT_TRUE(fs::write_atomic(path, json));
-    auto s = layout::load_layout(path);
-    EXPECT_TRUE(s.is_ok()) << (s ? "" : s.message());
-    return s ? *s : layout::LayoutSet{};
+    return prepared(o, set);
   }
   // A task whose later batches are make_inputs(c, op, 1000 + s): every input, parameters
   // included, so a runner that wrote a parameter into steps/ would be seen doing it.
@@ -75,23 +61,12 @@ class ExecTrain : public ::testing::Test {
     t.checkpoint_every = every;
     return t;
   }
-  static std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }
   static std::map<std::string, std::string> env_of(const std::string& path) {
     std::map<std::string, std::string> env;
     std::istringstream lines(slurp(path));
     for (std::string l; std::getline(lines, l);)
       if (auto eq = l.find('='); eq != std::string::npos) env[l.substr(0, eq)] = l.substr(eq + 1);
     return env;
-  }
-  static void expect_same_values(const Tensor& got, const Tensor& want, const std::string& what) {
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    EXPECT_EQ(std::memcmp(got.bytes(), want.bytes(), got.nbytes()), 0) << what;
   }
   // The loss curve the programs hand back: 1/(s+1) rounded to float32.
   std::string curve_file(std::int64_t steps, bool npy_format) {
