@@ -43,7 +43,8 @@
 ! checkpoint steps (VALIDATE_CHECKPOINTS).  CONV_RUNNER_BUG=update_dw_krsc plants
 ! the classic: the conv2d update applies dW in the KRSC filter layout to weights
 ! stored OIHW, so step 0 matches and step 1 does not (examples/README.md);
-! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype.
+! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype;
+! CONV_RUNNER_BUG=no_weight_decay ignores the case's weight decay.
 !
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
 
@@ -106,7 +107,10 @@ contains
     integer :: ios
     s = env_str(name)
     read (s, *, iostat=ios) val
-    if (ios /= 0) call fail('environment variable '//name//'="'//s//'" is not a number')
+    ! A list-directed read stops at the first blank or comma ("0.999 junk" read as 0.999) and
+    ! accepts "nan" and "inf": one finite number or nothing.
+    if (ios /= 0 .or. scan(trim(adjustl(s)), ' ,/') > 0 .or. .not. (abs(val) <= huge(val))) &
+      call fail('environment variable '//name//'="'//s//'" is not one finite number')
   end function env_real
 
   ! n integers separated by blanks ("0 1 5 9").
@@ -555,11 +559,12 @@ program conv_runner
   ! The planted bugs of the training mode (docs: examples/README.md): CONV_RUNNER_BUG=update_dw_krsc
   ! applies each conv2d update with dW in the KRSC filter layout to weights stored OIHW;
   ! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype (a bfloat16 or
-  ! float16 case rounds them after every update: the "pure bfloat16" optimizer).
+  ! float16 case rounds them after every update: the "pure bfloat16" optimizer);
+  ! CONV_RUNNER_BUG=no_weight_decay trains without the case's weight decay.
   bug = ''
   if (env_is_set('CONV_RUNNER_BUG')) bug = env_str('CONV_RUNNER_BUG')
-  if (bug /= '' .and. bug /= 'update_dw_krsc' .and. bug /= 'narrow_masters') &
-    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc, narrow_masters)')
+  if (bug /= '' .and. bug /= 'update_dw_krsc' .and. bug /= 'narrow_masters' .and. bug /= 'no_weight_decay') &
+    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc, narrow_masters, no_weight_decay)')
   select case (op)
   case ('conv2d')
     if (protocol == 2) then
@@ -684,6 +689,9 @@ contains
       sgd%beta1 = real(sgd%beta1_dp, real32)
       sgd%beta2 = real(sgd%beta2_dp, real32)
       sgd%eps = real(env_real('VALIDATE_EPS'), real32)
+      if (.not. (sgd%beta1_dp >= 0 .and. sgd%beta1_dp < 1 .and. sgd%beta2_dp >= 0 .and. sgd%beta2_dp < 1)) &
+        call fail('VALIDATE_BETA1 and VALIDATE_BETA2 must lie in [0, 1)')
+      if (.not. (sgd%eps > 0)) call fail('VALIDATE_EPS must be > 0 in float32')
     case default
       call fail('VALIDATE_OPTIMIZER="'//env_str('VALIDATE_OPTIMIZER')//'" is not supported (sgd, adam)')
     end select
@@ -692,6 +700,7 @@ contains
     sgd%momentum = real(env_real('VALIDATE_MOMENTUM'), real32)
     sgd%keep = real(1.0_dp - env_real('VALIDATE_DAMPENING'), real32)
     sgd%weight_decay = real(env_real('VALIDATE_WEIGHT_DECAY'), real32)
+    if (bug == 'no_weight_decay') sgd%weight_decay = 0   ! the planted bug: the case's decay ignored
     sgd%nesterov = env_int('VALIDATE_NESTEROV') /= 0
     n = env_int('VALIDATE_NCHECKPOINTS')
     if (n < 1) call fail('VALIDATE_NCHECKPOINTS must be >= 1')

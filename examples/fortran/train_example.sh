@@ -15,7 +15,8 @@
 # mixed: bfloat16 and float16 trajectories in mixed precision (docs/training.md): the clean program
 #   passes; with CONV_RUNNER_BUG=update_dw_krsc step 0 passes and step 1 fails in both dtypes, the
 #   first update named as applied with dW in the filter layout; with CONV_RUNNER_BUG=narrow_masters
-#   (masters kept in the case dtype) step 1's checkpoints fail in both dtypes, named narrow_master.
+#   (masters kept in the case dtype) step 1's checkpoints fail in both dtypes, named narrow_master;
+#   with CONV_RUNNER_BUG=no_weight_decay step 1 fails in both ops and dtypes, named optimizer_settings.
 # adam: the same with torch.optim.Adam, in float32 and bfloat16.
 # Exit 0 when every expectation holds, 1 with a FAIL line otherwise.
 set -eu
@@ -153,6 +154,23 @@ mixed | adam)
     grep -A1 -E "^  $dt/$c/conv2d +FAILED at checkpoint step 1" "$work/narrow.txt" |
       grep -Eq "first bad checkpoint step1_(weight|bias) \(step 1\): master (weight|bias) kept in $dt" ||
       fail "$dt: compare does not name the masters kept in $dt at step 1: $(cat "$work/narrow.txt")"
+  done
+  # Weight decay ignored: against the reference its first update is inside the narrow dtypes'
+  # checkpoint gate (the gradients' own difference); against the run's own step-0 weight and
+  # gradient it is not, and the fit names the missing decay (check_own_first_update).
+  run nowd "$example {dir}" CONV_RUNNER_BUG=no_weight_decay || fail "validate run: $(tail -5 "$work/nowd.log")"
+  for dt in $dtypes; do
+    if compare nowd "^$dt/"; then
+      fail "$dt: compare PASSED a program that ignores the weight decay: a false pass; report: $(cat "$work/nowd.txt")"
+    fi
+    expect_verdict nowd "$c" conv2d passed step0_weight output grad_weight  # step 0
+    expect_verdict nowd "$c" conv2d failed step1_weight
+    expect_verdict nowd "$c" matmul failed step1_B
+    for op in conv2d matmul; do
+      grep -A1 -E "^  $dt/$c/$op +FAILED at " "$work/nowd.txt" |
+        grep -Eq "first bad checkpoint step1_[a-zA-Z]+ \(step 1\): the first update of [a-zA-Z]+ is an SGD step with other settings: weight decay missing" ||
+        fail "$dt: compare does not name the missing weight decay of $op at step 1: $(cat "$work/nowd.txt")"
+    done
   done
   ;;
 *)

@@ -5,10 +5,33 @@ gradient; on a training case (protocol 2) it runs the whole trajectory, SGD as t
 float32, and writes train_loss and the checkpoints. An independent implementation (scatter form, float64) the harness tests its oracle and
 exec protocol against. Usage: validate run --backend exec --cmd "python3 conv_transpose2d_runner.py {dir}" ...
 """
+import math
 import os
 import sys
 
 import numpy as np
+
+
+def fail(message):
+    """A bad environment is the harness's or the user's mistake: exit 2 naming it, never a traceback."""
+    sys.stderr.write(f"conv_transpose2d_runner.py: {message}\n")
+    sys.exit(2)
+
+
+def env(name):
+    if name not in os.environ:
+        fail(f"{name} is not set")
+    return os.environ[name]
+
+
+def env_number(name, kind=float):
+    try:
+        v = kind(env(name))
+    except ValueError:
+        fail(f'{name}="{os.environ[name]}" is not {"an integer" if kind is int else "a number"}')
+    if not math.isfinite(v):
+        fail(f'{name}="{os.environ[name]}" is not finite')
+    return v
 
 
 def as_stored(a, dtype):
@@ -24,7 +47,7 @@ def as_stored(a, dtype):
 
 
 def read_geometry():
-    e = lambda k: int(os.environ[k])
+    e = lambda k: env_number(k, int)
     g = {k: e("VALIDATE_" + k) for k in ("N", "C", "H", "W", "O", "KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW",
                                           "GROUPS", "HOUT", "WOUT")}
     g["BIAS"] = e("VALIDATE_BIAS") == 1
@@ -71,23 +94,27 @@ def step(g, x, w, b, t, dtype):
 def sgd_float32(p, grad, buf, first):
     """torch.optim.SGD's update in float32, every operation rounded (harness/train sgd.hpp)."""
     f32 = np.float32
-    lr, mu = f32(float(os.environ["VALIDATE_LR"])), f32(float(os.environ["VALIDATE_MOMENTUM"]))
-    wd, keep = f32(float(os.environ["VALIDATE_WEIGHT_DECAY"])), f32(1.0 - float(os.environ["VALIDATE_DAMPENING"]))
+    lr, mu = f32(env_number("VALIDATE_LR")), f32(env_number("VALIDATE_MOMENTUM"))
+    wd, keep = f32(env_number("VALIDATE_WEIGHT_DECAY")), f32(1.0 - env_number("VALIDATE_DAMPENING"))
     g = grad.astype(np.float32)
     if wd != 0:
         g = g + wd * p
     if mu != 0:
         buf[...] = g if first else mu * buf + keep * g
-        g = g + mu * buf if os.environ["VALIDATE_NESTEROV"] == "1" else buf.copy()
+        g = g + mu * buf if env("VALIDATE_NESTEROV") == "1" else buf.copy()
     p -= lr * g
 
 
 def adam_float32(p, grad, state):
     """torch.optim.Adam's update in float32 (L2 weight decay, no AMSGrad; harness/train adam.hpp)."""
     f32 = np.float32
-    lr, wd = float(os.environ["VALIDATE_LR"]), f32(float(os.environ["VALIDATE_WEIGHT_DECAY"]))
-    b1, b2 = float(os.environ["VALIDATE_BETA1"]), float(os.environ["VALIDATE_BETA2"])
-    eps = f32(float(os.environ["VALIDATE_EPS"]))
+    lr, wd = env_number("VALIDATE_LR"), f32(env_number("VALIDATE_WEIGHT_DECAY"))
+    b1, b2 = env_number("VALIDATE_BETA1"), env_number("VALIDATE_BETA2")
+    eps = f32(env_number("VALIDATE_EPS"))
+    if not (0 <= b1 < 1 and 0 <= b2 < 1):
+        fail("VALIDATE_BETA1 and VALIDATE_BETA2 must lie in [0, 1)")
+    if not eps > 0:
+        fail("VALIDATE_EPS must be > 0 in float32")
     state["t"] += 1
     t = state["t"]
     g = grad.astype(np.float32)
@@ -101,11 +128,11 @@ def adam_float32(p, grad, state):
 
 
 def main(d):
-    if os.environ["VALIDATE_OP"] != "conv_transpose2d":
+    if env("VALIDATE_OP") != "conv_transpose2d":
         return 3
     g = read_geometry()
     N, C, H, W, O, KH, KW, G = (g[k] for k in ("N", "C", "H", "W", "O", "KH", "KW", "GROUPS"))
-    dtype = os.environ["VALIDATE_DTYPE"]
+    dtype = env("VALIDATE_DTYPE")
     storage = "<f2" if dtype == "float16" else "<f4"  # bfloat16 values travel as float32
     rd = lambda where, name, shape: np.fromfile(os.path.join(where, name + ".bin"), storage).astype(np.float64).reshape(shape)
     wr = lambda name, a: as_stored(a, dtype).astype(storage).tofile(os.path.join(d, name + ".bin"))
@@ -114,16 +141,18 @@ def main(d):
     b = rd(d, "bias", (O,)) if g["BIAS"] else None
     # Protocol 2 (docs/runners.md): the whole trajectory in one run, parameters kept in float32.
     training = os.environ.get("VALIDATE_PROTOCOL") == "2"
-    steps = int(os.environ["VALIDATE_STEPS"]) if training else 1
-    checkpoints = {int(k) for k in os.environ.get("VALIDATE_CHECKPOINTS", "").split()}
+    steps = env_number("VALIDATE_STEPS", int) if training else 1
+    try:
+        checkpoints = {int(k) for k in os.environ.get("VALIDATE_CHECKPOINTS", "").split()}
+    except ValueError:
+        fail(f'VALIDATE_CHECKPOINTS="{os.environ["VALIDATE_CHECKPOINTS"]}" is not a list of integers')
     params = {"weight": w.astype(np.float32)}
     if b is not None:
         params["bias"] = b.astype(np.float32)
     bufs = {k: np.zeros_like(v) for k, v in params.items()}
     adam = os.environ.get("VALIDATE_OPTIMIZER") == "adam"
-    if training and os.environ["VALIDATE_OPTIMIZER"] not in ("sgd", "adam"):
-        sys.stderr.write(f'conv_transpose2d_runner.py: VALIDATE_OPTIMIZER={os.environ["VALIDATE_OPTIMIZER"]} is not sgd or adam\n')
-        return 2
+    if training and env("VALIDATE_OPTIMIZER") not in ("sgd", "adam"):
+        fail(f'VALIDATE_OPTIMIZER={env("VALIDATE_OPTIMIZER")} is not sgd or adam')
     moments = {k: {"m": np.zeros_like(v), "v": np.zeros_like(v), "t": 0} for k, v in params.items()}
     losses = []
     for s in range(steps):

@@ -116,6 +116,72 @@ TEST_F(Trajectory, PlantedWrongLayoutUpdateFailsAtStep1AndIsNamed) {
   }
 }
 
+// The run's first update against its OWN step-0 weight and gradient (check_own_first_update): an
+// optimizer with the case's weight decay left out, or a learning rate 3% high, fails step1_weight
+// and is named with the settings it used (fitted from every element); a clean float32 stack and
+// the KRSC update (no learning rate and decay explain it) are left to their own readings.
+TEST_F(Trajectory, AFirstUpdateWithOtherOptimizerSettingsIsNamedFromTheRunsOwnStepZero) {
+  TrainSetup s;
+  s.steps = 6;
+  s.checkpoint_every = 3;  // checkpoints 0, 1, 3, 5
+  s.weight_decay = 1e-2;
+  struct Plant {
+    const char* what;
+    double lr_factor, weight_decay;
+  };
+  for (const Plant& p : {Plant{"no_decay", 1.0, 0.0}, Plant{"lr_3pct", 1.03, 1e-2}}) {
+    SCOPED_TRACE(p.what);
+    TrainSetup planted = s;
+    planted.lr = s.lr * p.lr_factor;
+    planted.weight_decay = p.weight_decay;
+    const std::string ref = tmp / (std::string("ref_") + p.what), run = tmp / (std::string("run_") + p.what);
+    write_training_sets(ref, run, s, simulate<double>(s), simulate<float>(planted));
+    const Sets r = compare_sets(ref, run);
+    for (const char* param : {"weight", "bias"}) {
+      const compare::Entry* w1 = r.find(std::string("step1_") + param);
+      ASSERT_NE(w1, nullptr);
+      EXPECT_EQ(w1->verdict, compare::Verdict::failed) << param;
+      const auto own = std::find_if(w1->checks.begin(), w1->checks.end(),
+                                    [](const compare::Check& c) { return c.name == "own_first_update_beyond_tolerance"; });
+      ASSERT_NE(own, w1->checks.end()) << param;
+      EXPECT_FALSE(own->passed) << param;
+      ASSERT_TRUE(w1->diagnosis) << param;
+      const compare::Hypothesis* h = w1->diagnosis->named();
+      ASSERT_NE(h, nullptr) << w1->diagnosis->summary;
+      EXPECT_EQ(h->code, "optimizer_settings") << w1->diagnosis->summary;
+      EXPECT_NEAR(h->params["lr_run"].get<double>(), s.lr * p.lr_factor, 1e-4 * s.lr) << w1->diagnosis->summary;
+      EXPECT_NEAR(h->params["weight_decay_run"].get<double>(), p.weight_decay, 2e-4) << w1->diagnosis->summary;
+      const std::string named = p.weight_decay == 0 ? "weight decay missing (the case's is 0.01)" : "learning rate 0.0515";
+      EXPECT_NE(w1->diagnosis->summary.find(named), std::string::npos) << w1->diagnosis->summary;
+    }
+    const compare::Entry* curve = r.find("train_loss");
+    ASSERT_NE(curve, nullptr);
+    ASSERT_TRUE(curve->trajectory);
+    EXPECT_EQ(curve->trajectory->checkpoint_diagnosis_code, "optimizer_settings");
+  }
+  // The clean float32 stack passes the check on every parameter; the KRSC update fails it but is
+  // not read as other settings.
+  const std::string ref = tmp / "ref_clean", run = tmp / "run_clean", run_krsc = tmp / "run_krsc";
+  write_training_sets(ref, run, s, simulate<double>(s), simulate<float>(s));
+  const Sets clean = compare_sets(ref, run);
+  for (const char* t : {"step1_weight", "step1_bias"}) {
+    const compare::Entry* e = clean.find(t);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->verdict, compare::Verdict::passed) << t << ": " << e->message;
+    const auto own = std::find_if(e->checks.begin(), e->checks.end(),
+                                  [](const compare::Check& c) { return c.name == "own_first_update_beyond_tolerance"; });
+    ASSERT_NE(own, e->checks.end()) << t;
+    EXPECT_EQ(own->value, 0) << t;
+  }
+  write_training_sets(ref, run_krsc, s, simulate<double>(s), simulate<float>(s, kLayouts[0].second));
+  const Sets krsc = compare_sets(ref, run_krsc);
+  const compare::Entry* w1 = krsc.find("step1_weight");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_TRUE(w1->diagnosis);
+  ASSERT_NE(w1->diagnosis->named(), nullptr) << w1->diagnosis->summary;
+  EXPECT_EQ(w1->diagnosis->named()->code, "update_layout") << w1->diagnosis->summary;
+}
+
 // At a small learning rate the weights barely move: a dW applied in KRSC moves step1_weight by
 // ~1e-5 relative (lr 1e-5), so almost all its elements pass their rtol; the first update itself is
 // off by O(1) in nearly every element (check update_beyond_tolerance), which fails the checkpoint

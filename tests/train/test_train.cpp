@@ -229,6 +229,8 @@ TEST(TrainSchedule, BadConfigsAreNamedErrors) {
       {{{"steps", 5}, {"optimizer", "adam"}, {"betas", {0.9, 1.0}}}, "\"betas\" must be in [0, 1)"},
       {{{"steps", 5}, {"optimizer", "adam"}, {"betas", {0.9}}}, "\"betas\" must be two numbers"},
       {{{"steps", 5}, {"optimizer", "adam"}, {"eps", 0}}, "\"eps\" must be > 0"},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"eps", -1e-8}}, "\"eps\" must be > 0"},
+      {{{"steps", 5}, {"optimizer", "adam"}, {"eps", 1e-300}}, "at least float32's smallest normal"},
       {{{"steps", 5}, {"nesterov", true}}, "Nesterov momentum needs"},
       {{{"steps", 5}, {"step", 3}}, "unknown key \"step\""},
       {{{"steps", 2.5}}, "\"steps\" must be an integer"},

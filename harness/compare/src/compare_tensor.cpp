@@ -118,21 +118,28 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
   GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
-  std::optional<Diagnosis> master_diagnosis;
+  std::optional<Diagnosis> named_diagnosis;  // a checkpoint check that names its mistake
   if (e.role == ops::Role::checkpoint) {
-    // step1_<param>: the first update itself; step<k>_<param> of a narrow case: a float32 master
-    // (trajectory_check.hpp).
+    // step1_<param>: the first update itself, against the reference's and against the run's own
+    // step 0; step<k>_<param> of a narrow case: a float32 master (trajectory_check.hpp).
     const CheckpointDiagnosisInput ctx = checkpoint_context(it, gt);
     if (auto m = check_master_precision(ctx)) {
       gr.checks.push_back(m->check);
       if (!m->check.passed) {
         gr.reasons.push_back(m->reason);
-        master_diagnosis = std::move(m->diagnosis);
+        named_diagnosis = std::move(m->diagnosis);
       }
     }
     if (auto u = check_first_update(ctx)) {
       gr.checks.push_back(u->check);
       if (!u->check.passed) gr.reasons.push_back(u->reason);
+    }
+    if (auto o = check_own_first_update(ctx)) {
+      gr.checks.push_back(o->check);
+      if (!o->check.passed) {
+        gr.reasons.push_back(o->reason);
+        if (!named_diagnosis) named_diagnosis = std::move(o->diagnosis);
+      }
     }
   }
   e.checks = gr.checks;
@@ -141,8 +148,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     std::string msg;
     for (const auto& w : gr.reasons) msg += (msg.empty() ? "" : "; ") + w;
     e.message = msg;
-    if (opt_.diagnose && master_diagnosis) {
-      e.diagnosis = std::move(master_diagnosis);
+    if (opt_.diagnose && named_diagnosis) {
+      e.diagnosis = std::move(named_diagnosis);
     } else if (opt_.diagnose && e.role == ops::Role::checkpoint) {
       e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
     } else if (opt_.diagnose) {

@@ -4,6 +4,8 @@
 // shows.
 #include "validate/compare/trajectory_check.hpp"
 
+#include "trajectory_files.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,13 +27,11 @@ namespace validate::compare {
 
 namespace stdfs = std::filesystem;
 
-namespace {
+using detail::find_tensor;
+using detail::load;
+using detail::produced;
 
-const cases::TensorInfo* find_tensor(const std::vector<cases::TensorInfo>& all, const std::string& name) {
-  for (const auto& t : all)
-    if (t.name == name) return &t;
-  return nullptr;
-}
+namespace {
 
 std::string declared_layout(const cases::OpRunRecord* run, const std::string& tensor, const std::string& param) {
   if (!run || !run->layouts) return "";
@@ -40,17 +40,6 @@ std::string declared_layout(const cases::OpRunRecord* run, const std::string& te
     if (it != run->layouts->end()) return it->second;
   }
   return "";
-}
-
-bool produced(const cases::OpRunRecord* run, const std::string& tensor) {
-  return run && std::find(run->produced.begin(), run->produced.end(), tensor) != run->produced.end();
-}
-
-std::optional<Tensor> load(const std::string& path, const Shape& shape) {
-  if (!fs::exists(path)) return std::nullopt;
-  auto t = npy::read(path);
-  if (!t || t->shape() != shape) return std::nullopt;
-  return std::move(*t);
 }
 
 // "dW" for weight, "db" for bias, "dB" for a matmul's B: how a training loop names the gradient.
@@ -110,7 +99,7 @@ std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in
   return u;
 }
 
-std::optional<MasterCheck> check_master_precision(const CheckpointDiagnosisInput& in) {
+std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisInput& in) {
   if (!in.ref || !in.ref->c.train) return std::nullopt;
   const cases::Case& c = in.ref->c;
   if (c.dtype != DType::bfloat16 && c.dtype != DType::float16) return std::nullopt;
@@ -140,7 +129,7 @@ std::optional<MasterCheck> check_master_precision(const CheckpointDiagnosisInput
   }
   if (off < kMasterGridMinElements) return std::nullopt;  // too few to tell a grid from chance
   const double fraction = static_cast<double>(run_on) / static_cast<double>(off);
-  MasterCheck m;
+  CheckpointCheck m;
   m.check = Check{"master_on_case_dtype_grid", fraction, kMasterGridMaxFraction, true, fraction <= kMasterGridMaxFraction};
   if (m.check.passed) return m;
   const std::string dt(dtype_name(c.dtype));
@@ -189,10 +178,12 @@ std::optional<MasterCheck> check_master_precision(const CheckpointDiagnosisInput
   h.beyond = 0;
   h.passes = true;
   h.confirmed_all = true;
-  m.diagnosis.matches.push_back(h);
-  m.diagnosis.tried = 1;
-  m.diagnosis.families = {"master_precision"};
-  m.diagnosis.summary = h.description + " — " + h.cause + "? Fix: " + h.fix + ".";
+  Diagnosis dx;
+  dx.matches.push_back(h);
+  dx.tried = 1;
+  dx.families = {"master_precision"};
+  dx.summary = h.description + " — " + h.cause + "? Fix: " + h.fix + ".";
+  m.diagnosis = std::move(dx);
   return m;
 }
 

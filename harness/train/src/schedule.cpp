@@ -1,6 +1,7 @@
 #include "validate/train/schedule.hpp"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace validate::train {
@@ -60,8 +61,14 @@ Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
     for (double v : {c.beta1, c.beta2})
       if (!(v >= 0 && v < 1)) return Error{where + ": \"betas\" must be in [0, 1), not " + b.dump()};
   }
+  // eps is added in float32 by the float32 stacks: one that rounds to 0 there (1e-300 did) lets
+  // Adam divide 0 by 0. One message for 0, negatives and such underflows.
+  if (j.contains("eps") && j["eps"].is_number() &&
+      !(j["eps"].get<double>() >= static_cast<double>(std::numeric_limits<float>::min()) &&
+        std::isfinite(j["eps"].get<double>())))
+    return Error{where + ": \"eps\" must be > 0 and at least float32's smallest normal 1.18e-38 (it keeps Adam's "
+                         "denominator away from 0, in float32 too), not " + j["eps"].dump()};
   VALIDATE_TRY(read_number(j, "eps", c.eps, where));
-  if (!(c.eps > 0)) return Error{where + ": \"eps\" must be > 0 (it keeps Adam's denominator away from 0)"};
   VALIDATE_TRY(read_number(j, "lr", c.lr, where));
   VALIDATE_TRY(read_number(j, "momentum", c.momentum, where));
   VALIDATE_TRY(read_number(j, "dampening", c.dampening, where));

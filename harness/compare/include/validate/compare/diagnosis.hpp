@@ -40,7 +40,7 @@ struct Hypothesis {
   // flipped, <perm code>+flipped, filter_descriptor_layout, weight_layout, flip_on_data,
   // rounded_inputs, narrow_accumulation, bias_missing, bias_doubled, loss_sum, loss_mean_count,
   // loss_unrounded_output, read_write_pair (params.read / params.write carry the two codes);
-  // training checkpoints (trajectory_check.hpp): update_layout, narrow_master.
+  // training checkpoints (trajectory_check.hpp): update_layout, narrow_master, optimizer_settings.
   std::string code;
   std::string tensor;  // the tensor the mistake is in ("input" when the program misread input.bin)
   std::string side;    // "output": the bytes written; "input": what was read; "numeric": arithmetic

@@ -8,9 +8,10 @@
 //   p = p - lr * g
 // in the parameter's dtype, each operation rounded (PyTorch's `add(x, alpha=a)` may fuse a*x + y
 // into one rounding: the two agree within an ulp per step, far inside the trajectory gate). The
-// float64 oracle runs it in float64. The trap it guards against: an
-// update written as p -= lr * (momentum * b + g) without keeping b, or weight decay applied after
-// the momentum, agrees at step 0 and parts from PyTorch at step 1.
+// float64 oracle runs it in float64. The traps it guards against: an update written as
+// p -= lr * (momentum * b + g) without keeping b, or weight decay applied after the momentum. Both
+// make the same first update (the buffer starts as g), so step1_<param> agrees and they part from
+// PyTorch at step 2: only the trajectory (the loss curve, later checkpoints) shows them.
 #include <cstddef>
 #include <vector>
 
