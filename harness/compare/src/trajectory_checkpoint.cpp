@@ -4,6 +4,7 @@
 // shows.
 #include "validate/compare/trajectory_check.hpp"
 
+#include "named_diagnosis.hpp"
 #include "trajectory_files.hpp"
 
 #include <algorithm>
@@ -174,16 +175,7 @@ std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisI
                         "only for the forward",
                         dt, param, dt, dt);
   h.fix = fmt::format("keep {} in float32, apply the update there, and cast a copy to {} for each forward", param, dt);
-  h.checked = off;
-  h.beyond = 0;
-  h.passes = true;
-  h.confirmed_all = true;
-  Diagnosis dx;
-  dx.matches.push_back(h);
-  dx.tried = 1;
-  dx.families = {"master_precision"};
-  dx.summary = h.description + " — " + h.cause + "? Fix: " + h.fix + ".";
-  m.diagnosis = std::move(dx);
+  m.diagnosis = detail::named_on_every_element(std::move(h), off);
   return m;
 }
 

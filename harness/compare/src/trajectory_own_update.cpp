@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "named_diagnosis.hpp"
 #include "trajectory_files.hpp"
 #include "validate/compare/trajectory_check.hpp"
 #include "validate/train/sgd.hpp"
@@ -176,15 +177,7 @@ std::optional<CheckpointCheck> check_own_first_update(const CheckpointDiagnosisI
             "added to the gradient, the momentum buffer starting as that gradient)";
   h.fix = fmt::format("train with lr {}, momentum {}, dampening {}, weight_decay {}{} as torch.optim.SGD applies them",
                       tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov ? ", Nesterov" : "");
-  h.checked = static_cast<std::int64_t>(n);
-  h.passes = true;
-  h.confirmed_all = true;
-  Diagnosis dx;
-  dx.matches.push_back(h);
-  dx.tried = 1;
-  dx.families = {"optimizer"};
-  dx.summary = h.description + " — " + h.cause + "? Fix: " + h.fix + ".";
-  out.diagnosis = std::move(dx);
+  out.diagnosis = detail::named_on_every_element(std::move(h), static_cast<std::int64_t>(n));
   return out;
 }
 
