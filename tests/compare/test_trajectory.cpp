@@ -116,7 +116,7 @@ TEST_F(Trajectory, PlantedWrongLayoutUpdateFailsAtStep1AndIsNamed) {
   }
 }
 
-// The run's first update against its OWN step-0 weight and gradient (check_own_first_update): an
+// The run's first update against its OWN step-0 weight and gradient (check_own_update): an
 // optimizer with the case's weight decay left out, or a learning rate 3% high, fails step1_weight
 // and is named with the settings it used (fitted from every element); a clean float32 stack and
 // the KRSC update (no learning rate and decay explain it) are left to their own readings.
@@ -180,6 +180,65 @@ TEST_F(Trajectory, AFirstUpdateWithOtherOptimizerSettingsIsNamedFromTheRunsOwnSt
   ASSERT_TRUE(w1->diagnosis);
   ASSERT_NE(w1->diagnosis->named(), nullptr) << w1->diagnosis->summary;
   EXPECT_EQ(w1->diagnosis->named()->code, "update_layout") << w1->diagnosis->summary;
+}
+
+// Step 2 is the first update that reads the momentum buffer: replayed from the run's own steps 0
+// and 1, weight decay added after the momentum (the same first update) fails step2_<param> there
+// and is named; the clean float32 stack passes the second-update check on every parameter.
+TEST_F(Trajectory, WeightDecayAfterTheMomentumIsNamedAtStep2FromTheRunsOwnSteps) {
+  TrainSetup s;
+  s.steps = 6;
+  s.checkpoint_every = 0;  // checkpoints 0, 1, 2, 5
+  s.weight_decay = 1e-2;
+  const auto exact = simulate<double>(s);
+  const auto clean = simulate<float>(s);
+  // The variant, written out here in float32 from the clean run's own w0, g0, w1, g1:
+  // b1 = g0, b2 = mu b1 + g1, w2 = w1 - lr (b2 + wd w1) (torch: the decay inside g before b).
+  auto planted = clean;
+  const float lr = static_cast<float>(s.lr), mu = static_cast<float>(s.momentum), wd = static_cast<float>(s.weight_decay);
+  for (const char* param : {"weight", "bias"}) {
+    const std::string p(param);
+    const auto& g0 = clean.at("step0_grad_" + p);
+    const auto& w1 = clean.at("step1_" + p);
+    const auto& g1 = clean.at("step1_grad_" + p);
+    auto& w2 = planted.at("step2_" + p);
+    for (std::size_t i = 0; i < w2.size(); ++i) {
+      const float b2 = static_cast<float>(mu * static_cast<float>(g0[i])) + static_cast<float>(g1[i]);
+      const float w1f = static_cast<float>(w1[i]);
+      w2[i] = static_cast<float>(w1f - static_cast<float>(lr * static_cast<float>(b2 + static_cast<float>(wd * w1f))));
+    }
+  }
+  const std::string ref = tmp / "ref", run = tmp / "run", run_clean = tmp / "run_clean";
+  write_training_sets(ref, run_clean, s, exact, clean);
+  write_training_sets(ref, run, s, exact, planted);
+  auto own_check = [](const compare::Entry& e) {
+    return std::find_if(e.checks.begin(), e.checks.end(),
+                        [](const compare::Check& c) { return c.name == "own_second_update_beyond_tolerance"; });
+  };
+  const Sets c = compare_sets(ref, run_clean);
+  const Sets r = compare_sets(ref, run);
+  for (const char* t : {"step2_weight", "step2_bias"}) {
+    SCOPED_TRACE(t);
+    const compare::Entry* ce = c.find(t);
+    ASSERT_NE(ce, nullptr);
+    EXPECT_EQ(ce->verdict, compare::Verdict::passed) << ce->message;
+    ASSERT_NE(own_check(*ce), ce->checks.end());
+    EXPECT_EQ(own_check(*ce)->value, 0);
+    const compare::Entry* e = r.find(t);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->verdict, compare::Verdict::failed);
+    ASSERT_NE(own_check(*e), e->checks.end());
+    EXPECT_GT(own_check(*e)->value, 0);
+    ASSERT_TRUE(e->diagnosis);
+    const compare::Hypothesis* h = e->diagnosis->named();
+    ASSERT_NE(h, nullptr) << e->diagnosis->summary;
+    EXPECT_EQ(h->code, "optimizer_settings");
+    EXPECT_EQ(h->params["variant"], "weight_decay_after_momentum");
+    EXPECT_NE(e->diagnosis->summary.find("applies the weight decay after the momentum"), std::string::npos)
+        << e->diagnosis->summary;
+  }
+  // Steps 0 and 1 are the clean run's: their checkpoints pass.
+  EXPECT_EQ(r.find("step1_weight")->verdict, compare::Verdict::passed) << r.find("step1_weight")->message;
 }
 
 // At a small learning rate the weights barely move: a dW applied in KRSC moves step1_weight by
@@ -267,8 +326,8 @@ TEST_F(Trajectory, CleanFloat32Passes100Steps) {
   EXPECT_LT(worst_over_gate, 0.75);
   // The loss went down: the model trains, so the curve tests a trajectory, not a constant.
   EXPECT_LT(t.ref.back(), 0.5 * t.ref.front());
-  // Every checkpoint compared (0, 1, 25, 50, 75, 99: four tensors each).
-  EXPECT_EQ(t.checkpoints_compared, 24);
+  // Every checkpoint compared (0, 1, 2, 25, 50, 75, 99: four tensors each).
+  EXPECT_EQ(t.checkpoints_compared, 28);
   EXPECT_EQ(t.checkpoints_failed, 0);
 }
 
@@ -461,7 +520,7 @@ TEST_F(Trajectory, ACurveWithoutCheckpointsIsWarnedAbout) {
   const Sets plain = compare_sets(ref, run);
   EXPECT_EQ(plain.find("train_loss")->verdict, compare::Verdict::passed);
   bool warned = false;
-  for (const auto& w : plain.report.warnings) warned |= w.find("12 of 12 checkpoints are not run") != std::string::npos;
+  for (const auto& w : plain.report.warnings) warned |= w.find("16 of 16 checkpoints are not run") != std::string::npos;
   EXPECT_TRUE(warned);
   EXPECT_EQ(compare_sets(ref, run, true).report.exit_code(), 1);
 }

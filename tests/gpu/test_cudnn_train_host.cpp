@@ -148,7 +148,7 @@ TEST(CudnnTrainHost, DeviceLoopMatchesRunTrajectory) {
     auto plan = plan_training(cs, cases::Op::matmul);
     ASSERT_TRUE(plan) << plan.message();
     ASSERT_EQ(plan->params, std::vector<std::string>{"B"});
-    ASSERT_EQ(plan->checkpoints, (std::vector<std::int64_t>{0, 1, 3, 6}));
+    ASSERT_EQ(plan->checkpoints, (std::vector<std::int64_t>{0, 1, 2, 3, 6}));
 
     // The reference loop.
     train::StepFunction<float> fn =
@@ -191,7 +191,7 @@ TEST(CudnnTrainHost, DeviceLoopMatchesRunTrajectory) {
     };
     auto out = run_device_trajectory(*plan, st);
     ASSERT_TRUE(out) << out.message();
-    EXPECT_EQ(log, "L0PRU!L1PRUL2PUL3PRUL4PUL5PUL6PRU");
+    EXPECT_EQ(log, "L0PRU!L1PRUL2PRUL3PRUL4PUL5PUL6PRU");  // readbacks (R) at the checkpoints 0, 1, 2, 3, 6
 
     const Tensor& curve = out->at(train::kLossCurve);
     ASSERT_EQ(curve.shape(), Shape{c.steps});

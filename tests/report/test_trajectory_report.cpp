@@ -67,7 +67,7 @@ TEST_F(TrajectoryReports, TerminalShowsTheVerdictAndTheNamedUpdate) {
   std::ostringstream c;
   report::render_terminal(c, clean, {});
   EXPECT_NE(c.str().find("passed: 12 steps within the gate 1e-06 * sqrt(1 + step)"), std::string::npos) << c.str();
-  EXPECT_NE(c.str().find("checkpoints: 0 of 20 failed"), std::string::npos) << c.str();
+  EXPECT_NE(c.str().find("checkpoints: 0 of 24 failed"), std::string::npos) << c.str();
 }
 
 // A trajectory whose loss stays within its gate while a checkpoint fails is not "passed".
@@ -88,7 +88,7 @@ TEST_F(TrajectoryReports, ACheckpointFailureFailsTheTrajectoryLine) {
   EXPECT_NE(out.str().find("FAILED at checkpoint step 5: the loss curve stays within its gate at all 12 steps"),
             std::string::npos)
       << out.str();
-  EXPECT_NE(out.str().find("but 1 of 20 checkpoints failed"), std::string::npos);
+  EXPECT_NE(out.str().find("but 1 of 24 checkpoints failed"), std::string::npos);
   EXPECT_NE(report::render_html(*r).find("<article class=\"trajectory failed\""), std::string::npos);
   EXPECT_EQ(report::render_json(*r)["trajectories"][0]["failed"], true);
 }

@@ -173,13 +173,15 @@ TEST(TrainSgd, Float32UpdateStaysWithinRoundingOfFloat64) {
   EXPECT_EQ(sd.adam.step, 0);
 }
 
-TEST(TrainSchedule, CheckpointsAreFirstSecondLastAndEveryKth) {
+TEST(TrainSchedule, CheckpointsAreTheFirstThreeTheLastAndEveryKth) {
   TrainConfig c;
   c.steps = 10;
   c.checkpoint_every = 4;
-  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 4, 8, 9}));
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 2, 4, 8, 9}));
   c.checkpoint_every = 0;
-  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 9}));
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 2, 9}));
+  c.steps = 3;
+  EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1, 2}));
   c.steps = 2;
   EXPECT_EQ(checkpoint_steps(c), (std::vector<std::int64_t>{0, 1}));
   c.steps = 1;
@@ -353,8 +355,8 @@ TEST(TrainTrajectory, GradientDescentReachesTheLeastSquaresLine) {
   EXPECT_NEAR(t->final_params.at("bias")[0], b_star, 1e-9);
   ASSERT_EQ(t->losses.size(), 400u);
   EXPECT_LT(t->losses.back(), t->losses.front());
-  // Checkpoints: steps 0, 1, 100, 200, 300, 399, each with the parameters that step used.
-  ASSERT_EQ(t->checkpoints.size(), 6u);
+  // Checkpoints: steps 0, 1, 2, 100, 200, 300, 399, each with the parameters that step used.
+  ASSERT_EQ(t->checkpoints.size(), 7u);
   EXPECT_EQ(t->checkpoints[1].step, 1);
   for (const auto& cp : t->checkpoints) EXPECT_EQ(cp.params, seen.at(static_cast<std::size_t>(cp.step))) << cp.step;
   EXPECT_EQ(t->checkpoints.back().step, 399);

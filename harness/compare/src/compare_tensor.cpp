@@ -134,7 +134,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
       gr.checks.push_back(u->check);
       if (!u->check.passed) gr.reasons.push_back(u->reason);
     }
-    if (auto o = check_own_first_update(ctx)) {
+    if (auto o = check_own_update(ctx)) {
       gr.checks.push_back(o->check);
       if (!o->check.passed) {
         gr.reasons.push_back(o->reason);

@@ -98,9 +98,12 @@ Json to_json(const TrainConfig& c) {
 
 std::vector<std::int64_t> checkpoint_steps(const TrainConfig& c) {
   // Step 1 always: the first step whose parameters an update produced, where a wrong update shows
-  // alone (a dW applied in the filter layout) before later steps compound it.
+  // alone (a dW applied in the filter layout) before later steps compound it. Step 2 always: the
+  // first update that reads the optimizer's state, recomputable from steps 0 and 1 alone
+  // (compare's check_own_update), where weight decay applied after the momentum first differs.
   std::set<std::int64_t> s = {0, c.steps - 1};
   if (c.steps > 1) s.insert(1);
+  if (c.steps > 2) s.insert(2);
   if (c.checkpoint_every > 0)
     for (std::int64_t k = c.checkpoint_every; k < c.steps; k += c.checkpoint_every) s.insert(k);
   return {s.begin(), s.end()};

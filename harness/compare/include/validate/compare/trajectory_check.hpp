@@ -75,19 +75,22 @@ struct CheckpointCheck {
 };
 std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisInput& in);
 
-// step1_<param> of an SGD case whose run has step0_<param> and step0_grad_<param>: the case's first
-// SGD update (train::sgd_step in float32) recomputed from the run's OWN step-0 parameter and
-// gradient must give the run's step-1 parameter, within 4 float32 ULP of the largest operand plus
-// what rounding the gradient to the case dtype moves it by (a stack may hand its optimizer the
-// unrounded gradient). Against the reference the first update carries the gradients' difference
-// (bfloat16: 5.7% of the update at step 1), which hid a missing weight decay, a 3% learning rate
-// and dampening on the first step; against its own gradient none of that blurs it. Check
-// own_first_update_beyond_tolerance (elements, limit 0); when w0 − w1 = a·g + b·w0 fits every
-// element, the diagnosis optimizer_settings names the learning rate, weight decay, dampening or
-// Nesterov the run used. Not for Adam: its first update is nearly lr·sign(g), and variants users
-// port legitimately (eps before the bias correction, as Keras places it) move it by more than
-// rounding where |g| nears eps.
-std::optional<CheckpointCheck> check_own_first_update(const CheckpointDiagnosisInput& in);
+// step1_<param> and step2_<param> of an SGD case whose run has the parameters and gradients of the
+// steps before: the case's SGD updates (train::sgd_step in float32) replayed on the run's OWN
+// parameters and gradients must give the run's parameter, within 4 float32 ULP of the largest
+// operand plus what rounding the gradients to the case dtype moves it by (a stack may hand its
+// optimizer the unrounded gradient). Step 1 judges the first update; step 2 the first one that
+// reads the momentum buffer (built from step 0 as the case builds it). Against the reference the
+// updates carry the gradients' difference (bfloat16: 5.7% of the update at step 1), which hid a
+// missing weight decay, a 3% learning rate, dampening on the first step and weight decay applied
+// after the momentum; against the run's own gradients none of that blurs them. Checks
+// own_first_update_beyond_tolerance / own_second_update_beyond_tolerance (elements, limit 0).
+// Diagnosis optimizer_settings: at step 1, when w0 − w1 = a·g + b·w0 fits every element, the
+// learning rate, weight decay, dampening or Nesterov the run used; at step 2, weight decay added
+// after the momentum, when that variant fits every element. Not for Adam: its first update is
+// nearly lr·sign(g), and variants users port legitimately (eps before the bias correction, as
+// Keras places it) move it by more than rounding where |g| nears eps.
+std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& in);
 
 // step<k>_<param> with an earlier checkpoint j in both sets: the update step<k> - step<j> of the
 // run against the reference's, on the parameter's canonical axes; a layout reading that explains
