@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -25,8 +24,6 @@
 #include "validate/train/trajectory_gate.hpp"
 
 namespace validate::compare {
-
-namespace stdfs = std::filesystem;
 
 using detail::find_tensor;
 using detail::load;
@@ -63,25 +60,20 @@ std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in
   const cases::TensorInfo* info = find_tensor(all, in.tensor);
   const std::string from = train::checkpoint_tensor(0, name->tensor);
   if (!info || !produced(in.run, from)) return std::nullopt;
-  auto path_ref = [&](const std::string& t) { return (stdfs::path(in.ref->dtype_dir) / c.file_name(in.op, t)).string(); };
-  auto path_run = [&](const std::string& t) { return (stdfs::path(in.run_dir) / c.file_name(in.op, t)).string(); };
-  auto r1 = load(path_ref(in.tensor), info->shape), r0 = load(path_ref(from), info->shape);
-  auto u1 = load(path_run(in.tensor), info->shape), u0 = load(path_run(from), info->shape);
+  const detail::CaseFiles files{in};
+  auto r1 = files.ref(in.tensor, info->shape), r0 = files.ref(from, info->shape);
+  auto u1 = files.run(in.tensor, info->shape), u0 = files.run(from, info->shape);
   if (!r1 || !r0 || !u1 || !u0) return std::nullopt;
   const std::int64_t n = r1->numel();
   double max_ref = 0;
   for (std::int64_t i = 0; i < n; ++i) max_ref = std::max(max_ref, std::fabs(r1->get(i) - r0->get(i)));
   const double floor = std::max(in.gates.near_zero * max_ref, 1e-30);
-  auto ulp32 = [](double x) {
-    const float f = static_cast<float>(std::fabs(x));
-    return static_cast<double>(std::nextafter(f, INFINITY)) - static_cast<double>(f);
-  };
   std::int64_t beyond = 0, worst = -1;
   double worst_ratio = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     const double dr = r1->get(i) - r0->get(i), du = u1->get(i) - u0->get(i);
     const double tol = (relative ? *in.gates.rtol * std::max(std::fabs(dr), floor) : *in.gates.atol) +
-                       4 * ulp32(std::max(std::fabs(r1->get(i)), std::fabs(r0->get(i))));
+                       4 * float32_ulp(std::max(std::fabs(r1->get(i)), std::fabs(r0->get(i))));
     const double err = std::fabs(du - dr);
     const double ratio = std::isnan(err) ? INFINITY : err / tol;
     if (ratio > 1) ++beyond;
@@ -109,9 +101,8 @@ std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisI
   const auto all = c.tensors(in.op);
   const cases::TensorInfo* info = find_tensor(all, in.tensor);
   if (!info) return std::nullopt;
-  auto path_ref = [&](const std::string& t) { return (stdfs::path(in.ref->dtype_dir) / c.file_name(in.op, t)).string(); };
-  auto path_run = [&](const std::string& t) { return (stdfs::path(in.run_dir) / c.file_name(in.op, t)).string(); };
-  auto ref_k = load(path_ref(in.tensor), info->shape), run_k = load(path_run(in.tensor), info->shape);
+  const detail::CaseFiles files{in};
+  auto ref_k = files.ref(in.tensor, info->shape), run_k = files.run(in.tensor, info->shape);
   if (!ref_k || !run_k) return std::nullopt;
   // A float32 value lies on the bfloat16 grid with probability ~2^-16 (16 low mantissa bits zero),
   // on the float16 grid ~2^-13: a float32 master that moved off the grid stays off it.
@@ -140,7 +131,7 @@ std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisI
   std::string lost;
   const std::string from = train::checkpoint_tensor(0, param);
   if (produced(in.run, from)) {
-    auto ref_0 = load(path_ref(from), info->shape), run_0 = load(path_run(from), info->shape);
+    auto ref_0 = files.ref(from, info->shape), run_0 = files.run(from, info->shape);
     if (ref_0 && run_0) {
       std::int64_t moved = 0, stuck = 0;
       for (std::int64_t i = 0; i < ref_k->numel(); ++i)
@@ -189,10 +180,9 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
   if (!info) return std::nullopt;
   const bool grad = name->tensor.rfind("grad_", 0) == 0;
   const std::string param = grad ? name->tensor.substr(5) : name->tensor;
-  auto path_ref = [&](const std::string& t) { return (stdfs::path(in.ref->dtype_dir) / c.file_name(in.op, t)).string(); };
-  auto path_run = [&](const std::string& t) { return (stdfs::path(in.run_dir) / c.file_name(in.op, t)).string(); };
-  auto ref_k = load(path_ref(in.tensor), info->shape);
-  auto run_k = load(path_run(in.tensor), info->shape);
+  const detail::CaseFiles files{in};
+  auto ref_k = files.ref(in.tensor, info->shape);
+  auto run_k = files.run(in.tensor, info->shape);
   if (!ref_k || !run_k) return std::nullopt;
 
   DiagnosisInput d;
@@ -220,8 +210,8 @@ std::optional<Diagnosis> diagnose_checkpoint(const CheckpointDiagnosisInput& in)
       if (*it >= name->step) continue;
       const std::string tj = train::checkpoint_tensor(*it, param);
       if (!produced(in.run, tj)) continue;
-      ref_j = load(path_ref(tj), info->shape);
-      run_j = load(path_run(tj), info->shape);
+      ref_j = files.ref(tj, info->shape);
+      run_j = files.run(tj, info->shape);
       if (ref_j && run_j) {
         j = *it;
         break;

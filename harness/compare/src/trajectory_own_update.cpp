@@ -10,6 +10,7 @@
 #include "named_diagnosis.hpp"
 #include "trajectory_files.hpp"
 #include "validate/compare/trajectory_check.hpp"
+#include "validate/compare/ulp.hpp"
 #include "validate/train/sgd.hpp"
 #include "validate/train/tensor_names.hpp"
 
@@ -19,11 +20,6 @@ namespace {
 
 using detail::CaseFiles;
 
-double ulp32(double x) {
-  const float f = static_cast<float>(std::fabs(x));
-  return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - static_cast<double>(f);
-}
-
 // Half an ULP of the case dtype, relative: the most a gradient changes when a stack hands its
 // optimizer the float32 gradient and writes the checkpoint rounded to the case dtype (legitimate).
 double gradient_rounding(DType d) {
@@ -32,6 +28,18 @@ double gradient_rounding(DType d) {
     case DType::float16: return std::ldexp(1.0, -11);
     default: return 0;
   }
+}
+
+// The optimizer_settings hypothesis on `param`, its sentence parts to be filled in.
+Hypothesis optimizer_settings(const std::string& param, nlohmann::json params) {
+  Hypothesis h;
+  h.code = "optimizer_settings";
+  h.tensor = param;
+  h.side = "numeric";
+  h.family = "optimizer";
+  h.params = std::move(params);
+  h.params["parameter"] = param;
+  return h;
 }
 
 struct Fit {
@@ -113,7 +121,7 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
     std::vector<double> t(n);
     for (std::size_t i = 0; i < n; ++i) {
       const double wi = wprev.get(static_cast<std::int64_t>(i)), ei = base[i];
-      t[i] = 4 * ulp32(std::max({std::fabs(wi), std::fabs(ei), std::fabs(wi - ei)}));
+      t[i] = 4 * float32_ulp(std::max({std::fabs(wi), std::fabs(ei), std::fabs(wi - ei)}));
     }
     if (u > 0)
       for (std::int64_t j = 0; j < k; ++j) {
@@ -169,12 +177,7 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
     const std::vector<double> vt = tolerance(decay_after, v);
     for (std::size_t i = 0; i < n; ++i)
       if (!(std::fabs(wk->get(static_cast<std::int64_t>(i)) - v[i]) <= 2 * vt[i])) return out;
-    Hypothesis h;
-    h.code = "optimizer_settings";
-    h.tensor = param;
-    h.side = "numeric";
-    h.family = "optimizer";
-    h.params = {{"parameter", param}, {"variant", "weight_decay_after_momentum"}};
+    Hypothesis h = optimizer_settings(param, {{"variant", "weight_decay_after_momentum"}});
     h.description = fmt::format("the second update of {} applies the weight decay after the momentum: {} is the "
                                 "case's SGD step with weight_decay·{} added to the update instead of to the gradient",
                                 param, in.tensor, param);
@@ -226,13 +229,11 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   if (named.empty()) return out;
   std::string what;
   for (const auto& s : named) what += (what.empty() ? "" : "; ") + s;
-  Hypothesis h;
-  h.code = "optimizer_settings";
-  h.tensor = param;
-  h.side = "numeric";
-  h.family = "optimizer";
-  h.params = {{"parameter", param},         {"lr_case", tc.lr},          {"lr_run", f.a / nesterov_factor},
-              {"weight_decay_case", tc.weight_decay}, {"weight_decay_run", wd_run}, {"update_ratio", ratio}};
+  Hypothesis h = optimizer_settings(param, {{"lr_case", tc.lr},
+                                             {"lr_run", f.a / nesterov_factor},
+                                             {"weight_decay_case", tc.weight_decay},
+                                             {"weight_decay_run", wd_run},
+                                             {"update_ratio", ratio}});
   // "0.05·step0_grad_weight + 5e-05·step0_weight", the second sign written out.
   auto form = [&](double a, double b) {
     return fmt::format("{:.6g}·{} {} {:.3g}·{}", a, g0_name, b < 0 ? "−" : "+", std::fabs(b), w0_name);

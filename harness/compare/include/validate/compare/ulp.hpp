@@ -11,8 +11,10 @@
 //
 // These are the scalar definitions; the streaming kernel (metrics.cpp) computes the same thing
 // with integer vector operations and is tested against them.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "validate/core/dtype.hpp"
 
@@ -57,6 +59,13 @@ inline std::uint64_t ulp_distance(float a, float b, DType logical) {
 inline std::uint64_t ulp_distance_bits16(std::uint16_t a, std::uint16_t b) {
   const std::int64_t d = ordered_16(a) - ordered_16(b);
   return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+// The spacing of float32 at |x| (the ULP of the float32 nearest |x|), as a double: the rounding
+// one stored float32 parameter carries, for the training checkpoints' update tolerances.
+inline double float32_ulp(double x) {
+  const float f = static_cast<float>(std::fabs(x));
+  return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - static_cast<double>(f);
 }
 
 }  // namespace validate::compare
