@@ -91,6 +91,18 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (tj.contains("max_abs") && tj["max_abs"].is_number()) max_abs = tj["max_abs"].get<double>();
       kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs}});
     }
+    // The case's error-bound scales (a case without them was made by an older generate: redo it).
+    for (const auto& t : c.tensors(op)) {
+      if (t.role != cases::Role::output && t.role != cases::Role::grad) continue;
+      const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
+      if (!sj.is_object() || !sj.contains("sha256") || !sj["sha256"].is_string()) return false;
+      const std::string rel = dir + "/" + c.file_name(op, t.name + "_scale");
+      auto tensor = npy::read(root + "/" + rel);
+      if (!tensor || tensor->shape() != t.shape || tensor_sha256(*tensor) != sj["sha256"].get<std::string>()) return false;
+      auto fh = sha256_file(root + "/" + rel);
+      if (!fh) return false;
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {sj["sha256"].get<std::string>(), tensor->dtype(), std::nullopt}});
+    }
   }
   auto mh = sha256_file(root + "/" + meta_rel);
   if (!mh) return false;
@@ -269,7 +281,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
         for (auto& [k, v] : inputs) view[k] = &v;
         auto tcomp = Clock::now();
         Json info;
-        auto outs = torch_compute(c, op, view, *dev, &info);
+        auto outs = torch_compute(c, op, view, *dev, &info, nullptr, /*scales=*/true);
         sum.compute_seconds += since(tcomp);
         if (!outs) {
           log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), outs.message());

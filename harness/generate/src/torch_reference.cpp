@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/ops/torch_forward.hpp"
 #include "validate/train/tensor_names.hpp"
 
@@ -146,7 +147,8 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
 
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& in,
-                                                    const TorchDevice& device, Json* info, TorchTimes* times) {
+                                                    const TorchDevice& device, Json* info, TorchTimes* times,
+                                                    bool scales) {
   using Clock = std::chrono::steady_clock;
   double conv_s = 0;
   auto timed = [&](auto&& f) {  // conversion time of f()
@@ -194,6 +196,40 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       if (t.role == cases::Role::output) out.emplace(t.name, result(y));
       else if (t.role == cases::Role::loss) out.emplace(t.name, timed([&] { return from_torch(loss, DType::float32); }));
       else if (t.role == cases::Role::grad) out.emplace(t.name, result(leaves.at(t.name.substr(5)).grad()));
+    }
+    if (scales) {
+      // Error-bound scales (docs/compare.md, "Error bounds"). Every element of the output and of
+      // each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the
+      // same bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term),
+      // and each gradient the backward of that forward with the squared dL/dy magnitude m^2.
+      // m is |dL/dy| widened by what may move dL/dy = 2 (y - t) / N between two correct stacks,
+      // in units of the case dtype's unit roundoff u_d (compare multiplies the scale by u_d): the
+      // stored output's rounding (one ULP of the case dtype, <= 2 u_d |y|), the forward's float32
+      // accumulation (sqrt(K + 1) u (|y| + rho_y), the bound's own model), and dL/dy's rounding to
+      // the case dtype where it is subnormal (an absolute half spacing). float32 throughout: a scale
+      // needs a few digits, and all its terms are positive.
+      const DType d = c.dtype;
+      const double u = std::ldexp(1.0, -24);
+      const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
+      const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+      const double k = static_cast<double>(ops::find(op).reduction_length(inst->params)) + 1;
+      ops::TorchLeaves sq;
+      for (const auto& [name, t] : leaves) sq.emplace(name, t.detach().to(at::kFloat).square().requires_grad_(true));
+      at::Tensor y2 = ops::torch_forward(inst->params, sq);
+      at::Tensor rho_y = y2.detach().clamp_min(0).sqrt();
+      at::Tensor yv = y.detach().to(at::kFloat).abs();
+      const double n_out = static_cast<double>(yv.numel());
+      const double round_out = d == DType::float32 ? 0.0 : 2.0;
+      at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
+      at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
+      y2.backward(m.square());
+      auto scale = [&](const at::Tensor& sq_sum) {
+        return timed([&] { return adopt_from_torch(sq_sum.detach().clamp_min(0).sqrt().contiguous(), DType::float32); });
+      };
+      for (const auto& t : table) {
+        if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2));
+        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(sq.at(t.name.substr(5)).grad()));
+      }
     }
   } catch (const c10::Error& e) {
     return Error{std::string("LibTorch failed on ") + c.name + " " + cases::op_name(op) + ": " +
