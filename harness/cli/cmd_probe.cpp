@@ -107,8 +107,8 @@ void register_probe(CLI::App& app, int& exit_code) {
   sub->add_option("--tensor", tensor,
                   "OP.TENSOR, e.g. conv2d.weight: the tensor whose spec a preset or layout file gives, and its canonical axes");
   sub->add_option("--shape", shape_text,
-                  "Canonical shape (every axis a different size shows swaps; default 2,3,4,5 or as many of "
-                  "2,3,4,5 as the tensor has axes)");
+                  "Canonical shape (every axis a different size shows swaps; default 2,3,4,5 for four axes, "
+                  "3,5 for a matrix, 5 for a vector)");
   sub->add_option("--axes", axes, "Canonical axes (default: NCHW for activation letters, OIHW for weight letters, MK/KN/MN for matrices)");
   sub->add_option("--out", out, "Directory to write canonical.npy, layout.npy and layout.bin into");
   sub->callback([&exit_code] {
