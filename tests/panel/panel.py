@@ -174,25 +174,29 @@ def wrong(args):
 
 
 def sweep(args):
+    """Rows are printed as each variant finishes, so a long sweep's table grows as it goes."""
     names = args.variants or list(CORRECT) + list(WRONG)
-    rows = []
+    print("| variant | mode | dtype | passed | failed | failing checks |")
+    print("|---|---|---|---:|---:|---|", flush=True)
+    cells, seconds_of = [], {}
     for name in names:
         program, arg = CORRECT[name] if name in CORRECT else WRONG[name][0]
-        reports, seconds = run_variant(args, name, program, arg)
+        reports, seconds_of[name] = run_variant(args, name, program, arg)
         for mode, (rc, report) in reports.items():
             failed = failures(report)
             for dtype in sorted({e["dtype"] for e in report["entries"]}):
                 entries = [e for e in report["entries"] if e["dtype"] == dtype]
                 bad = [e["id"] for e in entries if e["id"] in failed]
-                rows.append((name, mode, dtype, len(entries) - len(bad), len(bad),
-                             "; ".join(f"{'/'.join(i.split('/')[1:])} [{failed[i]}]" for i in bad)))
-        print(f"# {name}: run {seconds:.1f} s", flush=True)
-    print("\n| variant | mode | dtype | passed | failed | failing checks |")
-    print("|---|---|---|---:|---:|---|")
-    for r in rows:
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5] if len(r[5]) < 400 else r[5][:400] + ' …'} |")
-    correct_failures = [r for r in rows if r[0] in CORRECT and r[4]]
-    print(f"\npanel.py: {len(correct_failures)} (variant, mode, dtype) cells of correct stacks with failures")
+                text = "; ".join(f"{'/'.join(i.split('/')[1:])} [{failed[i]}]" for i in bad)
+                if len(text) > 400:
+                    text = text[:400] + " …"
+                print(f"| {name} | {mode} | {dtype} | {len(entries) - len(bad)} | {len(bad)} | {text} |", flush=True)
+                if name in CORRECT and bad:
+                    cells.append((name, mode, dtype))
+    print()
+    for name, seconds in seconds_of.items():
+        print(f"# {name}: validate run {seconds:.1f} s")
+    print(f"panel.py: {len(cells)} (variant, mode, dtype) cells of correct stacks with failures")
 
 
 def main():
