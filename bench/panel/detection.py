@@ -125,7 +125,10 @@ def main():
                     return rc == 1
 
                 if fails(0.0, where["tensor"]):
-                    die(f"{tid}: the clean oracle run already fails")
+                    # the exact values rounded once fail: nothing to measure (the gate's false alarm)
+                    print(f"| {dtype} | {case} | {meta['ops'][op].get('K', '')} | {op} | {t} | {orig.size} | "
+                          "the oracle's run fails unperturbed |||| ", flush=True)
+                    continue
                 found = {}
                 for mode in MODES:
                     mask = where[mode]
