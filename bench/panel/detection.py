@@ -10,7 +10,9 @@ a relative perturbation eps planted into
                activation),
   tensor       every element,
 each planted value being run * (1 + eps) rounded to the case dtype (so a run file never holds a
-value its dtype cannot), the run's manifest entry rehashed, and `compare --only '^ID$'` asked for
+value its dtype cannot; the oracle keeps bfloat16 cases' results in float32, so there the baseline
+is the exact value rounded to bfloat16, what a correct stack returns), the run's manifest entry
+rehashed, and `compare --only '^ID$'` asked for
 its verdict. eps is bisected on a log scale between 1e-9 (must pass) and 1 (must fail); the table
 gives the smallest failing eps found (resolution: --steps halvings of the 9 decades).
 
@@ -125,9 +127,10 @@ def main():
                     return rc == 1
 
                 if fails(0.0, where["tensor"]):
-                    # the exact values rounded once fail: nothing to measure (the gate's false alarm)
+                    # the exact values rounded to the case dtype fail: nothing to measure (the
+                    # oracle stores bfloat16 cases' results as float32; planting rounds to bfloat16)
                     print(f"| {dtype} | {case} | {meta['ops'][op].get('K', '')} | {op} | {t} | {orig.size} | "
-                          "the oracle's run fails unperturbed |||| ", flush=True)
+                          f"unperturbed, the oracle's values rounded to {dtype} already fail | | | |", flush=True)
                     continue
                 found = {}
                 for mode in MODES:
