@@ -15,6 +15,7 @@
 A "check" is a compare entry id (dtype/case/op/tensor) with the names of its failed gates.
 """
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -61,9 +62,14 @@ def die(message):
 
 
 def oracle_run(args):
-    """The float64 oracle's run of the set, made once per work directory."""
+    """The float64 oracle's run of the set, made once per work directory and reference manifest."""
     out = os.path.join(args.work, "oracle")
-    if not os.path.exists(os.path.join(out, "manifest.json")):
+    want = hashlib.sha256(open(os.path.join(args.ref, "manifest.json"), "rb").read()).hexdigest()
+    try:
+        made_from = json.load(open(os.path.join(out, "run_info.json")))["reference"]["manifest_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        made_from = None
+    if made_from != want or not os.path.exists(os.path.join(out, "manifest.json")):
         shutil.rmtree(out, ignore_errors=True)
         log = out + ".log"
         if validate(args, "run", "--backend", "oracle", "--progress", "0", "--ref", args.ref, "--out", out, log=log):
