@@ -35,17 +35,18 @@ TEST(Bounds, DtypeUlpByHand) {
 
 TEST(Bounds, SideBoundByHand) {
   // float32 output, n = 16 products, lambda 8, y = 2, rho = 1:
-  // 8 (2^-24 * 4 * (2 + 1) + 2^-24 * 1) + ulp32(2) / 2 + 16 * 2^-150
+  // 8 (2^-24 * 4 * (2 + 1) + 2^-24 * 1) + 2^-24 * 2 + 2^-150 + 16 * 2^-150
   BoundOptions o;
   o.n = 16;
   const double u = std::ldexp(1.0, -24);
-  EXPECT_DOUBLE_EQ(side_bound(2.0, 1.0, o), 8 * (u * 4 * 3 + u) + std::ldexp(1.0, -23) + 16 * std::ldexp(1.0, -150));
+  EXPECT_DOUBLE_EQ(side_bound(2.0, 1.0, o), 8 * (u * 4 * 3 + u) + u * 2 + 17 * std::ldexp(1.0, -150));
   // bfloat16 gradient: dL/dy rounded to bfloat16 contributes lambda * 2^-8 * rho.
   o.dtype = DType::bfloat16;
   o.gradient = true;
   o.n = 100;
   EXPECT_DOUBLE_EQ(side_bound(-0.75, 0.5, o),
-                   8 * (u * 10 * 1.25 + std::ldexp(1.0, -8) * 0.5) + std::ldexp(1.0, -8) / 2 + 100 * std::ldexp(1.0, -150));
+                   8 * (u * 10 * 1.25 + std::ldexp(1.0, -8) * 0.5) + std::ldexp(1.0, -8) * 0.75 +
+                       std::ldexp(1.0, -134) + 100 * std::ldexp(1.0, -150));
   // The worst case is never below the probabilistic bound's rounding part, and grows like n.
   EXPECT_GT(worst_case_bound(-0.75, 0.5, o), std::ldexp(1.0, -8) * std::sqrt(100.0) * 0.5);
 }

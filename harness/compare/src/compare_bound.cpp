@@ -47,7 +47,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
         exact = std::move(*om);
   }
   const ArrayView xv = exact ? exact->view(false) : ArrayView{};
-  auto r = check_bounds(ref.view(), run.view(), scale.view(), exact ? &xv : nullptr, o);
+  auto r = check_bounds(ref.view(), run.view(), scale.view(), exact ? &xv : nullptr, o, 5, opt_.threads);
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());
     return std::nullopt;

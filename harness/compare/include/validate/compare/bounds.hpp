@@ -7,9 +7,10 @@
 // result stored in the case dtype, the error of one side against the exact value is bounded, with
 // probability at least 1 - 2 exp(-lambda^2 / 2) per term under the standard model of independent
 // rounding errors, by
-//     b = lambda * (u sqrt(n) (|y| + rho) + u_p rho) + ulp_d(y) / 2 + a tiny underflow term,
+//     b = lambda * (u sqrt(n) (|y| + rho) + u_p rho) + u_d |y| + eta,
 // rho = sqrt(sum (a_i b_i)^2) (the set's scale tensor), u = 2^-24 (float32 accumulation),
-// u_p = u_d for a gradient (dL/dy rounded to the case dtype) and u for an output (products).
+// u_p = u_d for a gradient (dL/dy rounded to the case dtype) and u for an output (products), eta
+// half the case dtype's subnormal spacing plus n half float32 subnormal spacings (underflow).
 // Two correct stacks differ by at most b_ref + b_run; with a float64 oracle the run alone is held
 // to b against the exact value, so a run at least as close to exact as the reference never fails.
 #include <cstdint>
@@ -32,7 +33,7 @@ struct BoundOptions {
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
 // against the exact value), and its worst-case counterpart: gamma_n (|y| + sqrt(n) rho) + u_p
-// sqrt(n) rho + ulp/2 (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
+// sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
 double side_bound(double y, double rho, const BoundOptions& o);
 double worst_case_bound(double y, double rho, const BoundOptions& o);
 // The spacing of the case dtype at |v| (its subnormal spacing below the normal range).
@@ -60,7 +61,8 @@ struct BoundResult {
 // Elements where either side is non-finite are left to the non-finite gate. `exact` (float64
 // oracle, same element count) switches to the three-way test |run - exact| <= b.
 Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
-                                 const ArrayView* exact, const BoundOptions& o, std::size_t keep = 5);
+                                 const ArrayView* exact, const BoundOptions& o, std::size_t keep = 5,
+                                 int threads = 1);
 
 // The old fixed rtol of the built-in policy, used for a set without scales (made before bounds).
 double legacy_rtol(const std::string& dtype, bool gradient);
