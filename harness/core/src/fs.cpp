@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 namespace validate::fs {
@@ -80,7 +81,11 @@ int standard_fd(const std::string& path) {
 }  // namespace
 
 Status write_report(const std::string& path, std::string_view bytes) {
-  if (const int fd = standard_fd(path); fd >= 0) return write_through(fd, bytes, path);
+  if (const int fd = standard_fd(path); fd >= 0) {
+    std::cout.flush();  // what validate printed before comes first
+    std::cerr.flush();
+    return write_through(fd, bytes, path);
+  }
   struct stat ls {};
   if (::lstat(path.c_str(), &ls) != 0) return write_atomic(path, bytes);  // a new file
   if (S_ISREG(ls.st_mode)) return write_atomic(path, bytes);
