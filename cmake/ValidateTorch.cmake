@@ -1,18 +1,26 @@
-# LibTorch: Debian's libtorch-dev (1.13) on CPU machines, python3's torch (2.x) on a GPU machine.
+# LibTorch, three sources in this order: -DTorch_DIR; the torch of -DVALIDATE_TORCH_PYTHON=<python>
+# (scripts/install-torch.sh's venv: PyPI's torch 2.11.0+cu130, what build-torch211/ and the GPU
+# bundle use); python3's torch; else Debian's libtorch-dev (1.13, CPU), the main build's.
 set(VALIDATE_HAVE_TORCH OFF)
+set(VALIDATE_TORCH_PYTHON "" CACHE FILEPATH "python whose torch provides LibTorch (empty: python3's, else Debian's)")
 if(NOT VALIDATE_TORCH STREQUAL "OFF")
   if(NOT Torch_DIR)
     # python's torch ships its CMake package; ask it where, if it is there.
-    find_package(Python3 COMPONENTS Interpreter QUIET)
-    if(Python3_Interpreter_FOUND)
-      execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    if(VALIDATE_TORCH_PYTHON)
+      set(_torch_python ${VALIDATE_TORCH_PYTHON})
+    else()
+      find_package(Python3 COMPONENTS Interpreter QUIET)
+      set(_torch_python ${Python3_EXECUTABLE})
+    endif()
+    if(_torch_python)
+      execute_process(COMMAND ${_torch_python} -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
                       OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
                       RESULT_VARIABLE _torch_rc)
       if(_torch_rc EQUAL 0 AND _torch_prefix)
         # Fail here, with the reason, rather than deep inside find_package(Torch) (ValidateTorchGuard).
         include(ValidateTorchGuard)
         find_package(CUDAToolkit QUIET)
-        validate_torch_guard(${Python3_EXECUTABLE} "${CUDAToolkit_VERSION}" _torch_error _torch_desc)
+        validate_torch_guard(${_torch_python} "${CUDAToolkit_VERSION}" _torch_error _torch_desc)
         if(_torch_error AND VALIDATE_TORCH STREQUAL "ON")
           message(FATAL_ERROR "validate: ${_torch_error}")
         elseif(_torch_error)
@@ -20,17 +28,30 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
           message(WARNING "validate: not using python's torch: ${_torch_error}")
         else()
           message(STATUS "validate: python's ${_torch_desc} at ${_torch_prefix}")
+          set(VALIDATE_TORCH_FROM_PYTHON ${_torch_python})
           list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
         endif()
+      elseif(VALIDATE_TORCH_PYTHON)
+        message(FATAL_ERROR "validate: VALIDATE_TORCH_PYTHON=${VALIDATE_TORCH_PYTHON} has no torch (run scripts/install-torch.sh)")
       endif()
     endif()
   endif()
+  # A CUDA LibTorch 2.x (its Caffe2/public/cuda.cmake) sets CMAKE_CUDA_ARCHITECTURES to OFF and
+  # appends -gencode flags for TORCH_CUDA_ARCH_LIST to CMAKE_CUDA_FLAGS, by default for a list that
+  # starts at compute_50, which CUDA 13's nvcc no longer accepts. Give it the architectures the
+  # project's own kernels are built for (ValidateCuda.cmake: sm_80, sm_90) and put the caller's
+  # CMAKE_CUDA_ARCHITECTURES back afterwards.
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+  endif()
+  set(_validate_cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
   # Debian's TorchConfig pulls Caffe2 which probes for CUDA; keep it off unless asked.
   if(VALIDATE_TORCH STREQUAL "ON")
     find_package(Torch REQUIRED)
   else()
     find_package(Torch QUIET)
   endif()
+  set(CMAKE_CUDA_ARCHITECTURES "${_validate_cuda_archs}")
   if(Torch_FOUND)
     set(VALIDATE_HAVE_TORCH ON)
     add_library(validate_torch_deps INTERFACE)

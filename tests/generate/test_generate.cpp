@@ -371,6 +371,38 @@ TEST(Generate, SystemInfoRecordsTheBlasAndThreadsInForce) {
   }
 }
 
+// --device cuda on a machine LibTorch finds no usable device on (every CI machine): the set is made on
+// the CPU and system_info.json says so with the reason; the TF32 and cuDNN flags are the ones the
+// options set (run twice, TF32 on then off, so a flag left at a default cannot pass both).
+TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
+  for (const bool tf32 : {true, false}) {
+    validate::testing::TempDir tmp("cudafallback");
+    std::string cf = write_case_file(tmp.path());
+    std::ostringstream log;
+    auto o = options(cf, tmp.path() + "/ref");
+    o.only = "^float32/g2$";
+    o.device = "cuda";
+    o.allow_tf32 = tf32;
+    ASSERT_TRUE(generate::generate(o, log));
+    auto sys = read_json(tmp.path() + "/ref/system_info.json");
+    ASSERT_TRUE(sys) << sys.message();
+    if ((*sys)["cuda_available"] == true) GTEST_SKIP() << "this machine has a usable CUDA device";
+    EXPECT_EQ((*sys)["device_requested"], "cuda");
+    EXPECT_EQ((*sys)["device"], "cpu");
+    const std::string why = (*sys).value("device_fallback", std::string());
+    EXPECT_EQ(why.rfind("no usable CUDA device: ", 0), 0u) << why;
+    // A CUDA LibTorch (cuda_config present) names the driver-side cause; a CPU one says it has no CUDA.
+    if ((*sys).contains("cuda_config"))
+      EXPECT_EQ(why.find("built without CUDA"), std::string::npos) << why;
+    else
+      EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+    EXPECT_EQ((*sys)["tf32"]["cudnn"], tf32);
+    EXPECT_EQ((*sys)["tf32"]["cublas"], tf32);
+    EXPECT_EQ((*sys)["cudnn_deterministic"], true);
+    EXPECT_EQ((*sys)["cudnn_benchmark"], false);
+  }
+}
+
 TEST(Verify, CatchesAFlippedByteAMissingFileAndNoManifest) {
   validate::testing::TempDir tmp("verify");
   const std::string dir = tmp.path();
