@@ -57,6 +57,23 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
     add_library(validate_torch_deps INTERFACE)
     target_link_libraries(validate_torch_deps INTERFACE ${TORCH_LIBRARIES})
     target_include_directories(validate_torch_deps SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    # PyPI's LibTorch is built with a newer GCC than the system's and carries (and exports) the
+    # parts of libstdc++ that GCC added, std::filesystem among them. An executable that lists
+    # libtorch.so before libstdc++.so.6 binds its own std::filesystem::remove_all to LibTorch's
+    # copy, which jumps to a null pointer. libstdc++ is therefore put first in the link line of
+    # whatever links LibTorch (the modules are unaffected: the binary's libstdc++ is global).
+    target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+    # PyPI's LibTorch 2.x ships {fmt} 12 in its include folder, found before the system's (an
+    # -isystem folder is searched before /usr/include): a target with LibTorch's includes would
+    # compile against fmt 12 and link the system's libfmt (9 on Debian 12): undefined
+    # fmt::v12::vformat. Those targets use {fmt} header-only, so whichever headers they see are
+    # complete; the rest of the project keeps the system's libfmt (other inline namespace, no clash).
+    foreach(_dir ${TORCH_INCLUDE_DIRS})
+      if(EXISTS ${_dir}/fmt/format-inl.h)
+        target_compile_definitions(validate_torch_deps INTERFACE FMT_HEADER_ONLY=1)
+        break()
+      endif()
+    endforeach()
     message(STATUS "validate: LibTorch ${Torch_VERSION} found")
   else()
     message(STATUS "validate: LibTorch not found; generate and the torch runner are not built")

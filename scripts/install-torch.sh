@@ -6,16 +6,18 @@
 # machine's own copy there. Idempotent: when the venv already holds torch 2.11.0 it only checks.
 #
 #   scripts/install-torch.sh [--print-prefix]
-#     VALIDATE_TORCH_VENV   where the venv goes (default <repo>/.deps/torch-2.11)
-#     PIP_CACHE_DIR         pip's download cache (default <repo>/.cache/pip, git-ignored)
+#     VALIDATE_TORCH_VENV    where the venv goes (default <repo>/.deps/torch-2.11)
+#     VALIDATE_TORCH_WHEELS  the wheels, downloaded once and installed from (default
+#                            <repo>/.deps/wheels-torch-2.11); scripts/check-gpu-bundle.sh installs
+#                            its separate torch from them too
 #
-# Needs python3 (3.9 or newer, with the venv module) and PyPI; about 3.5 GB downloaded, about
-# 7 GB installed (libtorch_cuda alone is ~1 GB, cuDNN ~1 GB, cuBLAS ~0.7 GB).
+# Needs python3 (3.9 or newer, with the venv module) and PyPI; 2.6 GB of wheels downloaded (kept),
+# 4.6 GB installed (libtorch_cuda alone is ~1 GB, cuDNN ~1 GB, cuBLAS ~0.7 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VALIDATE_TORCH_VENV:-$root/.deps/torch-2.11}
+wheels=${VALIDATE_TORCH_WHEELS:-$root/.deps/wheels-torch-2.11}
 want=2.11.0
-export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$root/.cache/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 print_prefix=0
 [ "${1:-}" = "--print-prefix" ] && print_prefix=1
@@ -29,7 +31,9 @@ if ! have; then
   # PyPI's torch 2.11.0 for Linux x86-64 is the CUDA 13.0 build; its Requires-Dist pins
   # cuda-toolkit 13.0.2 (cudart, cublas, cufft, curand, cusolver, cusparse, nvrtc, nvjitlink, ...),
   # nvidia-cudnn-cu13 9.19.0.56, nccl-cu13, nvshmem-cu13 and cusparselt-cu13.
-  "$venv/bin/python" -m pip install -q "torch==$want" >&2
+  mkdir -p "$wheels"
+  "$venv/bin/python" -m pip download -q -d "$wheels" "torch==$want" >&2
+  "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "torch==$want" >&2
   have || { echo "install-torch: $venv has no CUDA torch $want after the install" >&2; exit 1; }
 fi
 if [ $print_prefix = 1 ]; then

@@ -52,8 +52,9 @@ TEST(GpuDevice, RequireDeviceNamesTheCallOrSucceeds) {
           << st.message();
       int driver = 0;
       cudaDriverGetVersion(&driver);
-      if (e == cudaErrorInsufficientDriver && driver == 0)
+      if (e == cudaErrorInsufficientDriver && driver == 0) {
         EXPECT_NE(st.message().find("no NVIDIA driver is loaded"), std::string::npos) << st.message();
+      }
     }
     auto info = open_device(0);
     EXPECT_FALSE(info);

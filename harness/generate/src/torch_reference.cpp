@@ -127,9 +127,11 @@ std::string loaded_cudart() {
 // Why LibTorch sees no CUDA device. torch::cuda::is_available() only says false (with no driver
 // LibTorch does not even warn), so the reason comes from the CUDA runtime LibTorch itself loaded,
 // asked through dlsym: this translation unit needs no CUDA header and builds against a CPU LibTorch.
+// (at::hasCUDA() cannot tell "no CUDA in this LibTorch" from "no device": in 2.x it is false in both
+// cases; a CUDA LibTorch always has the CUDA runtime loaded, through libtorch_cuda.so.)
 std::string torch_cuda_unusable_reason() {
-  if (!at::hasCUDA()) return std::string("this LibTorch (") + TORCH_VERSION + ") was built without CUDA";
   const std::string cudart = loaded_cudart();
+  if (cudart.empty()) return std::string("this LibTorch (") + TORCH_VERSION + ") was built without CUDA";
   void* h = cudart.empty() ? nullptr : dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD);
   using IntFn = int (*)(int*);
   using NameFn = const char* (*)(int);
@@ -357,6 +359,17 @@ Json torch_system_info(const TorchDevice& device) {
   j["device_requested"] = device.requested;
   j["device"] = device.used;
   if (!device.fallback_reason.empty()) j["device_fallback"] = device.fallback_reason;
+  // The CUDA runtime this LibTorch loaded ("13.0"), null for a CPU-only LibTorch.
+  j["libtorch_cuda"] = nullptr;
+  if (const std::string cudart = loaded_cudart(); !cudart.empty()) {
+    if (void* h = dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      if (auto fn = reinterpret_cast<int (*)(int*)>(dlsym(h, "cudaRuntimeGetVersion"))) {
+        int v = 0;
+        if (fn(&v) == 0) j["libtorch_cuda"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+      }
+      dlclose(h);
+    }
+  }
   j["cuda_available"] = torch::cuda::is_available();
   j["cuda_device_count"] = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   auto& hooks = at::detail::getCUDAHooks();
