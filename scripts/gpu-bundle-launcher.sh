@@ -14,7 +14,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 py=${VALIDATE_PYTHON:-python3}
-info=$("$py" - <<'PY' 2>&1
+info=$("$py" - <<'PY' 2>/dev/null
 import os, sys
 try:
     import torch
@@ -33,6 +33,8 @@ except ImportError:
 print("OK", torch.__version__, torch.version.cuda or "none", ":".join(dirs))
 PY
 ) || true
+info=$(tail -1 <<<"$info")  # torch may warn on stderr first (e.g. no numpy)
+[[ -n $info ]] || info="ERR cannot run it, or it printed nothing"
 read -r status version cuda dirs <<<"$info"
 if [[ $status != OK ]]; then
   echo "run-acceptance: $py: ${info#ERR }" >&2
