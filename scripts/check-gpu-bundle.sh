@@ -55,6 +55,18 @@ for f in "${elves[@]}"; do
   fi
 done
 ok "${#elves[@]} ELF files checked for run paths and library paths"
+# Every library named is the base system's (glibc, libstdc++, libgcc_s, libcrypto.so.3), one of
+# torch's or the nvidia-* wheels' (checked in 3), or carried in build-gpu/syslib/: this machine's
+# /usr/lib resolves everything here, so ldd alone could not tell.
+base_libs=" libc.so.6 libm.so.6 libgcc_s.so.1 libstdc++.so.6 ld-linux-x86-64.so.2 libmvec.so.1 libcrypto.so.3 libdl.so.2 libpthread.so.0 librt.so.1 "
+for f in "${elves[@]}"; do
+  [[ $f == */syslib/* ]] && continue
+  for lib in $(readelf -d "$f" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $5); print $5 }'); do
+    [[ $base_libs == *" $lib "* || -e $b/build-gpu/syslib/$lib || $lib == libtorch* || $lib == libc10* ||
+       $lib == libcud* || $lib == libcublas* ]] && continue
+    bad "${f#$b/} needs $lib, which is neither base system, torch/nvidia nor carried in build-gpu/syslib"
+  done
+done
 
 # 3. a separate torch 2.11.0
 if [[ -z $py ]]; then
@@ -70,7 +82,7 @@ if [[ -z $py ]]; then
 fi
 site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 export VALIDATE_PYTHON=$py
-for f in "$b/build-gpu/validate" "$b"/build-gpu/lib/validate/*.so "$b/build-gpu/tests/gpu/gpu_tests"; do
+for f in "$b/build-gpu/validate" "$b"/build-gpu/lib/validate/*.so "$b/build-gpu/tests/gpu/gpu_tests" "$b/build-gpu/bench/gpu/bench_gpu_permute"; do
   out=$("$b/run-acceptance.sh" --exec ldd "$f" 2>&1)
   if grep -q "not found" <<<"$out"; then bad "${f#$b/}: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')"; fi
   for lib in libtorch_cpu.so libtorch_cuda.so libc10.so libcudnn.so.9 libcublasLt.so.13 libcudart.so.13; do

@@ -44,7 +44,8 @@ if [[ ${version%%+*} != 2.11.* || ${cuda%%.*} != 13 ]]; then
   echo "run-acceptance: $py has torch $version (CUDA $cuda); this bundle was built against torch 2.11 with CUDA 13 ($(sed -n 3p "$here/BUNDLE.txt"))" >&2
   exit 2
 fi
-export LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The bundle's own syslib/ (libfmt.so.9) last: the machine's copy, if it has one, is the same ABI.
+export LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$here/build-gpu/syslib
 export VALIDATE_BUNDLE_TORCH="$version (CUDA $cuda) from $py"
 if [[ ${1:-} == --exec ]]; then
   shift

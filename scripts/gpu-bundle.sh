@@ -12,7 +12,8 @@
 #                              but 2.11 with CUDA 13 (exit 2), then runs scripts/gpu-acceptance.sh
 #                              on the prebuilt binaries (its arguments pass through)
 #   build-gpu/validate, build-gpu/lib/validate/libvalidate_{torch,cudnn}.so,
-#   build-gpu/tests/gpu/gpu_tests, build-gpu/bench/gpu/bench_gpu_permute
+#   build-gpu/tests/gpu/gpu_tests, build-gpu/bench/gpu/bench_gpu_permute,
+#   build-gpu/syslib/ (system libraries the GPU machine may lack: libfmt.so.9)
 #   scripts/gpu-acceptance.sh, cases/, policies/, BUNDLE.txt (commit, torch, toolkit, sizes)
 # Every ELF file's RUNPATH is $ORIGIN-relative or absent: nothing points at this machine's paths, so
 # on the GPU machine LibTorch, cuDNN, cuBLASLt and the CUDA runtime are that machine's own (the
@@ -53,6 +54,23 @@ cp scripts/gpu-acceptance.sh "$b/scripts/"
 cp -r cases policies "$b/"
 cp scripts/gpu-bundle-launcher.sh "$b/run-acceptance.sh"
 chmod +x "$b/run-acceptance.sh" "$b/scripts/gpu-acceptance.sh"
+# Libraries the binaries need that neither the GPU machine's base system (glibc, libstdc++,
+# libgcc_s, OpenSSL 3's libcrypto, which its python3 needs itself) nor its torch and nvidia-*
+# wheels provide travel in build-gpu/syslib/ (libfmt.so.9 from Debian's {fmt}); the launcher puts
+# that folder last on LD_LIBRARY_PATH.
+base_libs=" libc.so.6 libm.so.6 libgcc_s.so.1 libstdc++.so.6 ld-linux-x86-64.so.2 libmvec.so.1 libcrypto.so.3 libdl.so.2 libpthread.so.0 librt.so.1 "
+wheel_libs=" $(cd "$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')" &&
+  find torch/lib nvidia/*/lib -maxdepth 1 -name '*.so*' -printf '%f ' 2>/dev/null) "
+mkdir -p "$b/build-gpu/syslib"
+for f in "$build/validate" "$build"/lib/validate/libvalidate_*.so "$build/tests/gpu/gpu_tests" "$build/bench/gpu/bench_gpu_permute"; do
+  for lib in $(readelf -d "$f" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $5); print $5 }'); do
+    [[ $base_libs == *" $lib "* || $wheel_libs == *" $lib "* || -e $b/build-gpu/syslib/$lib ]] && continue
+    path=$(ldd "$f" | awk -v l="$lib" '$1 == l { print $3 }')
+    [[ -f $path ]] || { echo "gpu-bundle: $f needs $lib, which ldd does not find here" >&2; exit 1; }
+    cp -L "$path" "$b/build-gpu/syslib/$lib"
+    echo "gpu-bundle: carrying $lib ($path)" >&2
+  done
+done
 # Run paths: none but $ORIGIN (the modules are loaded by full path; nothing of the project's is a
 # shared library the binaries need), and stripped of symbols the acceptance never reads.
 while IFS= read -r -d '' f; do
