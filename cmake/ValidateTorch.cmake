@@ -62,7 +62,11 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
     # libtorch.so before libstdc++.so.6 binds its own std::filesystem::remove_all to LibTorch's
     # copy, which jumps to a null pointer. libstdc++ is therefore put first in the link line of
     # whatever links LibTorch (the modules are unaffected: the binary's libstdc++ is global).
-    target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+    # Only for python's LibTorch: Debian's is built with the system GCC, and an ASan build needs
+    # its runtime, not libstdc++, first.
+    if(VALIDATE_TORCH_FROM_PYTHON)
+      target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+    endif()
     # PyPI's LibTorch 2.x ships {fmt} 12 in its include folder, found before the system's (an
     # -isystem folder is searched before /usr/include): a target with LibTorch's includes would
     # compile against fmt 12 and link the system's libfmt (9 on Debian 12): undefined
