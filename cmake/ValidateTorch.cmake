@@ -28,7 +28,6 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
           message(WARNING "validate: not using python's torch: ${_torch_error}")
         else()
           message(STATUS "validate: python's ${_torch_desc} at ${_torch_prefix}")
-          set(VALIDATE_TORCH_FROM_PYTHON ${_torch_python})
           list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
         endif()
       elseif(VALIDATE_TORCH_PYTHON)
@@ -57,27 +56,31 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
     add_library(validate_torch_deps INTERFACE)
     target_link_libraries(validate_torch_deps INTERFACE ${TORCH_LIBRARIES})
     target_include_directories(validate_torch_deps SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
-    # PyPI's LibTorch is built with a newer GCC than the system's and carries (and exports) the
-    # parts of libstdc++ that GCC added, std::filesystem among them. An executable that lists
-    # libtorch.so before libstdc++.so.6 binds its own std::filesystem::remove_all to LibTorch's
-    # copy, which jumps to a null pointer. libstdc++ is therefore put first in the link line of
-    # whatever links LibTorch (the modules are unaffected: the binary's libstdc++ is global).
-    # Only for python's LibTorch: Debian's is built with the system GCC, and an ASan build needs
-    # its runtime, not libstdc++, first.
-    if(VALIDATE_TORCH_FROM_PYTHON)
-      target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
-    endif()
-    # PyPI's LibTorch 2.x ships {fmt} 12 in its include folder, found before the system's (an
-    # -isystem folder is searched before /usr/include): a target with LibTorch's includes would
-    # compile against fmt 12 and link the system's libfmt (9 on Debian 12): undefined
-    # fmt::v12::vformat. Those targets use {fmt} header-only, so whichever headers they see are
-    # complete; the rest of the project keeps the system's libfmt (other inline namespace, no clash).
+    # PyPI's LibTorch (a torch wheel; not Debian's, whose headers sit in /usr/include beside the
+    # system's {fmt}) needs two link-time adjustments. Recognised by the {fmt} it carries in its own
+    # include folder; decided on every configure (Torch_DIR is cached, so the python branch above
+    # runs only on the first).
+    set(_torch_wheel OFF)
     foreach(_dir ${TORCH_INCLUDE_DIRS})
-      if(EXISTS ${_dir}/fmt/format-inl.h)
-        target_compile_definitions(validate_torch_deps INTERFACE FMT_HEADER_ONLY=1)
-        break()
+      if(EXISTS ${_dir}/fmt/format-inl.h AND NOT _dir MATCHES "^/usr(/local)?/include/?$")
+        set(_torch_wheel ON)
       endif()
     endforeach()
+    if(_torch_wheel)
+      # It ships {fmt} 12 in its include folder, found before the system's (an -isystem folder is
+      # searched before /usr/include): a target with LibTorch's includes would compile against
+      # fmt 12 and link the system's libfmt (9 on Debian 12): undefined fmt::v12::vformat. Those
+      # targets use {fmt} header-only, so whichever headers they see are complete; the rest of the
+      # project keeps the system's libfmt (another inline namespace, no clash).
+      target_compile_definitions(validate_torch_deps INTERFACE FMT_HEADER_ONLY=1)
+      # It is built with a newer GCC than the system's and carries (and exports) the parts of
+      # libstdc++ that GCC added, std::filesystem among them. An executable that lists
+      # libtorch.so before libstdc++.so.6 binds its own std::filesystem::remove_all to LibTorch's
+      # copy, which jumps to a null pointer; so libstdc++ goes first in the link line of whatever
+      # links LibTorch (the modules are unaffected: the binary's libstdc++ is already global).
+      # Debian's LibTorch needs neither, and an ASan build needs its runtime, not libstdc++, first.
+      target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+    endif()
     message(STATUS "validate: LibTorch ${Torch_VERSION} found")
   else()
     message(STATUS "validate: LibTorch not found; generate and the torch runner are not built")
