@@ -20,6 +20,12 @@ namespace validate::compare::detail {
 
 namespace stdfs = std::filesystem;
 
+namespace {
+std::string npy_descr(DType d) {
+  return d == DType::float16 ? "<f2" : d == DType::float64 ? "<f8" : "<f4";
+}
+}  // namespace
+
 void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
   auto ref = open_npy(it.ref_file);
   if (!ref) return invalid(e, "reference: " + ref.message());
@@ -46,6 +52,14 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     e.message = st.message();
     return;
   }
+  // A run tensor is saved in its reference's storage dtype (docs/formats.md): a float32 output
+  // saved as float16 carries float16 rounding (4.9e-4) that sits just under float32's rtol and
+  // passed. Read as float32 it would be judged on data the stack never claimed to produce.
+  if (run_arr->header.dtype != ref->header.dtype)
+    return invalid(e, fmt::format("run: {} is stored as {} ({}) but its reference {} is stored as {} ({}): a "
+                                  "run tensor must have its reference's storage dtype",
+                                  it.run_file, dtype_name(run_arr->header.dtype), npy_descr(run_arr->header.dtype),
+                                  it.ref_file, dtype_name(ref->header.dtype), npy_descr(ref->header.dtype)));
   // A parameter checkpoint is the optimizer's float32 master copy in every dtype (docs/training.md,
   // "Mixed precision"): rounding it to a bfloat16 case's dtype would hide an update below its ULP.
   const DType logical =
@@ -63,6 +77,19 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   }
   if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
   const Gates& gt = *e.gates;
+  // A tensor the policy leaves without any gate would pass whatever it holds (a policy gating only
+  // the loss passed a float32 output flipped along W): it fails, as an ungated loss curve does.
+  const bool scalar = e.role == ops::Role::loss || e.shape.empty();
+  if (scalar ? !(gt.loss_abs || gt.loss_rel) : !(gt.atol || gt.rtol || gt.max_ulp || gt.min_pcc)) {
+    const std::string sel =
+        fmt::format("{}.{}", it.dtype, e.role ? std::string(ops::role_name(*e.role)) : it.tensor);
+    e.verdict = Verdict::failed;
+    e.message = fmt::format(
+        "the policy sets no gate for {} ({}: none of {}): an ungated tensor cannot pass (set e.g. --gate {}.{}=...)",
+        it.tensor, sel, scalar ? "loss_abs, loss_rel" : "atol, rtol, max_ulp, min_pcc", sel,
+        scalar ? "loss_abs" : "rtol");
+    return;
+  }
 
   if (e.role == ops::Role::loss || e.shape.empty()) {
     if (run_arr->header.shape != e.shape && shape_numel(run_arr->header.shape) != 1) {
@@ -93,7 +120,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   mo.near_zero_fraction = gt.near_zero;
   mo.atol = gt.atol;
   mo.rtol = gt.rtol;
-  if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+  if (gt.max_ulp) mo.max_ulp = ulp_limit(*gt.max_ulp);
   mo.threads = opt_.threads;
   if (const Json* m = find_path(
           it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
