@@ -31,7 +31,7 @@
 #                              python's torch, guarded) and build, ctest -L gpu
 #               device         (prebuilt binaries) env report, the device query (validate run
 #                              --backend cudnn on one tiny case must open the device), gpu_tests
-#               train          issue 15's device trajectory: gpu_tests' training tests and
+#               train          the device training trajectory: gpu_tests' training tests and
 #                              cases/train_smoke.json through cudnn in the three presets
 #               smoke          cases/smoke.json through everything below, in one step
 #               sweep-refs     default-sweep subset: CPU and CUDA references, verify, same inputs,
@@ -650,7 +650,7 @@ device_query() {
   drop "$WORK/run/device-query"
   return $rc
 }
-# Training trajectories on the device (issue 15): gpu_tests' training tests, then
+# Training trajectories on the device: gpu_tests' training tests, then
 # cases/train_smoke.json (LibTorch references) through cudnn in the three presets; conv2d's and
 # matmul's train_loss and last checkpoint must pass.
 train_device() {
