@@ -200,7 +200,7 @@ if [ "${VALIDATE_SKIP_BUILD:-0}" = 1 ]; then
   [ -x "$bin" ] || die inputs "VALIDATE_SKIP_BUILD=1 but $bin (VALIDATE_BIN) is not an executable"
 fi
 
-[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh > "$out/reports/build.txt" 2>&1 \
+[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh --runtime > "$out/reports/build.txt" 2>&1 \
   || die build "build failed (scripts/build.sh)" "$(tail -20 "$out/reports/build.txt")"
 
 # The same inputs through validate's own parsers, still before anything is generated or run:

@@ -431,11 +431,47 @@ TEST(Generate, SystemInfoRecordsTheBlasAndThreadsInForce) {
     auto slash = line.find('/');
     if (slash == std::string::npos) continue;
     std::string path = line.substr(slash);
-    if (path.find("libblas") != std::string::npos) mapped.insert(std::filesystem::canonical(path).string());
+    // Debian's LibTorch uses libblas.so.3; PyPI's has its BLAS inside libtorch_cpu.so: either way
+    // the library named must be one this process has mapped.
+    if (path.find("libblas") != std::string::npos || path.find("libtorch_cpu") != std::string::npos)
+      mapped.insert(std::filesystem::canonical(path).string());
   }
   EXPECT_EQ(mapped.count(blas["library"].get<std::string>()), 1u) << blas.dump();
   if (blas["name"] == "OpenBLAS") {
     EXPECT_EQ(blas["openblas_threads"], 2) << blas.dump();
+  }
+}
+
+// --device cuda on a machine LibTorch finds no usable device on (every CI machine): the set is made on
+// the CPU and system_info.json says so with the reason; the TF32 and cuDNN flags are the ones the
+// options set (run twice, TF32 on then off, so a flag left at a default cannot pass both).
+TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
+  for (const bool tf32 : {true, false}) {
+    validate::testing::TempDir tmp("cudafallback");
+    std::string cf = write_case_file(tmp.path());
+    std::ostringstream log;
+    auto o = options(cf, tmp.path() + "/ref");
+    o.only = "^float32/g2$";
+    o.device = "cuda";
+    o.allow_tf32 = tf32;
+    ASSERT_TRUE(generate::generate(o, log));
+    auto sys = read_json(tmp.path() + "/ref/system_info.json");
+    ASSERT_TRUE(sys) << sys.message();
+    if ((*sys)["cuda_available"] == true) GTEST_SKIP() << "this machine has a usable CUDA device";
+    EXPECT_EQ((*sys)["device_requested"], "cuda");
+    EXPECT_EQ((*sys)["device"], "cpu");
+    const std::string why = (*sys).value("device_fallback", std::string());
+    EXPECT_EQ(why.rfind("no usable CUDA device: ", 0), 0u) << why;
+    // A CUDA LibTorch names the driver-side cause; a CPU one says it has no CUDA.
+    if (!(*sys)["libtorch_cuda"].is_null()) {
+      EXPECT_EQ(why.find("built without CUDA"), std::string::npos) << why;
+    } else {
+      EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+    }
+    EXPECT_EQ((*sys)["tf32"]["cudnn"], tf32);
+    EXPECT_EQ((*sys)["tf32"]["cublas"], tf32);
+    EXPECT_EQ((*sys)["cudnn_deterministic"], true);
+    EXPECT_EQ((*sys)["cudnn_benchmark"], false);
   }
 }
 

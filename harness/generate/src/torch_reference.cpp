@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +19,7 @@
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
+#include "validate/core/cuda_unusable.hpp"
 #include "validate/ops/registry.hpp"
 #include "validate/ops/torch_forward.hpp"
 #include "validate/train/tensor_names.hpp"
@@ -104,6 +108,52 @@ struct DtypePlan {
   at::Tensor narrow(const at::Tensor& t) const { return emulate ? t.to(logical).to(at::kFloat) : t.to(logical); }
 };
 
+// The path of the CUDA runtime this process has loaded (a CUDA LibTorch loads libcudart through
+// libtorch_cuda), or "" when there is none.
+std::string loaded_cudart() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name;
+        if (name && std::strstr(name, "/libcudart.so")) {
+          *static_cast<std::string*>(data) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &path);
+  return path;
+}
+
+// Why LibTorch sees no CUDA device. torch::cuda::is_available() only says false (with no driver
+// LibTorch does not even warn), so the reason comes from the CUDA runtime LibTorch itself loaded,
+// asked through dlsym: this translation unit needs no CUDA header and builds against a CPU LibTorch.
+// (at::hasCUDA() cannot tell "no CUDA in this LibTorch" from "no device": in 2.x it is false in both
+// cases; a CUDA LibTorch always has the CUDA runtime loaded, through libtorch_cuda.so.)
+std::string torch_cuda_unusable_reason() {
+  const std::string cudart = loaded_cudart();
+  if (cudart.empty()) return std::string("this LibTorch (") + TORCH_VERSION + ") was built without CUDA";
+  void* h = cudart.empty() ? nullptr : dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  using IntFn = int (*)(int*);
+  using NameFn = const char* (*)(int);
+  auto count_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaGetDeviceCount")) : nullptr;
+  auto driver_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaDriverGetVersion")) : nullptr;
+  auto runtime_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaRuntimeGetVersion")) : nullptr;
+  auto name_fn = h ? reinterpret_cast<NameFn>(dlsym(h, "cudaGetErrorName")) : nullptr;
+  auto text_fn = h ? reinterpret_cast<NameFn>(dlsym(h, "cudaGetErrorString")) : nullptr;
+  std::string why;
+  if (count_fn && driver_fn && runtime_fn && name_fn && text_fn) {
+    int count = 0, driver = 0, runtime = 0;
+    const int e = count_fn(&count);
+    driver_fn(&driver);
+    runtime_fn(&runtime);
+    why = core::cuda_unusable_reason(e, name_fn(e), text_fn(e), driver, runtime, count);
+  }
+  if (h) dlclose(h);
+  if (why.empty()) why = "LibTorch's CUDA initialization found no device (torch::cuda::is_available() is false)";
+  return why;
+}
+
 }  // namespace
 
 Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
@@ -122,7 +172,7 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
     }
     if (!torch::cuda::is_available()) {
       d.used = "cpu";
-      d.fallback_reason = "no usable CUDA device (LibTorch: torch::cuda::is_available() is false)";
+      d.fallback_reason = core::no_usable_cuda_device(torch_cuda_unusable_reason());
     } else if (index >= static_cast<int>(torch::cuda::device_count())) {
       d.used = "cpu";
       d.fallback_reason = "cuda:" + std::to_string(index) + " does not exist (" +
@@ -345,6 +395,17 @@ Json torch_system_info(const TorchDevice& device) {
   j["device_requested"] = device.requested;
   j["device"] = device.used;
   if (!device.fallback_reason.empty()) j["device_fallback"] = device.fallback_reason;
+  // The CUDA runtime this LibTorch loaded ("13.0"), null for a CPU-only LibTorch.
+  j["libtorch_cuda"] = nullptr;
+  if (const std::string cudart = loaded_cudart(); !cudart.empty()) {
+    if (void* h = dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      if (auto fn = reinterpret_cast<int (*)(int*)>(dlsym(h, "cudaRuntimeGetVersion"))) {
+        int v = 0;
+        if (fn(&v) == 0) j["libtorch_cuda"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+      }
+      dlclose(h);
+    }
+  }
   j["cuda_available"] = torch::cuda::is_available();
   j["cuda_device_count"] = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   auto& hooks = at::detail::getCUDAHooks();

@@ -113,7 +113,7 @@ class JunitReporter : public Reporter {
   JunitReporter(std::string path, std::string suite) : path_(std::move(path)), suite_(std::move(suite)) {}
   std::string name() const override { return "junit"; }
   Status report(const compare::Report& r) override {
-    return fs::write_atomic(path_, render_junit(r, suite_));
+    return fs::write_report(path_, render_junit(r, suite_));
   }
 
  private:

@@ -19,6 +19,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/mapped_file.hpp"
+#include "validate/core/no_links.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/shell_quote.hpp"
 #include "validate/core/tree.hpp"
@@ -190,6 +191,16 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
         "interrupted: validate received {} and forwarded it to the program's process group{}",
         exec::signal_description(run.pr.interrupted),
         run.pr.exit_code >= 0 || run.pr.signal ? "" : fmt::format(", which was killed after {:g} s", kInterruptGraceSeconds))));
+  if (!run.pr.escaped.empty()) {
+    // A detached descendant kept writing into the run directory after the program exited, and
+    // the next, innocent task was blamed; it is this task's, so this task fails.
+    std::string who;
+    for (std::size_t i = 0; i < run.pr.escaped.size() && i < kMaxOutsideListed; ++i) who += (i ? ", " : "") + run.pr.escaped[i];
+    return fail(run.explain(fmt::format(
+        "the program exited but left {} process(es) running outside its process group (setsid or a daemon): {}; "
+        "validate killed them — a program must wait for every process it starts",
+        run.pr.escaped.size(), who)));
+  }
   if (Status st = check_work_dir_kept(files); !st) return fail(run.explain(st.message()));
   if (const std::string why = exit_failure(run.pr, opt_.timeout_s); !why.empty()) return fail(run.explain(why));
 
@@ -291,6 +302,8 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
 }
 
 Status ExecRunner::prepare_work_dir(const OpTask& task, TaskFiles& f) const {
+  // Not through a link an earlier task's program left below the run directory (no_links.hpp).
+  if (!task.run_dir.empty()) VALIDATE_TRY(fs::refuse_links_below(normal_dir(task.run_dir), f.dir));
   VALIDATE_TRY(fs::make_dirs(f.dir));
   if (::lstat(f.dir.c_str(), &f.dir_before) != 0 || !S_ISDIR(f.dir_before.st_mode))
     return Error{"exec: work directory " + f.dir + " is not a directory"};
