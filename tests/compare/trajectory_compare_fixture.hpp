@@ -44,10 +44,13 @@ inline Sets compare_sets(const std::string& ref, const std::string& run, bool re
 const std::vector<std::pair<std::string, std::vector<int>>> kLayouts = {
     {"OHWI", {0, 2, 3, 1}}, {"HWIO", {2, 3, 1, 0}}, {"IOHW", {1, 0, 2, 3}}};
 
+}  // namespace
+
+// Outside the unnamed namespace: gtest requires one fixture class per suite across all files.
 class Trajectory : public ::testing::Test {
  protected:
   TempDir tmp{"trajectory"};
 };
 
 
-}  // namespace
+
