@@ -77,7 +77,7 @@ void check_result_values(const std::string& path, const std::string& name, std::
     if (!m.is_number() || !actual || m.get<double>() != *actual)
       rep.mismatches.push_back(fmt::format("{}: metadata max_abs {} but the data's is {} (compare takes its near-zero "
                                            "floor from it)",
-                                           path, m.dump(), actual ? fmt::format("{}", *actual) : "not finite"));
+                                           path, json_text(m), actual ? fmt::format("{}", *actual) : "not finite"));
   }
 }
 
@@ -169,7 +169,7 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
   check_unlisted(set_dir, files, manifest->value("format", "") == std::string(kRunFormat), *walk, rep);
   if (manifest->contains("failed_cases"))
     for (auto& f : (*manifest)["failed_cases"])
-      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", f.dump()));
+      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", json_text(f)));
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
   for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
   return rep;

@@ -68,7 +68,7 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
     if (!info) return info.status();
     if (!info->is_object()) return Error{info_path + ": not a JSON object"};
     if (info->contains("format") && (*info)["format"] != cases::kRunFormat)
-      return Error{info_path + ": format is " + (*info)["format"].dump() + ", expected \"" +
+      return Error{info_path + ": format is " + json_text((*info)["format"]) + ", expected \"" +
                    cases::kRunFormat + "\""};
     rd.run_info = *info;
   }

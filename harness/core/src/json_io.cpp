@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "validate/core/fs.hpp"
+#include "validate/core/utf8.hpp"
 
 namespace validate {
 
@@ -37,7 +38,38 @@ Result<Json> read_json(const std::string& path, std::size_t max_bytes) {
 
 Status write_json(const std::string& path, const Json& j) {
   // nlohmann's default object type is std::map: keys come out sorted, so bytes are deterministic.
-  return fs::write_atomic(path, j.dump(2) + "\n");
+  return fs::write_atomic(path, json_text(j, 2) + "\n");
+}
+
+namespace {
+
+// A copy of `j` whose strings and keys are valid UTF-8. Recursive: the values written are built
+// by validate or read through read_json, which bounds their depth (kMaxJsonDepth).
+Json escaped_copy(const Json& j) {
+  if (j.is_string()) return utf8::escape_invalid(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : j) out.push_back(escaped_copy(v));
+    return out;
+  }
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items()) out[utf8::escape_invalid(k)] = escaped_copy(v);
+    return out;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string json_text(const Json& j, int indent) {
+  try {
+    return j.dump(indent);
+  } catch (const Json::type_error&) {
+    // type_error.316: a string that is not UTF-8. Should the two checks ever disagree on a byte,
+    // nlohmann's own replacement (U+FFFD) is the last resort rather than an exception.
+    return escaped_copy(j).dump(indent, ' ', false, Json::error_handler_t::replace);
+  }
 }
 
 const Json* find_path(const Json& j, std::initializer_list<const char*> keys) {

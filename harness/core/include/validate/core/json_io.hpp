@@ -17,6 +17,13 @@ using Json = nlohmann::json;
 Result<Json> read_json(const std::string& path, std::size_t max_bytes = 64u << 20);
 Status write_json(const std::string& path, const Json& j);
 
+// The only way JSON becomes text in validate (files, reports, messages): j.dump(indent), except
+// that strings and keys holding bytes that are not UTF-8 (a program's stderr, a Latin-1 path, a
+// command line), on which nlohmann_json throws, are written with those bytes as \xNN
+// (utf8::escape_invalid) instead of ending the program. The text is for people; nothing reads
+// such a string back as a path.
+std::string json_text(const Json& j, int indent = -1);
+
 // The value at a key path (find_path(j, {"ops", "conv2d", "K"})), or null when a step is missing
 // or is not an object: for reading files written by others without exceptions.
 const Json* find_path(const Json& j, std::initializer_list<const char*> keys);

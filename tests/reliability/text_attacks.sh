@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Attacks through text and structure (docs/reliability.md): bytes that are not UTF-8, JSON nested
+# 10^5 deep, reports that must parse whatever a program printed, a regex that backtracks without
+# end, Markdown that must not turn a message into HTML. Each ATTACK was reproduced against the CLI
+# before the fix (an abort, a segfault, an unparsable report, a hang, a raw tag) and must now get
+# the answer written next to it. One ctest per attack (reliability.text.<name>), on a copy of
+# references/smoke; only those that generate need LibTorch.
+# usage: text_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
+set -uo pipefail
+bin=$1 work=$2 src=$3 attack=$4
+rm -rf "$work" && mkdir -p "$work"
+work=$(cd "$work" && pwd)
+ref=$work/ref run=$work/run
+fail() { echo "text_attacks $attack: FAIL: $*"; exit 1; }
+ok() {
+  echo "text_attacks $attack: passed${1:+ ($1)}"
+  rm -rf "$work"
+  exit 0
+}
+cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
+py() { /usr/bin/python3 - "$@"; }  # Debian's, with python3-numpy (install-deps.sh)
+e9=$(printf '\351')                 # Latin-1 'é': one byte that is not UTF-8
+
+# expect CODE RC LOG NEEDLE...: the exit status and every needle in the output.
+expect() {
+  local want=$1 rc=$2 log=$3
+  shift 3
+  [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $(tail -c 1500 "$log")"
+  for needle in "$@"; do grep -qF -- "$needle" "$log" || fail "'$needle' missing from: $(tail -c 1500 "$log")"; done
+}
+v() {  # v LOG ARGS...: validate with a hard time limit (a hang is a failure, not a stuck CI)
+  local log=$1
+  shift
+  timeout -k 5 60 "$bin" "$@" > "$log" 2>&1
+}
+# json_has FILE PYEXPR: FILE parses as JSON (Python's strict UTF-8 decoding) and PYEXPR over it, d, holds.
+json_has() {
+  py "$1" "$2" << 'EOF' || fail "$1: $2 does not hold"
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+# A program that answers every case with the reference's own results (the `torch` preset is the
+# canonical layout; an .npy 1.0 file is 10 bytes, a header of the length at bytes 8-9, the data).
+cat > "$work/copy.sh" << 'EOF'
+dir=$1 case=$2 op=$3 dtype=$4 ref=$5
+raw() { hlen=$(od -An -tu2 -j8 -N2 "$1" | tr -d ' '); tail -c +$((hlen + 11)) "$1" > "$2"; }
+for t in output loss grad_input grad_weight grad_bias grad_A grad_B; do
+  f="$ref/$dtype/${case}_${op}_$t.npy"
+  if [ -f "$f" ]; then raw "$f" "$dir/$t.bin"; fi
+done
+EOF
+copy_cmd="sh '$work/copy.sh' {dir} {case} {op} {dtype} '$ref'"
+
+case $attack in
+non_utf8)  # 9. one Latin-1 byte in stderr, --cmd, --only, --ref or a merged shard's path: SIGABRT (134)
+  # a program that succeeds but says 'caf\351' on stderr
+  v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" --only '^float32/k0072' \
+    --cmd "$copy_cmd; printf 'caf\\351' >&2"
+  expect 0 $? "$work/log" "2 ok, 0 error"
+  v "$work/log" compare "$ref" "$run" -q
+  expect 0 $? "$work/log" "passed, 0 failed"
+  # one that fails: its stderr is kept with the byte as \xNN
+  v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$work/r2" --only '^float32/k0072' \
+    --cmd "printf 'caf\\351' >&2; exit 3"
+  expect 1 $? "$work/log" "exited with status 3"
+  json_has "$work/r2/float32/k0072_ic008_run.json" "d['ops']['conv2d']['message'].endswith('stderr: caf\\\\xe9')"
+  v "$work/log" verify "$work/r2"
+  expect 0 $? "$work/log" "0 mismatch"
+  # the byte in --cmd
+  v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$work/r3" --only '^float32/k0072' \
+    --cmd "$copy_cmd # caf$e9"
+  expect 0 $? "$work/log" "2 ok"
+  json_has "$work/r3/run_info.json" "d['runner']['cmd'].endswith('# caf\\\\xe9')"
+  # in --ref: the run records the path with the byte as \xNN
+  cp -r "$ref" "$work/ref$e9"
+  v "$work/log" run --backend oracle --progress 0 --ref "$work/ref$e9" --out "$work/r4"
+  expect 0 $? "$work/log" "16 ok"
+  json_has "$work/r4/run_info.json" "d['reference']['path'].endswith('/ref\\\\xe9')"
+  v "$work/log" compare "$work/ref$e9" "$work/r4" -q --json "$work/r4.json"
+  expect 0 $? "$work/log" "70 passed"
+  json_has "$work/r4.json" "d['reference'].endswith('/ref\\\\xe9')"
+  # in a shard's path given to merge
+  v "$work/log" run --backend oracle --progress 0 --ref "$ref" --out "$work/s$e9" --shard 0/2
+  expect 0 $? "$work/log"
+  v "$work/log" run --backend oracle --progress 0 --ref "$ref" --out "$work/s1" --shard 1/2
+  expect 0 $? "$work/log"
+  v "$work/log" merge "$work/m" "$work/s$e9" "$work/s1"
+  expect 0 $? "$work/log" "2 shards"
+  json_has "$work/m/run_info.json" "d['merged_from'][0].endswith('/s\\\\xe9')"
+  v "$work/log" compare "$ref" "$work/m" -q
+  expect 0 $? "$work/log" "70 passed"
+  # in --only (run): no case name holds it, so it selects nothing; never an abort
+  v "$work/log" run --backend oracle --progress 0 --ref "$ref" --out "$work/r5" --only "^float32/k0072|caf$e9"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 2 ] || fail "run --only with a Latin-1 byte exited $rc: $(tail -3 "$work/log")"
+  ok ;;
+
+non_utf8_generate)  # 9. the byte in generate --only: SIGABRT; --resume must accept the same options
+  v "$work/log" generate --cases "$src/cases/smoke.json" --dtype float32 --only "k0072|caf$e9" --out "$work/g" --progress 0
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 2 ] || fail "generate --only with a Latin-1 byte exited $rc: $(tail -3 "$work/log")"
+  if [ $rc -eq 0 ]; then
+    json_has "$work/g/config.json" "d['selection']['only'] == 'k0072|caf\\\\xe9'"
+    v "$work/log" generate --cases "$src/cases/smoke.json" --dtype float32 --only "k0072|caf$e9" --out "$work/g" --progress 0 --resume
+    expect 0 $? "$work/log" "1 kept"
+  fi
+  ok ;;
+
+*) fail "unknown attack $attack" ;;
+esac
