@@ -51,6 +51,21 @@ for t in output loss grad_input grad_weight grad_bias grad_A grad_B; do
   if [ -f "$f" ]; then raw "$f" "$dir/$t.bin"; fi
 done
 EOF
+# deepen SET FILE [DEPTH]: FILE of SET gets a key "deep" holding arrays nested DEPTH (10^5) deep,
+# with the manifest's hash rewritten so only the structure, not the bookkeeping, is wrong.
+deepen() {
+  py "$1" "$2" "${3:-100000}" << 'EOF'
+import hashlib, json, os, sys
+d, rel, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = os.path.join(d, rel)
+text = open(p).read().rstrip().rstrip("}")
+open(p, "w").write(text + ', "deep": ' + "[" * n + "]" * n + "}")
+m = json.load(open(os.path.join(d, "manifest.json")))
+data = open(p, "rb").read()
+m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
+EOF
+}
 copy_cmd="sh '$work/copy.sh' {dir} {case} {op} {dtype} '$ref'"
 
 case $attack in
@@ -106,6 +121,37 @@ non_utf8_generate)  # 9. the byte in generate --only: SIGABRT; --resume must acc
     v "$work/log" generate --cases "$src/cases/smoke.json" --dtype float32 --only "k0072|caf$e9" --out "$work/g" --progress 0 --resume
     expect 0 $? "$work/log" "1 kept"
   fi
+  ok ;;
+
+deep_json)  # 10. a 10^5-deep array in run_info.json / a reference's config.json: SIGSEGV (139)
+  v "$work/log" run --backend oracle --progress 0 --ref "$ref" --out "$run"
+  expect 0 $? "$work/log"
+  cp -r "$run" "$work/run_shallow"
+  deepen "$run" run_info.json
+  v "$work/log" compare "$ref" "$run" -q --json "$work/report.json"
+  expect 2 $? "$work/log" "run_info.json: JSON nested more than 64 levels deep"
+  [ ! -e "$work/report.json" ] || fail "a report was written for a run that could not be read"
+  v "$work/log" merge "$work/m" "$run"
+  expect 2 $? "$work/log" "run_info.json: JSON nested more than 64 levels deep"
+  deepen "$ref" config.json
+  v "$work/log" merge "$work/m2" "$ref"
+  expect 2 $? "$work/log" "config.json: JSON nested more than 64 levels deep"
+  # 64 levels are still read (a run_info.json that deep compares as usual)
+  deepen "$work/run_shallow" run_info.json 63
+  cp -r "$src/references/smoke" "$work/ref_ok"
+  v "$work/log" compare "$work/ref_ok" "$work/run_shallow" -q --json "$work/report.json"
+  expect 0 $? "$work/log" "70 passed"
+  ok ;;
+
+deep_json_generate)  # 10. a case file whose description is 10^5 deep crashed generate (139)
+  py "$src/cases/smoke.json" "$work/deep.json" << 'EOF'
+import json, sys
+text = open(sys.argv[1]).read().rstrip().rstrip("}")
+open(sys.argv[2], "w").write(text + ', "description": ' + "[" * 100000 + "]" * 100000 + "}")
+EOF
+  v "$work/log" generate --cases "$work/deep.json" --dtype float32 --only k0072 --out "$work/g" --progress 0
+  expect 2 $? "$work/log" "deep.json: JSON nested more than 64 levels deep"
+  [ ! -e "$work/g" ] || fail "generate left $work/g behind"
   ok ;;
 
 *) fail "unknown attack $attack" ;;

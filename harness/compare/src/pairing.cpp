@@ -28,9 +28,7 @@ Result<Json> read_listed_json(const RunDirectory& rd, const std::string& rel) {
   auto text = fs::read_text(path);
   if (!text) return text.status();
   VALIDATE_TRY(check_listed_bytes(rd, rel, text->data(), text->size()));
-  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{path + ": invalid JSON"};
-  return j;
+  return parse_json(*text, path);
 }
 
 }  // namespace
