@@ -154,5 +154,35 @@ EOF
   [ ! -e "$work/g" ] || fail "generate left $work/g behind"
   ok ;;
 
+reports_parse)  # 13. a program printing U+FFFE, or a run path with a Latin-1 byte: JUnit "not well-formed"
+  # stderr: U+FFFE and U+FFFF (UTF-8, but not XML characters), C0 controls, an ANSI colour, a
+  # Latin-1 byte, a lone surrogate, a CDATA end and markup; the run's path holds a Latin-1 byte.
+  bad="printf 'bad \\357\\277\\276 \\357\\277\\277 \\001\\010\\033[31m caf\\351 \\355\\240\\200 ]]> <b a=\"x\">&amp;\\r\\n' >&2; exit 3"
+  v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$work/run$e9" --only '^float32/k0072' \
+    --cmd "$bad"
+  expect 1 $? "$work/log" "exited with status 3"
+  v "$work/log" compare "$ref" "$work/run$e9" -q --json "$work/r.json" --junit "$work/r.xml" --md "$work/r.md" --html "$work/r.html"
+  expect 1 $? "$work/log" "failed"
+  py "$work" << 'EOF' || fail "a report does not parse"
+import html.parser, json, sys, xml.etree.ElementTree as ET
+w = sys.argv[1]
+def text(name):  # strict UTF-8: a byte that is not UTF-8 raises
+    return open(f"{w}/{name}", encoding="utf-8").read()
+report = json.loads(text("r.json"))
+assert report["run"].endswith("/run\\xe9"), report["run"]
+root = ET.parse(f"{w}/r.xml").getroot()  # "not well-formed" raised here before
+failures = [f for f in root.iter() if f.tag in ("failure", "error")]
+assert failures, "no failure in the JUnit report"
+msgs = " ".join((f.get("message") or "") + (f.text or "") for f in failures)
+for want in ("caf\\xe9", "]]>", '<b a="x">&amp;', "/run\\xe9/"):
+    assert want in msgs, f"{want!r} missing from the JUnit failures: {msgs[:400]!r}"
+for c in ("\ufffe", "\uffff", "\x01", "\x08", "\x1b"):
+    assert c not in msgs, f"{c!r} in the JUnit report"
+html.parser.HTMLParser().feed(text("r.html"))
+md = text("r.md")
+assert "caf\\xe9" in md and "\ufffe" not in md
+EOF
+  ok ;;
+
 *) fail "unknown attack $attack" ;;
 esac
