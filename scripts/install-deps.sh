@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
   python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
+  libre2-dev cmark        # RE2 for user regexes (--only, no backtracking); cmark renders the Markdown report in a test
   chromium                # report.html_in_chromium: renders the HTML report (DOM + screenshot)
   slurmctld slurmd slurm-client munge iproute2  # slurm.array_generate: a private one-node Slurm
                           # cluster (scripts/slurm-cluster.sh); the packages start no daemon

@@ -180,8 +180,38 @@ for c in ("\ufffe", "\uffff", "\x01", "\x08", "\x1b"):
     assert c not in msgs, f"{c!r} in the JUnit report"
 html.parser.HTMLParser().feed(text("r.html"))
 md = text("r.md")
-assert "caf\\xe9" in md and "\ufffe" not in md
+assert "caf\\\\xe9" in md and "\ufffe" not in md  # the backslash itself escaped
 EOF
+  ok ;;
+
+markdown_html)  # 15. '\<img …\>' in a message became '\\<img …>' in the Markdown report: a raw HTML tag
+  tag='\<img src=x onerror=alert(1)\>'
+  v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$work/run$tag" --only '^float32/k0072' \
+    --cmd "printf '%s' '$tag' >&2; exit 3"
+  expect 1 $? "$work/log" "exited with status 3"
+  v "$work/log" compare "$ref" "$work/run$tag" -q --md "$work/r.md"
+  expect 1 $? "$work/log" "failed"
+  # Outside code spans every '<' must be escaped: preceded by an odd number of backslashes.
+  py "$work/r.md" << 'EOF' || fail "an unescaped '<' in the Markdown report"
+import re, sys
+for n, line in enumerate(open(sys.argv[1], encoding="utf-8"), 1):
+    if line.startswith("<details>") or line.startswith("</details>"):
+        continue  # the report's own fold
+    # drop code spans (a run of N backticks up to the next run of exactly N)
+    line = re.sub(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", "", line)
+    for m in re.finditer(r"(\\*)<", line):
+        if len(m.group(1)) % 2 == 0:
+            print(f"line {n}: unescaped '<': {line.strip()[:300]}")
+            sys.exit(1)
+EOF
+  # and through a CommonMark renderer, raw HTML let through (--unsafe): no tag, the text intact
+  if command -v cmark > /dev/null; then
+    cmark --unsafe "$work/r.md" > "$work/r.html" || fail "cmark failed"
+    grep -q '<img' "$work/r.html" && fail "cmark rendered a tag: $(grep -m1 '<img' "$work/r.html")"
+    grep -qF '\&lt;img src=x onerror=alert(1)\&gt;' "$work/r.html" || fail "the message's text was not kept: $(grep -m1 'img' "$work/r.html")"
+  elif [ -n "${CI:-}" ]; then
+    fail "no cmark under CI: scripts/install-deps.sh should have installed it"
+  fi
   ok ;;
 
 *) fail "unknown attack $attack" ;;

@@ -14,11 +14,14 @@ using compare::Verdict;
 
 namespace {
 
+// Text as itself in CommonMark/GFM: each character with inline meaning gets a backslash, the
+// backslash first of all (a message holding "\<img …\>" became "\\<img …>", a raw tag), '&'
+// (entities), '~' (strikethrough) and '|' (table cells) too.
 std::string md_escape(const std::string& s) {
   std::string o;
   for (char c : detail::clean_text(s)) {
-    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' ||
-        c == ']')
+    if (c == '\\' || c == '|' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' ||
+        c == ']' || c == '&' || c == '~')
       o += '\\';
     if (c == '\n' || c == '\r') {  // both end a line in CommonMark
       o += ' ';
