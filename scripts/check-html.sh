@@ -2,7 +2,8 @@
 # Checks a `validate compare --html` report the way a reader sees it: renders it in headless
 # Chromium (no network, fresh profile) and saves a screenshot; also refuses pages that would fetch
 # anything (scripts, stylesheets, images, fonts from elsewhere). Checks what Chromium built (the
-# DOM: summary line, table, plots, one marker shape per plotted series) and what it drew (the
+# DOM: summary line, table, plots, one marker shape per plotted series; every rotated tick label
+# inside its picture and above its axis title, measured in the browser) and what it drew (the
 # screenshot: a PNG of the window's size, not blank, the summary line's colour at the top, the
 # series colours in the plots). Skips, exit 0, without Chromium -- except under CI (CI set), where
 # scripts/install-deps.sh installs it and a missing browser is an error.
@@ -72,7 +73,14 @@ for dt in ["float32", "bfloat16", "float16"]:
         json.dump(doc, open(f"{out}/{dt}/{case}_run.json", "w"), indent=1)
 json.dump({"format": "validate-run/1", "backend": "sample (synthetic)", "device": "cpu", "math": "fp32", "variants": []},
           open(f"{out}/run_info.json", "w"), indent=1)
-json.dump({"format": "validate-run/1", "files": {}}, open(f"{out}/manifest.json", "w"))
+import hashlib
+files = {}
+for root, _, names in os.walk(out):
+    for n in names:
+        path = os.path.join(root, n)
+        files[os.path.relpath(path, out)] = {"sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(),
+                                             "size": os.path.getsize(path)}
+json.dump({"format": "validate-run/1", "files": files}, open(f"{out}/manifest.json", "w"))
 PY
   mkdir -p reports
   set +e
@@ -108,11 +116,32 @@ flags=(--headless --no-sandbox --disable-gpu --disable-background-networking --d
 # A screenshot left by an earlier run must not pass for this one.
 rm -f "$shot"
 rc=0
-timeout 120 "$chrome" "${flags[@]}" --screenshot="$(realpath -m "$shot")" --window-size=1280,2000 \
+timeout 120 "$chrome" "${flags[@]}" --screenshot="$(realpath -m "$shot")" --window-size=1280,2600 \
   "file://$(realpath "$html")" > "$profile.log" 2>&1 || rc=$?
 [[ $rc -eq 0 && -s $shot ]] || { cat "$profile.log" >&2; echo "check-html: chromium exited $rc, screenshot: $( [[ -s $shot ]] && echo yes || echo none)" >&2; exit 1; }
-# What the browser built from the page: the summary line and the per-tensor table must be there.
-dom=$(timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$(realpath "$html")" 2>/dev/null) || true
+# What the browser built from the page, read from a copy of it with a script appended that records
+# where Chromium laid out the plot text, with the fonts it has: each SVG's box and the boxes of its
+# rotated x tick labels and its axis title (checked below). The page itself holds no script.
+probe_html=$profile/geometry.html
+/usr/bin/python3 - "$html" "$probe_html" <<'PY' || exit 1
+import sys
+page = open(sys.argv[1], encoding="utf-8").read()
+script = """<script>
+const out = [];
+document.querySelectorAll('svg').forEach((svg, i) => {
+  const s = svg.getBoundingClientRect();
+  const box = r => [r.left - s.left, r.top - s.top, r.right - s.left, r.bottom - s.top].map(v => +v.toFixed(2));
+  const ticks = [...svg.querySelectorAll('text.tick[transform^="rotate"]')].map(t => [t.textContent, box(t.getBoundingClientRect())]);
+  const axis = [...svg.querySelectorAll('text.axis')].map(t => box(t.getBoundingClientRect()));
+  if (ticks.length) out.push({svg: i, width: +s.width.toFixed(2), height: +s.height.toFixed(2), ticks, axis});
+});
+const pre = document.createElement('pre'); pre.id = 'geometry'; pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+open(sys.argv[2], "w", encoding="utf-8").write(page.replace("</body>", script + "</body>"))
+PY
+# The summary line and the per-tensor table must be there.
+dom=$(timeout 120 "$chrome" "${flags[@]}" --dump-dom "file://$(realpath "$probe_html")" 2>/dev/null) || true
 rm -f "$profile.log"
 grep -Eq '[0-9]+ passed, [0-9]+ failed' <<<"$dom" && grep -q '<table' <<<"$dom" && grep -q '<svg' <<<"$dom" ||
   { echo "check-html: the rendered page lacks its summary line, table or plots" >&2; exit 1; }
@@ -136,6 +165,28 @@ for svg in plots:
 if "Error versus K" in dom and n == 0:
     sys.exit("check-html: the error-versus-K plots have no series groups")
 PY
+# Every rotated tick label inside its picture and above its axis title (they once ran through the
+# title and off the bottom of the ULP histograms).
+/usr/bin/python3 - "$profile/dom.html" <<'PY' || exit 1
+import html, json, re, sys
+m = re.search(r'<pre id="geometry">(.*?)</pre>', open(sys.argv[1], encoding="utf-8", errors="replace").read(), re.S)
+if not m:
+    sys.exit("check-html: the geometry probe did not run in Chromium")
+plots, labels = json.loads(html.unescape(m.group(1))), 0
+for p in plots:
+    title_top = min((a[1] for a in p["axis"]), default=p["height"])
+    for text, (l, t, r, b) in p["ticks"]:
+        labels += 1
+        if l < -0.5 or t < -0.5 or r > p["width"] + 0.5 or b > p["height"] + 0.5:
+            sys.exit(f"check-html: plot {p['svg']}: tick label {text!r} at {l},{t}-{r},{b} leaves its {p['width']}x{p['height']} picture")
+        if b > title_top + 0.5:
+            sys.exit(f"check-html: plot {p['svg']}: tick label {text!r} reaches y={b}, below the axis title's top {title_top}")
+    for l, t, r, b in p["axis"]:
+        if b > p["height"] + 0.5:
+            sys.exit(f"check-html: plot {p['svg']}: the axis title reaches y={b}, past the picture's {p['height']}")
+longest = max((len(x) for p in plots for x, _ in p["ticks"]), default=0)
+print(f"check-html: {labels} rotated tick labels in {len(plots)} plots (longest {longest} characters) inside their pictures, above their axis titles")
+PY
 # What Chromium drew: decode the PNG (zlib + PNG row filters, standard library only).
 /usr/bin/python3 - "$shot" "$profile/dom.html" <<'PY' || exit 1
 import re, struct, sys, zlib
@@ -154,8 +205,8 @@ while pos < len(data):
     elif typ == b"IDAT":
         idat += body
 w, h, depth, ctype, _, _, interlace = ihdr
-if (w, h) != (1280, 2000) or depth != 8 or ctype not in (2, 6) or interlace:
-    sys.exit(f"check-html: {path} is {w}x{h}, depth {depth}, colour type {ctype}: expected an 8-bit 1280x2000 RGB(A) screenshot")
+if (w, h) != (1280, 2600) or depth != 8 or ctype not in (2, 6) or interlace:
+    sys.exit(f"check-html: {path} is {w}x{h}, depth {depth}, colour type {ctype}: expected an 8-bit 1280x2600 RGB(A) screenshot")
 bpp = 3 if ctype == 2 else 4
 raw, stride, prev, rows, i = zlib.decompress(idat), w * bpp, bytearray(w * bpp), [], 0
 for _ in range(h):

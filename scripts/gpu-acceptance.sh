@@ -9,12 +9,30 @@
 #
 #   scripts/gpu-acceptance.sh [--steps LIST] [--only REGEX] [--timing-only REGEX] [--out DIR]
 #                             [--work DIR] [--build DIR] [--jobs N] [--keep] [--pack FILE]
-#                             [--dry-run] [--force]
+#                             [--dry-run] [--force] [--prebuilt] [--deadline S] [--pack-out DIR]
+#   scripts/gpu-acceptance.sh --bundle FILE
+#
+#   --bundle F  build here against PyPI's torch 2.11.0+cu130 and write the self-contained GPU
+#             bundle F (scripts/gpu-bundle.sh; at most 64 MiB): on the GPU machine
+#             `tar xzf F && validate-gpu/run-acceptance.sh --out DIR` runs the one-call acceptance
+#             on the prebuilt binaries (reports/gpu/PLAN.md), building nothing.
+#   --prebuilt  the binaries in --build are given (the bundle): no `build` step; `device` checks
+#             them instead. The bundle's launcher passes it.
+#   --deadline S  stop starting steps once one would end past S seconds of this invocation (its
+#             estimate, below, against the time left); the steps left are listed in summary.md and
+#             on stderr as the second call's --steps
+#   --pack-out D  at the end, write the results into D as at most 8 files: summary.md, verdicts.tsv
+#             (one line per command), logs.tar.gz, compare.tar.gz (JSON + Markdown; HTML only
+#             while the tar stays under 16 MiB), env.txt
 #
 #   --steps   comma list, run in this order (default: all of them, which no single device call
 #             can hold; see docs/cudnn.md and reports/gpu/PLAN.md for the split):
 #               build          env report, GoogleTest from the carry, configure (LibTorch 2.x from
 #                              python's torch, guarded) and build, ctest -L gpu
+#               device         (prebuilt binaries) env report, the device query (validate run
+#                              --backend cudnn on one tiny case must open the device), gpu_tests
+#               train          the device training trajectory: gpu_tests' training tests and
+#                              cases/train_smoke.json through cudnn in the three presets
 #               smoke          cases/smoke.json through everything below, in one step
 #               sweep-refs     default-sweep subset: CPU and CUDA references, verify, same inputs,
 #                              LibTorch on CUDA vs the CPU references
@@ -215,6 +233,10 @@ plan_step() {
   case $s in
     build)
       PLAN_S=$((BUILD_S + CTEST_GPU_S)); PLAN_WHAT="configure + build (validate, gpu_tests, bench_gpu_permute), ctest -L gpu" ;;
+    device)
+      PLAN_S=$CTEST_GPU_S; PLAN_WHAT="env report, device query, gpu_tests (prebuilt)" ;;
+    train)
+      PLAN_S=120; PLAN_WHAT="training trajectories on the device: gpu_tests' training tests, train_smoke.json x 3 presets" ;;
     ctest-all)
       PLAN_S=300; PLAN_WHAT="the whole suite but nightly/fuzz (recorded, not required)" ;;
     bench)
@@ -285,7 +307,7 @@ WORK=/tmp/validate-gpu-work
 BUILD=build-gpu
 JOBS=$(nproc 2>/dev/null || echo 8)
 CARRY=$ROOT/third_party_carry
-KEEP=0 DRY=0 FORCE=0 PACK=""
+KEEP=0 DRY=0 FORCE=0 PACK="" PREBUILT=0 DEADLINE=0 PACK_OUT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --steps) STEPS=$2; shift 2 ;;
@@ -299,10 +321,20 @@ while [[ $# -gt 0 ]]; do
     --pack) PACK=$2; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --force) FORCE=1; shift ;;
+    --prebuilt) PREBUILT=1; shift ;;
+    --deadline) DEADLINE=$2; shift 2 ;;
+    --pack-out) PACK_OUT=$2; shift 2 ;;
+    --bundle) exec "$ROOT/scripts/gpu-bundle.sh" "$2" ;;
     -h|--help) sed -n '2,/^# ---- functions/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-acceptance: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if ((PREBUILT)) && [[ $STEPS == "$ALL_STEPS" ]]; then
+  # The one call, cheapest and most informative first (reports/gpu/PLAN.md).
+  STEPS=device,smoke,train,sweep-tf32,sweep-refs,sweep-torch,sweep-channels_last,sweep-fortran,sweep-exact,bench,timing
+  ((DEADLINE)) || DEADLINE=450
+fi
+((PREBUILT)) && [[ ",$STEPS," == *",build,"* ]] && { echo "gpu-acceptance: --prebuilt has no build step (use device)" >&2; exit 2; }
 [[ -z $ONLY ]] && { echo "gpu-acceptance: --only must name a subset (--only . for the whole default sweep)" >&2; exit 2; }
 for s in ${STEPS//,/ }; do plan_step "$s" || exit 2; done
 
@@ -607,6 +639,62 @@ timing() {
   drop "$REF" "$RUN"
 }
 
+# The device query: the CPU smoke references (reused by smoke), then the cudnn runner on their
+# float32 cases. Without a usable device it ends here, with "no usable CUDA device: <why>".
+device_query() {
+  nvidia-smi -L || true
+  [[ -n ${VALIDATE_BUNDLE_TORCH:-} ]] && echo "torch: $VALIDATE_BUNDLE_TORCH"
+  "$VALIDATE" run --backend cudnn --device cuda --layout torch --ref "$WORK/ref/smoke-cpu" --out "$WORK/run/device-query" \
+    --only '^float32/' --progress 0
+  local rc=$?
+  drop "$WORK/run/device-query"
+  return $rc
+}
+# Training trajectories on the device: gpu_tests' training tests, then
+# cases/train_smoke.json (LibTorch references) through cudnn in the three presets; conv2d's and
+# matmul's train_loss and last checkpoint must pass.
+train_device() {
+  local rc=0 W=$WORK/train L M op
+  "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_filter='CudnnTrain*:*CudnnTrainConv*' || rc=1
+  drop "$W"
+  "$VALIDATE" generate --cases cases/train_smoke.json --out "$W/ref" --progress 0 || return 1
+  for L in "${PRESETS[@]}"; do
+    M=$(layout_mode "$L")
+    "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --conv-mode "$M" --ref "$W/ref" --out "$W/cudnn-$L" --progress 0 || rc=1
+    "$VALIDATE" compare "$W/ref" "$W/cudnn-$L" --color never --json "$OUT/compare/train-$L.json" >"$OUT/compare/train-$L.txt" || rc=1
+    for op in conv2d matmul; do
+      grep -Eq " $op +train_loss .* passed" "$OUT/compare/train-$L.txt" &&
+        grep -Eq " $op +step99_(weight|B) .* passed" "$OUT/compare/train-$L.txt" ||
+        { echo "train $L $op: no passed trajectory"; rc=1; }
+    done
+    grep -ho '"update_layout": *"[^"]*"' "$W/cudnn-$L"/float32/*_run.json 2>/dev/null | sort | uniq -c
+  done
+  drop "$W"
+  return $rc
+}
+# --pack-out: the results as at most 8 files of at most 16 MiB in one folder (what one device call
+# brings back): summary.md, verdicts.tsv, env.txt, logs.tar.gz, compare.tar.gz.
+pack_out() {
+  local d=$1 max=$((16 * 1024 * 1024)) f
+  mkdir -p "$d"
+  cp "$SUMMARY" "$d/summary.md"
+  awk -F'|' 'NF >= 7 && $2 !~ /^ *(step|---)/ { gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4); gsub(/^ +| +$/, "", $5); gsub(/^ +| +$/, "", $6); gsub(/^ +| +$/, "", $7); print $2 "\t" $4 "\t" $5 "\t" $6 "\t" $7 }' \
+    "$SUMMARY" >"$d/verdicts.tsv"
+  [[ -f $OUT/logs/env.log ]] && cp "$OUT/logs/env.log" "$d/env.txt"
+  tar -C "$OUT" -czf "$d/logs.tar.gz" logs
+  tar -C "$OUT" -czf "$d/compare.tar.gz" compare
+  if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # the HTML reports are the large part
+    tar -C "$OUT" -czf "$d/compare.tar.gz" --exclude='*.html' compare
+  fi
+  for f in "$d"/*; do
+    if (($(stat -c %s "$f") > max)); then
+      echo "gpu-acceptance: $f is over 16 MiB; keeping its last 16 MiB" >&2
+      tail -c "$max" "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+    fi
+  done
+  echo "gpu-acceptance: packed the results into $d ($(ls "$d" | wc -l) files, $(du -sh "$d" | cut -f1))"
+}
+
 # ---- the steps --------------------------------------------------------------------------------
 if [[ ! -d $CARRY ]] && want build; then
   echo "gpu-acceptance: $CARRY is missing: run scripts/prepare-gpu-carry.sh on the development machine and carry it" >&2
@@ -618,7 +706,16 @@ export LD_LIBRARY_PATH=${CUDNN_LIBRARY:+$(dirname "$CUDNN_LIBRARY"):}${CUBLASLT_
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 SUB=(--only "$ONLY")
 
+LEFT=() STOPPED=0
 for s in ${STEPS//,/ }; do
+  ((STOPPED)) && { LEFT+=("$s"); continue; }
+  if ((DEADLINE)); then
+    plan_step "$s"
+    if (($(date +%s) - T_START + PLAN_S > DEADLINE)) || ((${#LEFT[@]})); then
+      LEFT+=("$s")  # in order: the first step that does not fit ends this call
+      continue
+    fi
+  fi
   if [[ $s != build && $s != ctest-all && ! -x $VALIDATE ]]; then
     echo "gpu-acceptance: $VALIDATE was not built; step $s cannot run" >&2
     FAILED+=("$s:no-validate-binary")
@@ -638,6 +735,17 @@ for s in ${STEPS//,/ }; do
           echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
       fi
       step ctest-gpu pass ctest --test-dir "$ROOT/$BUILD" -L gpu --output-on-failure ;;
+    device)
+      step env record env_report
+      ensure_ref generate-smoke-cpu "$WORK/ref/smoke-cpu" --cases cases/smoke.json --device cpu --dtype float32,bfloat16
+      step device-query pass device_query
+      step gpu-tests pass "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_brief=1
+      if [[ " ${FAILED[*]} " == *" device-query "* ]]; then
+        # Without a usable device every later step fails the same way: stop here, saying why.
+        grep -h "no usable CUDA device" "$OUT/logs/device-query.log" >&2 || true
+        STOPPED=1
+      fi ;;
+    train) step train pass train_device ;;
     ctest-all)
       cmake --build "$ROOT/$BUILD" -j "$JOBS" >/dev/null 2>&1 || true
       step ctest-all record ctest --test-dir "$ROOT/$BUILD" --output-on-failure -j "$JOBS" -LE 'nightly|fuzz' --timeout 300 ;;
@@ -673,6 +781,11 @@ T_END=$(date +%s)
     echo "- \`$(basename "$f" .log)\`: $(grep -a -E '^validate: [0-9]+ passed' "$f" | tail -1 || true)"
   done
   echo
+  if ((${#LEFT[@]})); then
+    left=${LEFT[*]}
+    echo "Not run ($( ((STOPPED)) && echo 'no usable CUDA device' || echo "past --deadline $DEADLINE s")): ${LEFT[*]}. Second call: \`--steps ${left// /,}\`."
+    echo
+  fi
   if ((${#FAILED[@]})); then
     echo "**Result: ${#FAILED[@]} command(s) did not do what they must:** ${FAILED[*]}"
   else
@@ -681,4 +794,9 @@ T_END=$(date +%s)
 } >>"$SUMMARY"
 touch "$WORK/.summary-stamp"
 echo "gpu-acceptance: summary in $SUMMARY"
+if ((${#LEFT[@]})); then
+  left=${LEFT[*]}
+  echo "gpu-acceptance: not run ($( ((STOPPED)) && echo 'no usable CUDA device' || echo "past --deadline $DEADLINE s")): second call --steps ${left// /,}" >&2
+fi
+[[ -n $PACK_OUT ]] && pack_out "$PACK_OUT"
 ((${#FAILED[@]} == 0))

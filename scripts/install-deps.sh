@@ -2,23 +2,42 @@
 # Installs what validate needs from Debian's packages. Idempotent: when everything is there it
 # only checks (about a second). The CUDA toolkit + cuDNN are not Debian packages; CMake finds them
 # in /usr/local/cuda when present (VALIDATE_CUDA=AUTO) and builds without them otherwise.
+#
+#   scripts/install-deps.sh            what the test suite needs (scripts/test.sh, .ci/run)
+#   scripts/install-deps.sh --runtime  only what building and running validate needs (the nightly
+#                                      gate, scripts/nightly.sh: compiler, CMake, LibTorch, BLAS,
+#                                      the header libraries, numpy-free python3): no GoogleTest,
+#                                      Slurm, munge, Chromium, clang or gfortran
+#
+# LibTorch 2.11 with CUDA 13 (PyPI's torch 2.11.0+cu130) is a separate, larger install into a
+# venv this repository owns: scripts/install-torch.sh (README, "Build").
 set -euo pipefail
+runtime=0
+case "${1:-}" in
+  --runtime) runtime=1 ;;
+  "") ;;
+  *) echo "install-deps: unknown option '$1' (expected --runtime or nothing)" >&2; exit 2 ;;
+esac
 packages=(
-  build-essential cmake git pkg-config
+  build-essential cmake git pkg-config python3
   libtorch-dev            # LibTorch 1.13 (CPU): the generator and the torch runner
   libopenblas0-openmp     # LibTorch's BLAS (libblas.so.3): the reference BLAS is ~13x slower; the
                           # OpenMP build shares LibTorch's libgomp pool (-pthread would oversubscribe)
   nlohmann-json3-dev libssl-dev libcli11-dev libfmt-dev
+  libre2-dev              # RE2: user regexes (--only, --variant) match in linear time
+)
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
   python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
-  libre2-dev cmark        # RE2 for user regexes (--only, no backtracking); cmark renders the Markdown report in a test
+  cmark                   # reliability.text.markdown_html: renders the Markdown report (CommonMark)
   chromium                # report.html_in_chromium: renders the HTML report (DOM + screenshot)
   slurmctld slurmd slurm-client munge iproute2  # slurm.array_generate: a private one-node Slurm
                           # cluster (scripts/slurm-cluster.sh); the packages start no daemon
   clang libclang-rt-dev   # the libFuzzer targets (scripts/fuzz.sh, ctest fuzz.script): without
                           # them that test is skipped, so a clean CI machine would never fuzz
 )
+[ $runtime = 1 ] || packages+=("${test_packages[@]}")
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 missing=()

@@ -24,6 +24,11 @@
 # $VALIDATE_OUT/reports/nightly.junit.xml, one testcase per stage, with an <error> naming what
 # stopped the gate, so a CI page never shows nothing. Compare runs with --require-all: a reference
 # tensor that no backend produced fails the gate instead of being listed as "not run".
+# Each failure is counted once across the JUnit files: a failing tensor is a testcase of
+# <run>.junit.xml, whose suites are named after the stage (compare/<run>.<dtype>), and the stage's
+# testcase in nightly.junit.xml then only points to them; a stage is a failure there itself only
+# when no per-tensor testcase carries it (a run that exited non-zero, a compare red for something
+# not checked).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 cases=${VALIDATE_CASES:-cases/default.json}
@@ -51,13 +56,23 @@ xml() {
   s=${s//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}
   printf '%s' "$s"
 }
-stage() {  # stage NAME ok|failure|error [MESSAGE [DETAIL]]
+stage() {  # stage NAME ok|reported|failure|error [MESSAGE [DETAIL]]
   local body=""
   case $2 in
+    # The stage's failures are testcases of another JUnit file: it is not counted again here.
+    reported) body="<system-out>$(xml "$3")</system-out>" ;;
     failure) body="<failure message=\"$(xml "$3")\">$(xml "${4:-$3}")</failure>"; stage_failures=$((stage_failures + 1)) ;;
     error) body="<error message=\"$(xml "$3")\">$(xml "${4:-$3}")</error>"; stage_errors=$((stage_errors + 1)) ;;
   esac
   stage_xml+=("  <testcase classname=\"nightly\" name=\"$(xml "$1")\">$body</testcase>")
+}
+# The failures + errors a compare JUnit file counts (its <testsuites> attributes); 0 when absent.
+junit_failures() {
+  local head f e
+  head=$(grep -m1 -o '<testsuites [^>]*>' "$1" 2> /dev/null) || { echo 0; return; }
+  f=$(printf '%s' "$head" | sed -n 's/.* failures="\([0-9]*\)".*/\1/p')
+  e=$(printf '%s' "$head" | sed -n 's/.* errors="\([0-9]*\)".*/\1/p')
+  echo $(( ${f:-0} + ${e:-0} ))
 }
 write_junit() {
   mkdir -p "$(dirname "$junit")" 2> /dev/null || return 1
@@ -185,7 +200,7 @@ if [ "${VALIDATE_SKIP_BUILD:-0}" = 1 ]; then
   [ -x "$bin" ] || die inputs "VALIDATE_SKIP_BUILD=1 but $bin (VALIDATE_BIN) is not an executable"
 fi
 
-[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh > "$out/reports/build.txt" 2>&1 \
+[ "${VALIDATE_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh --runtime > "$out/reports/build.txt" 2>&1 \
   || die build "build failed (scripts/build.sh)" "$(tail -20 "$out/reports/build.txt")"
 
 # The same inputs through validate's own parsers, still before anything is generated or run:
@@ -281,7 +296,7 @@ for entry in "${runs[@]}"; do
   $bin run $args --ref "$ref" --out "$out/run-$name" --overwrite --progress 1 > "$out/reports/run-$name.txt" 2>&1
   run_rc=$?
   $bin compare "$ref" "$out/run-$name" --require-all "${policy_args[@]}" "${gate_args[@]}" \
-    --junit "$out/reports/$name.junit.xml" --html "$out/reports/$name.html" --md "$out/reports/$name.md" \
+    --junit "$out/reports/$name.junit.xml" --junit-suite "compare/$name" --html "$out/reports/$name.html" --md "$out/reports/$name.md" \
     --json "$out/reports/$name.json" > "$out/reports/compare-$name.txt" 2>&1
   cmp_rc=$?
   last=$(tail -1 "$out/reports/compare-$name.txt")
@@ -291,7 +306,12 @@ for entry in "${runs[@]}"; do
   grep -q "SELF-CHECK" "$out/reports/compare-$name.txt" && note="self-check: same stack as the references"
   echo "| $name | $run_rc | $cmp_rc | $note |" >> "$summary"
   log "$name: run exit $run_rc, compare exit $cmp_rc${note:+ ($note)} — $last"
-  if [ $run_rc -ne 0 ]; then
+  # A task the runner failed is a testcase of $name.junit.xml too (<failure type="runner-error">).
+  runner_errors=$(grep -c 'type="runner-error"' "$out/reports/$name.junit.xml" 2> /dev/null)
+  if [ $run_rc -ne 0 ] && [ "${runner_errors:-0}" -gt 0 ]; then
+    stage "run/$name" reported "validate run exited $run_rc: $runner_errors task(s) failed, each a testcase of suite compare/$name.* ($name.junit.xml)"
+    status=$(( status > 1 ? status : 1 ))
+  elif [ $run_rc -ne 0 ]; then
     stage "run/$name" failure "validate run exited $run_rc" "$(tail -20 "$out/reports/run-$name.txt")"
     status=$(( status > 1 ? status : 1 ))
   else
@@ -299,7 +319,16 @@ for entry in "${runs[@]}"; do
   fi
   case $cmp_rc in
     0) stage "compare/$name${note:+ (self-check)}" ok ;;
-    1) stage "compare/$name${note:+ (self-check)}" failure "$last" "see $name.junit.xml / $name.html"
+    1) # Each failure once on a CI page: the failing tensors are testcases of $name.junit.xml (suites
+       # compare/$name.<dtype>), so this stage only points there. A gate red with no failing tensor
+       # (--require-all: something not checked, a <skipped> there) is this stage's own failure.
+       tensor_failures=$(junit_failures "$out/reports/$name.junit.xml")
+       if [ "$tensor_failures" -gt 0 ]; then
+         stage "compare/$name${note:+ (self-check)}" reported \
+           "$last: $tensor_failures failing tensor(s), each a testcase of suite compare/$name.* ($name.junit.xml, $name.html)"
+       else
+         stage "compare/$name${note:+ (self-check)}" failure "$last" "see $name.junit.xml / $name.html"
+       fi
        status=$(( status > 1 ? status : 1 )) ;;
     *) stage "compare/$name${note:+ (self-check)}" error "validate compare exited $cmp_rc: $last" \
          "$(tail -20 "$out/reports/compare-$name.txt")"

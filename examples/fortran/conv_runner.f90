@@ -9,7 +9,7 @@
 ! Usage:   validate_fortran_example [DIR]      (DIR defaults to ".")
 !
 ! Protocol (see examples/README.md):
-!   VALIDATE_OP      conv2d | matmul
+!   VALIDATE_OP      conv2d | matmul (any other: unsupported.txt, exit 0)
 !   VALIDATE_DTYPE   float32 | bfloat16 | float16
 !   conv2d: VALIDATE_N C H W O KH KW SH SW PH PW DH DW GROUPS HOUT WOUT BIAS
 !   matmul: VALIDATE_M K NCOLS
@@ -47,6 +47,8 @@
 ! CONV_RUNNER_BUG=no_weight_decay ignores the case's weight decay.
 !
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
+! An op other than conv2d and matmul is answered with unsupported.txt and exit 0
+! (the protocol's "not supported", docs/runners.md): the task is `unsupported`.
 
 module validate_io
   use, intrinsic :: iso_fortran_env, only: real32, real64, int16, int32, int64, error_unit
@@ -54,7 +56,7 @@ module validate_io
                                                  ieee_is_nan, ieee_is_finite
   implicit none
   private
-  public :: fail, env_str, env_int, env_int_or, env_real, env_int_list, env_is_set, itoa, read_tensor, &
+  public :: fail, say_unsupported, env_str, env_int, env_int_or, env_real, env_int_list, env_is_set, itoa, read_tensor, &
             write_tensor, write_loss, write_f32, round_to_dtype, dp
 
   integer, parameter :: dp = real64
@@ -66,6 +68,22 @@ contains
     write (error_unit, '(a)') 'validate_fortran_example: '//msg
     stop 2
   end subroutine fail
+
+  ! "I do not do this task": the protocol's unsupported.txt (its first line says why), then exit 0.
+  ! The harness records the task as unsupported rather than failed (docs/runners.md).
+  subroutine say_unsupported(dir, reason)
+    character(*), intent(in) :: dir, reason
+    integer :: u, ios
+    character(256) :: msg
+    open (newunit=u, file=dir//'/unsupported.txt', form='formatted', status='replace', action='write', &
+          iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(dir//'/unsupported.txt: cannot create: '//trim(msg))
+    write (u, '(a)', iostat=ios, iomsg=msg) reason
+    if (ios /= 0) call fail(dir//'/unsupported.txt: write failed: '//trim(msg))
+    close (u, iostat=ios, iomsg=msg)
+    if (ios /= 0) call fail(dir//'/unsupported.txt: close failed: '//trim(msg))
+    stop 0
+  end subroutine say_unsupported
 
   function env_str(name) result(val)
     character(*), intent(in) :: name
@@ -579,7 +597,9 @@ program conv_runner
       call run_matmul()
     end if
   case default
-    call fail('VALIDATE_OP="'//op//'" is not supported (conv2d, matmul)')
+    ! Not an error: this program does conv2d and matmul only, and says so for any other op, so
+    ! the `fortran` preset (which also lays out conv_transpose2d) runs it as it is.
+    call say_unsupported(dir, 'VALIDATE_OP="'//op//'": this program does conv2d and matmul only')
   end select
 
 contains

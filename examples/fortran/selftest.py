@@ -441,8 +441,16 @@ def error_handling(exe):
         r = run_program(exe, d, {k: v for k, v in env.items() if k != "VALIDATE_K"}, expect_rc=2)
         check(r.returncode == 2 and "VALIDATE_K" in r.stderr,
               f"missing VALIDATE_K -> exit 2 naming it ({r.stderr.strip()!r})")
-        r = run_program(exe, d, dict(env, VALIDATE_OP="softmax"), expect_rc=2)
-        check(r.returncode == 2 and "softmax" in r.stderr, f"unknown op -> exit 2 ({r.stderr.strip()!r})")
+        # An op it does not do is the protocol's "not supported": unsupported.txt naming it, exit 0,
+        # and no result files.
+        r = run_program(exe, d, dict(env, VALIDATE_OP="conv_transpose2d"), expect_rc=0)
+        unsup = os.path.join(d, "unsupported.txt")
+        reason = open(unsup).read() if os.path.exists(unsup) else ""
+        check(r.returncode == 0 and "conv_transpose2d" in reason and "conv2d and matmul only" in reason
+              and not os.path.exists(os.path.join(d, "output.bin")),
+              f"an op it does not do -> unsupported.txt naming it, exit 0 ({reason.strip()!r}, rc {r.returncode})")
+        if os.path.exists(unsup):
+            os.remove(unsup)
         r = run_program(exe, d, dict(env, VALIDATE_PROTOCOL=3), expect_rc=2)
         check(r.returncode == 2 and "VALIDATE_PROTOCOL=3" in r.stderr, f"protocol 3 -> exit 2 ({r.stderr.strip()!r})")
         r = run_program(exe, d, dict(env, CONV_RUNNER_BUG="update_dw"), expect_rc=2)

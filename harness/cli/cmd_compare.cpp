@@ -18,6 +18,7 @@ namespace {
 
 struct CompareArgs {
   std::string ref, run, policy, oracle, only, variant, json, md, junit, html, color = "auto";
+  std::string junit_suite{report::kDefaultJunitSuite};  // --junit-suite
   std::vector<std::string> gates;
   int threads = 0;
   bool no_diagnose = false, verbose = false, quiet = false, require_all = false;
@@ -66,7 +67,7 @@ int run_compare(const CompareArgs& a) {
   }
   if (!a.json.empty()) reporters.push_back(report::make_json_reporter(a.json));
   if (!a.md.empty()) reporters.push_back(report::make_markdown_reporter(a.md));
-  if (!a.junit.empty()) reporters.push_back(report::make_junit_reporter(a.junit));
+  if (!a.junit.empty()) reporters.push_back(report::make_junit_reporter(a.junit, a.junit_suite));
   if (!a.html.empty()) reporters.push_back(report::make_html_reporter(a.html));
   int code = report->exit_code();
   for (auto& r : reporters) {
@@ -107,6 +108,9 @@ void register_compare(CLI::App& app, int& exit_code) {
   sub->add_option("--json", a->json, "Write the full report as JSON (schema_version 1)");
   sub->add_option("--md", a->md, "Write a Markdown summary (for a PR comment)");
   sub->add_option("--junit", a->junit, "Write JUnit XML (one testcase per tensor)");
+  sub->add_option("--junit-suite", a->junit_suite,
+                  "Name the JUnit testsuites <NAME>.<dtype> (default validate): tells several compares apart on a CI page")
+      ->capture_default_str();
   sub->add_option("--html", a->html, "Write a self-contained HTML report with SVG plots");
   sub->add_option("--threads", a->threads, "Threads for the metric pass (default: all cores)")
       ->check(CLI::NonNegativeNumber);

@@ -23,7 +23,7 @@ void add_backend_options(CLI::App* sub, std::map<std::string, std::map<std::stri
       if (o.is_flag) {
         g->add_flag_callback(o.flag, [&v, flag = o.flag] { v[flag] = "1"; }, o.help);
       } else {
-        auto* opt = g->add_option(o.flag, v[o.flag], o.help);
+        auto* opt = g->add_option(o.flag, v[o.flag], o.help)->type_name(o.type_name);
         if (!o.default_value.empty()) opt->capture_default_str();
       }
     }

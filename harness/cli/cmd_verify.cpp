@@ -20,6 +20,7 @@ void register_verify(CLI::App& app, int& exit_code) {
     }
     for (auto& w : rep->warnings) std::cout << "warning: " << w << "\n";
     for (auto& m : rep->mismatches) std::cout << "MISMATCH " << m << "\n";
+    if (!rep->partial.empty()) std::cout << "PARTIAL " << rep->partial << "\n";
     std::cout << fmt::format("validate verify: {} files and {} input hashes checked, {} mismatch(es) in {}\n",
                              rep->files_checked, rep->inputs_checked, rep->mismatches.size(), dir);
     exit_code = rep->ok() ? 0 : 1;

@@ -2,10 +2,108 @@
 // Every subcommand is always compiled in. The ones that need LibTorch or CUDA (generate, run
 // --backend torch|cudnn) load their module when they run (harness/backends), so this binary
 // links neither and a build without them still parses, lists and explains every command.
+#include <algorithm>
+#include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "validate/core/version.hpp"
+
+namespace {
+
+// Levenshtein distance, for "did you mean": typos are short, so the quadratic table is nothing.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The nearest candidate within a third of the word's length (at least 2 edits), else "".
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates)
+    if (const std::size_t d = edit_distance(word, c); d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  return best;
+}
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string n = nearest(word, candidates);
+  return n.empty() ? "" : "; did you mean '" + n + "'?";
+}
+
+// Every long and short name of the options of `app` and of its option groups.
+std::vector<std::string> option_names(const CLI::App* app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app->get_options()) {
+    for (const auto& l : o->get_lnames()) out.push_back("--" + l);
+    for (const auto& sn : o->get_snames()) out.push_back("-" + sn);
+  }
+  for (const CLI::App* g : app->get_subcommands([](const CLI::App* a) { return a->get_name().empty(); })) {
+    auto more = option_names(g);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+// After a parse error: the first word on the command line that names no subcommand or option,
+// with the nearest valid one. "" when every word is known (the error is about something else).
+std::string unknown_word(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* s : app.get_subcommands({})) commands.push_back(s->get_name());
+  if (argc < 2) return "";
+  const std::string first = argv[1];
+  if (first.rfind("-", 0) == 0) {
+    const std::vector<std::string> top{"--help", "-h", "--version"};
+    if (std::find(top.begin(), top.end(), first) != top.end()) return "";
+    return "validate: unknown option '" + first + "'" + suggestion(first, top) +
+           " (a command comes first: validate COMMAND --help; commands: " +
+           [&] {
+             std::string l;
+             for (const auto& c : commands) l += (l.empty() ? "" : ", ") + c;
+             return l;
+           }() + ")";
+  }
+  CLI::App* sub = nullptr;
+  try {
+    sub = app.get_subcommand(first);
+  } catch (const CLI::OptionNotFound&) {
+    sub = nullptr;
+  }
+  if (!sub) {
+    std::string l;
+    for (const auto& c : commands) l += (l.empty() ? "" : ", ") + c;
+    return "validate: unknown command '" + first + "'" + suggestion(first, commands) + " (commands: " + l + ")";
+  }
+  const std::vector<std::string> names = option_names(sub);
+  for (int i = 2; i < argc; ++i) {
+    std::string w = argv[i];
+    if (w == "--") break;
+    if (w.size() < 2 || w[0] != '-' || (w[1] >= '0' && w[1] <= '9') || w[1] == '.') continue;  // a value, -1
+    if (const auto eq = w.find('='); eq != std::string::npos) w.resize(eq);
+    if (w.rfind("--", 0) != 0 && w.size() > 2) w.resize(2);  // -abc: short flags bundled
+    if (std::find(names.begin(), names.end(), w) == names.end())
+      return "validate " + first + ": unknown option '" + w + "'" + suggestion(w, names) + " (validate " + first +
+             " --help lists them)";
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"validate: prove two numerical stacks compute the same conv2d and matmul", "validate"};
@@ -22,6 +120,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says "A subcommand is required" for `validate comapre` and "The following argument was
+    // not expected" for a misspelt option, without the word: name it and the nearest valid one.
+    if (e.get_exit_code() != 0)
+      if (const std::string why = unknown_word(app, argc, argv); !why.empty()) {
+        std::cerr << why << "\n";
+        return 2;
+      }
     int rc = app.exit(e);
     // CLI11 returns 0 for --help/--version; any real usage error is exit 2 per DESIGN.md.
     return rc == 0 ? 0 : 2;

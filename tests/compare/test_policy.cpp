@@ -23,14 +23,22 @@ TEST(Policy, BuiltinDefaults) {
   ASSERT_TRUE(loss.loss_abs);
   EXPECT_DOUBLE_EQ(*loss.loss_abs, 1e-6);
   EXPECT_FALSE(loss.rtol);
+  // Outputs and gradients: the per-element error bound (lambda 8, docs/compare.md "Error
+  // bounds"), no fixed rtol; checkpoints keep the fixed rtol.
   const Gates out = p.resolve(key("float32", "matmul", "output", "output"));
-  ASSERT_TRUE(out.rtol && out.min_pcc);
-  EXPECT_DOUBLE_EQ(*out.rtol, 5e-4);
+  ASSERT_TRUE(out.bound && out.min_pcc);
+  EXPECT_DOUBLE_EQ(*out.bound, 8);
+  EXPECT_FALSE(out.rtol);
   EXPECT_FALSE(out.max_ulp);
   EXPECT_DOUBLE_EQ(out.near_zero, 0.01);
   const Gates bf = p.resolve(key("bfloat16", "conv2d", "grad", "grad_weight"));
-  EXPECT_GT(*bf.rtol, *out.rtol);  // low precision is looser
+  EXPECT_DOUBLE_EQ(*bf.bound, 8);
+  EXPECT_FALSE(bf.rtol);
   EXPECT_DOUBLE_EQ(bf.near_zero, 0.05);
+  EXPECT_FALSE(loss.bound);
+  const Gates ck = p.resolve(key("bfloat16", "conv2d", "checkpoint", "step1_weight"));
+  EXPECT_FALSE(ck.bound);
+  EXPECT_DOUBLE_EQ(*ck.rtol, 4e-2);
   EXPECT_DOUBLE_EQ(bf.mistrust_zeros, 0.9);
 }
 
@@ -47,8 +55,8 @@ TEST(Policy, LayersThenSpecificityThenOrder) {
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_input")).rtol, 0.125);
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "loss", "loss")).rtol, 0.25);
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_A")).max_ulp, 64);
-  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "grad", "grad_A")).rtol,
-                   4e-2);  // untouched
+  EXPECT_FALSE(p.resolve(key("bfloat16", "matmul", "grad", "grad_A")).rtol);  // untouched
+  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "grad", "grad_A")).bound, 8);
   // --gate beats the file.
   ASSERT_TRUE(p.add_gate("float32.grad_weight.rtol=0.75"));
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "grad", "grad_weight")).rtol, 0.75);
@@ -111,11 +119,12 @@ TEST(Policy, GateRejectsNonNameBytes) {
       << st.message();
   // Nothing of the rejected gates was kept: the policy still writes and resolves as the builtin.
   EXPECT_NO_THROW((void)p.to_json().dump());
-  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "output", "output")).rtol, 5e-4);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "conv2d", "output", "output")).bound, 8);
+  EXPECT_FALSE(p.resolve(key("float32", "conv2d", "output", "output")).rtol);
   // Real tensor names still select.
   ASSERT_TRUE(p.add_gate("grad_A.rtol=0.25"));
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_A")).rtol, 0.25);
-  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "grad", "grad_B")).rtol, 5e-4);
+  EXPECT_FALSE(p.resolve(key("float32", "matmul", "grad", "grad_B")).rtol);
   EXPECT_NO_THROW((void)p.to_json().dump());
 }
 

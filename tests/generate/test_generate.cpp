@@ -159,6 +159,74 @@ TEST_P(GeneratorVsFloat64, ConvAndMatmulMatchTheDefinition) {
   }
 }
 
+// The error-bound scales (docs/compare.md, "Error bounds"): for every output and gradient element,
+// sqrt of the sum of its squared products, recomputed here from the definition in float64 (the
+// dL/dy factor widened as the docs say), on the odd geometry (every axis a different size, batch 2,
+// stride, padding, dilation, groups, bias).
+TEST_P(GeneratorVsFloat64, ScalesAreTheRootSumSquareOfTheProducts) {
+  const DType dt = GetParam();
+  auto c = odd_case(dt);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  auto plain = generate::torch_compute(c, cases::Op::conv2d, view, *dev);
+  auto out = generate::torch_compute(c, cases::Op::conv2d, view, *dev, nullptr, nullptr, /*scales=*/true);
+  ASSERT_TRUE(plain && out);
+  EXPECT_EQ(plain->count("output_scale"), 0u);  // only generate asks for them
+  for (const char* t : {"output", "grad_input", "grad_weight", "grad_bias"}) ASSERT_EQ(out->count(std::string(t) + "_scale"), 1u) << t;
+  const auto& p = c.params<cases::ConvParams>();
+  const Tensor &x = in.at("input"), &w = in.at("weight"), &b = in.at("bias"), &t = in.at("target"), &y = out->at("output");
+  const auto ho = p.hout(), wo = p.wout(), ipg = p.c / p.groups, opg = p.o / p.groups;
+  const std::size_t ny = static_cast<std::size_t>(y.numel());
+  std::vector<double> ry(ny, 0.0), gx(static_cast<size_t>(x.numel()), 0.0), gw(static_cast<size_t>(w.numel()), 0.0), gb(static_cast<size_t>(p.o), 0.0);
+  auto taps = [&](auto&& fn) {
+    for (std::int64_t n = 0; n < p.n; ++n)
+      for (std::int64_t o = 0; o < p.o; ++o)
+        for (std::int64_t oh = 0; oh < ho; ++oh)
+          for (std::int64_t ow = 0; ow < wo; ++ow)
+            for (std::int64_t i = 0; i < ipg; ++i)
+              for (std::int64_t kh = 0; kh < p.kh; ++kh)
+                for (std::int64_t kw = 0; kw < p.kw; ++kw) {
+                  const std::int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+                  const std::int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                  if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                  const std::int64_t ci = (o / opg) * ipg + i;
+                  fn(((n * p.c + ci) * p.h + ih) * p.w + iw, ((o * ipg + i) * p.kh + kh) * p.kw + kw,
+                     ((n * p.o + o) * ho + oh) * wo + ow, o);
+                }
+  };
+  taps([&](auto xi, auto wi, auto yi, auto) { ry[yi] += std::pow(x.get(xi) * w.get(wi), 2); });
+  for (std::size_t i = 0; i < ny; ++i) ry[i] = std::sqrt(ry[i] + std::pow(b.get(static_cast<std::int64_t>((i / (ho * wo)) % p.o)), 2));
+  // dL/dy's magnitude in units of the case dtype's unit roundoff u_d.
+  const double u = std::ldexp(1.0, -24);
+  const double ud = dt == DType::bfloat16 ? std::ldexp(1.0, -8) : dt == DType::float16 ? std::ldexp(1.0, -11) : u;
+  const double half_sub = dt == DType::bfloat16 ? std::ldexp(1.0, -134) : dt == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+  const double k1 = static_cast<double>(ipg * p.kh * p.kw + 1), N = static_cast<double>(ny);
+  std::vector<double> m(ny);
+  for (std::size_t i = 0; i < ny; ++i) {
+    const double yi = y.get(static_cast<std::int64_t>(i)), ay = std::abs(yi);
+    m[i] = 2 * std::abs(yi - t.get(static_cast<std::int64_t>(i))) / N +
+           2 / N * ((dt == DType::float32 ? 0 : 2) * ay + std::sqrt(k1) * (u / ud) * (ay + ry[i])) + half_sub / ud;
+  }
+  taps([&](auto xi, auto wi, auto yi, auto o) {
+    gx[xi] += std::pow(w.get(wi) * m[yi], 2);
+    gw[wi] += std::pow(x.get(xi) * m[yi], 2);
+    (void)o;
+  });
+  for (std::size_t i = 0; i < ny; ++i) gb[(i / (ho * wo)) % p.o] += m[i] * m[i];
+  for (auto* v : {&gx, &gw, &gb})
+    for (double& e : *v) e = std::sqrt(e);
+  // float32 sums of positive terms: a few float32 units, relative to each tensor's largest scale.
+  expect_close(out->at("output_scale"), ry, 1e-5, "output_scale");
+  expect_close(out->at("grad_input_scale"), gx, 1e-5, "grad_input_scale");
+  expect_close(out->at("grad_weight_scale"), gw, 1e-5, "grad_weight_scale");
+  expect_close(out->at("grad_bias_scale"), gb, 1e-5, "grad_bias_scale");
+  // Each scale is at least its element's magnitude (|y| <= sqrt(n) rho, and rho > 0 everywhere).
+  for (std::int64_t i = 0; i < y.numel(); ++i) EXPECT_GT(out->at("output_scale").get(i), 0) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GeneratorVsFloat64, ::testing::Values(DType::float32, DType::bfloat16, DType::float16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -363,11 +431,47 @@ TEST(Generate, SystemInfoRecordsTheBlasAndThreadsInForce) {
     auto slash = line.find('/');
     if (slash == std::string::npos) continue;
     std::string path = line.substr(slash);
-    if (path.find("libblas") != std::string::npos) mapped.insert(std::filesystem::canonical(path).string());
+    // Debian's LibTorch uses libblas.so.3; PyPI's has its BLAS inside libtorch_cpu.so: either way
+    // the library named must be one this process has mapped.
+    if (path.find("libblas") != std::string::npos || path.find("libtorch_cpu") != std::string::npos)
+      mapped.insert(std::filesystem::canonical(path).string());
   }
   EXPECT_EQ(mapped.count(blas["library"].get<std::string>()), 1u) << blas.dump();
   if (blas["name"] == "OpenBLAS") {
     EXPECT_EQ(blas["openblas_threads"], 2) << blas.dump();
+  }
+}
+
+// --device cuda on a machine LibTorch finds no usable device on (every CI machine): the set is made on
+// the CPU and system_info.json says so with the reason; the TF32 and cuDNN flags are the ones the
+// options set (run twice, TF32 on then off, so a flag left at a default cannot pass both).
+TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
+  for (const bool tf32 : {true, false}) {
+    validate::testing::TempDir tmp("cudafallback");
+    std::string cf = write_case_file(tmp.path());
+    std::ostringstream log;
+    auto o = options(cf, tmp.path() + "/ref");
+    o.only = "^float32/g2$";
+    o.device = "cuda";
+    o.allow_tf32 = tf32;
+    ASSERT_TRUE(generate::generate(o, log));
+    auto sys = read_json(tmp.path() + "/ref/system_info.json");
+    ASSERT_TRUE(sys) << sys.message();
+    if ((*sys)["cuda_available"] == true) GTEST_SKIP() << "this machine has a usable CUDA device";
+    EXPECT_EQ((*sys)["device_requested"], "cuda");
+    EXPECT_EQ((*sys)["device"], "cpu");
+    const std::string why = (*sys).value("device_fallback", std::string());
+    EXPECT_EQ(why.rfind("no usable CUDA device: ", 0), 0u) << why;
+    // A CUDA LibTorch names the driver-side cause; a CPU one says it has no CUDA.
+    if (!(*sys)["libtorch_cuda"].is_null()) {
+      EXPECT_EQ(why.find("built without CUDA"), std::string::npos) << why;
+    } else {
+      EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+    }
+    EXPECT_EQ((*sys)["tf32"]["cudnn"], tf32);
+    EXPECT_EQ((*sys)["tf32"]["cublas"], tf32);
+    EXPECT_EQ((*sys)["cudnn_deterministic"], true);
+    EXPECT_EQ((*sys)["cudnn_benchmark"], false);
   }
 }
 

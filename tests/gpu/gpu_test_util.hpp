@@ -18,7 +18,7 @@
 #define VALIDATE_REQUIRE_GPU()                                             \
   do {                                                                     \
     if (::validate::Status _st = ::validate::gpu::require_device(0); !_st) \
-      GTEST_SKIP() << "no CUDA device: " << _st.message();                 \
+      GTEST_SKIP() << _st.message(); /* "no usable CUDA device: <why>" */ \
   } while (0)
 
 namespace validate::testing_gpu {

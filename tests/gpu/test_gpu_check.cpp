@@ -38,16 +38,23 @@ TEST(GpuDevice, ParsesDeviceNames) {
   }
 }
 
-// Runs everywhere: without a device the error names the CUDA call; with one, the device opens.
+// Runs everywhere: without a device the error says "no usable CUDA device", why (the driver's own
+// version tells "no driver" from "old driver"), and the CUDA error; with one, the device opens.
 TEST(GpuDevice, RequireDeviceNamesTheCallOrSucceeds) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   const Status st = require_device(0);
   if (e != cudaSuccess || count == 0) {
     ASSERT_FALSE(st);
-    EXPECT_NE(st.message().find("(…) failed: "), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().rfind("no usable CUDA device: ", 0), 0u) << st.message();
     if (e != cudaSuccess) {
-      EXPECT_NE(st.message().find(cudaGetErrorString(e)), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(std::string("(cudaGetDeviceCount: ") + cudaGetErrorName(e) + ")"), std::string::npos)
+          << st.message();
+      int driver = 0;
+      cudaDriverGetVersion(&driver);
+      if (e == cudaErrorInsufficientDriver && driver == 0) {
+        EXPECT_NE(st.message().find("no NVIDIA driver is loaded"), std::string::npos) << st.message();
+      }
     }
     auto info = open_device(0);
     EXPECT_FALSE(info);

@@ -6,7 +6,10 @@
 #   no JUnit file);
 # - VALIDATE_GATES reaches compare as --gate options, compare gets --require-all, and the
 #   LibTorch-on-CPU run is labelled a self-check in nightly.junit.xml, summary.md and every compare
-#   report, while the oracle run is not.
+#   report, while the oracle run is not;
+# - with a gate forced red (float32 max_ulp=0), every failure appears once across the JUnit files a
+#   CI tab reads: the failing tensors in oracle-fortran.junit.xml (suites compare/oracle-fortran.*),
+#   the compare stage of nightly.junit.xml pointing there without a failure of its own.
 #   inputs.sh VALIDATE_BIN WORK_DIR   (run from the source tree)
 set -uo pipefail
 real_bin=$1
@@ -68,7 +71,35 @@ grep -q -- "compare .*run-oracle-fortran --require-all .*--gate float32.rtol=0 -
   { cat "$work/calls.log"; fail "compare did not get --require-all and the VALIDATE_GATES options"; }
 r=$out/reports
 j=$r/nightly.junit.xml
-grep -q '<testcase classname="nightly" name="compare/oracle-fortran"><failure' "$j" || { cat "$j"; fail "the oracle's failed gate is not a JUnit failure"; }
+# Each failure once across the JUnit files a CI tab reads (reports/*.junit.xml): the oracle's
+# failing tensors are testcases of oracle-fortran.junit.xml, in suites named after the stage, and
+# the stage testcase only points there. Independent count: compare's JSON summary.
+/usr/bin/python3 - "$r" <<'PY' || fail "JUnit failures are not counted once each"
+import glob, json, os, sys
+import xml.etree.ElementTree as ET
+r = sys.argv[1]
+failing = []  # (file, suite, classname, name) of every <failure>/<error>
+for path in sorted(glob.glob(os.path.join(r, "*.junit.xml"))):
+    for suite in ET.parse(path).getroot().iter("testsuite"):
+        for case in suite.iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                failing.append((os.path.basename(path), suite.get("name"), case.get("classname"), case.get("name")))
+want = 0
+for run in ("oracle-fortran", "torch-cpu"):
+    want += json.load(open(os.path.join(r, run + ".json")))["summary"]["failed"]
+print(f"JUnit failures across {r}/*.junit.xml: {len(failing)}; failing tensors in the JSON reports: {want}")
+assert want > 0, "the forced gate failed no tensor"
+assert len(failing) == want, failing
+assert len(set((c, n) for _, _, c, n in failing)) == len(failing), "a failure is listed twice"
+assert all(f == "oracle-fortran.junit.xml" and s.startswith("compare/oracle-fortran.") for f, s, _, _ in failing), failing
+# Every suite of a compare file is named after its stage.
+for run in ("oracle-fortran", "torch-cpu"):
+    names = [s.get("name") for s in ET.parse(os.path.join(r, run + ".junit.xml")).getroot().iter("testsuite")]
+    assert names and all(n.startswith(f"compare/{run}.") for n in names), names
+PY
+grep -q '<testcase classname="nightly" name="compare/oracle-fortran"><system-out>.*failing tensor(s), each a testcase of suite compare/oracle-fortran\.\*' "$j" ||
+  { cat "$j"; fail "the oracle's compare stage does not point to its per-tensor suite"; }
+grep -q '<testsuite name="validate nightly" tests="[0-9]*" failures="0" errors="0">' "$j" || { cat "$j"; fail "nightly.junit.xml counts a failure of its own"; }
 grep -q '<testcase classname="nightly" name="compare/torch-cpu (self-check)"></testcase>' "$j" || { cat "$j"; fail "torch-cpu is not a passing self-check testcase"; }
 grep -q '| torch-cpu | 0 | 0 | self-check' "$r/summary.md" || { cat "$r/summary.md"; fail "summary.md does not label the self-check"; }
 grep -q 'SELF-CHECK: LibTorch' "$r/compare-torch-cpu.txt" || fail "terminal report lacks SELF-CHECK"

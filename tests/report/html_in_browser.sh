@@ -20,6 +20,37 @@ rc=$?
 bash "$src/scripts/check-html.sh" "$work/report.html" "$work/report.png"
 rc=$?
 [ $rc -eq 0 ] || exit $rc
+# A report whose ULP histograms reach the bin "1073741825-2147483648" (21 characters): a program that hands
+# back the reference's results except grad_input (grad_A), for which it writes its input — values
+# unrelated to the gradient, billions of ULPs off. check-html.sh measures in Chromium that each
+# rotated bin label stays inside its picture and above the axis title.
+cat > "$work/wrong_grad.sh" <<'SH'
+set -e
+r="$REF/$VALIDATE_DTYPE/${VALIDATE_CASE}_${VALIDATE_OP}"
+for t in output loss grad_weight grad_bias grad_B; do
+  if [ -f "${r}_$t.npy" ]; then cp "${r}_$t.npy" "$VALIDATE_DIR/$t.npy"; fi
+done
+case "$VALIDATE_OP" in
+  conv2d) cp "$VALIDATE_DIR/input.npy" "$VALIDATE_DIR/grad_input.npy" ;;
+  matmul) cp "$VALIDATE_DIR/A.npy" "$VALIDATE_DIR/grad_A.npy" ;;
+esac
+SH
+cat > "$work/canonical.json" <<'JSON'
+{"format": "npy",
+ "conv2d": {"input": "NCHW", "weight": "OIHW", "bias": "O", "target": "NCHW", "output": "NCHW", "loss": "scalar",
+            "grad_input": "NCHW", "grad_weight": "OIHW", "grad_bias": "O"},
+ "matmul": {"A": "MK", "B": "KN", "target": "MN", "output": "MN", "loss": "scalar", "grad_A": "MK", "grad_B": "KN"}}
+JSON
+REF="$src/references/smoke" "$bin" run --backend exec --cmd "sh $work/wrong_grad.sh" --layout "$work/canonical.json" \
+  --ref "$src/references/smoke" --out "$work/wrong_run" --progress 0 > "$work/run.log" 2>&1 || { cat "$work/run.log"; exit 1; }
+# Two failing tensors (float32 k0072_ic008 grad_input and grad_A): few enough cards that the
+# error-versus-K plots stay inside the screenshot check-html.sh inspects.
+"$bin" compare "$src/references/smoke" "$work/wrong_run" --only '^float32/k0072_ic008/' --html "$work/wrong.html" \
+  --color never > "$work/compare.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$work/compare.log"; echo "FAIL: compare of the wrong gradients exited $rc, expected 1"; exit 1; }
+grep -q '1073741825-2147483648</text>' "$work/wrong.html" || { echo "FAIL: no histogram reaches the bin 1073741825-2147483648"; exit 1; }
+bash "$src/scripts/check-html.sh" "$work/wrong.html" "$work/wrong.png" || exit 1
 # A training report (issue 15): cases/train_smoke.json's trajectories against the float64 oracle,
 # whose "Training trajectories" section draws two line plots per op that trained (both loss curves;
 # their relative difference with the gate curve), rendered by Chromium too.

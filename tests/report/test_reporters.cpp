@@ -129,6 +129,19 @@ TEST_F(Reporters, JsonParsesAndCarriesEveryMetric) {
   EXPECT_EQ(Json::parse(in)["entries"].size(), report.entries.size());
 }
 
+// --junit-suite: several compares on one CI page are told apart by their suites (scripts/nightly.sh
+// names them after its stage); the default keeps "validate.<dtype>".
+TEST_F(Reporters, JunitSuitesCarryTheGivenName) {
+  const std::string d = report::render_junit(report);
+  const std::string x = report::render_junit(report, "compare/run<1>");
+  EXPECT_EQ(count(d, "<testsuite name=\"validate."), count(d, "<testsuite "));
+  EXPECT_EQ(count(x, "<testsuite name=\"compare/run&lt;1&gt;."), count(x, "<testsuite "));
+  EXPECT_EQ(count(x, "<testcase classname=\"compare/run&lt;1&gt;."), report.entries.size());
+  EXPECT_EQ(count(x, "validate."), 0u);
+  EXPECT_NE(x.find("<testsuites name=\"compare/run&lt;1&gt;\" tests=\"14\" failures=\"3\""), std::string::npos);
+  EXPECT_EQ(count(x, "<failure "), count(d, "<failure "));
+}
+
 TEST_F(Reporters, JunitCountsAgreeWithTheTerminal) {
   const std::string x = report::render_junit(report);
   EXPECT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);

@@ -222,6 +222,52 @@ esac
   }
 }
 
+// A program that does not do a task says so with unsupported.txt and exit 0: the task is
+// `unsupported` with the program's reason, not an error, and the next task runs as usual.
+TEST_F(Exec, UnsupportedTxtMakesTheTaskUnsupportedNotAnError) {
+  auto set = layout_file("mm.json", R"({"matmul": {"output": "MN", "loss": "scalar"}})");
+  auto r = runner(program("dispatch", R"(
+case "$2" in
+  unsup) printf 'no float16 here\nsecond line is ignored\n' > "$1/unsupported.txt"; exit 0 ;;
+  unsup_ctrl) printf '  tab\there \033[1m\n' > "$1/unsupported.txt"; exit 0 ;;
+  unsup_empty) : > "$1/unsupported.txt"; exit 0 ;;
+  unsup_status4) echo "half-way" > "$1/unsupported.txt"; echo "crashed" >&2; exit 4 ;;
+  unsup_fifo) mkfifo "$1/unsupported.txt"; exit 0 ;;
+  *) cp "$1/target.bin" "$1/output.bin" ;;
+esac
+)" + std::string(kWriteLoss)),
+                  set);
+  const auto go = [&](const std::string& name, const std::string& dir) {
+    auto c = matmul_case(name, 6, 5, 4, DType::float32);
+    return run(*r, c, cases::Op::matmul, make_inputs(c, cases::Op::matmul, 2), tmp / dir);
+  };
+  {
+    auto res = go("unsup", "w/a");
+    EXPECT_EQ(res.outcome, RunOutcome::unsupported) << res.message;
+    EXPECT_EQ(res.message, "the program does not support this task: no float16 here (unsupported.txt)");
+    EXPECT_EQ(res.info.value("unsupported", ""), "no float16 here");
+    EXPECT_TRUE(res.outputs.empty());
+    EXPECT_FALSE(stdfs::exists(tmp / "w/a/A.bin"));  // inputs cleaned up as after a success
+    // A stale answer is removed before the next task in the same directory: it runs and is ok.
+    auto ok = go("good", "w/a");
+    EXPECT_EQ(ok.outcome, RunOutcome::ok) << ok.message;
+  }
+  EXPECT_EQ(go("unsup_ctrl", "w/b").message,
+            "the program does not support this task: tab?here ?[1m (unsupported.txt)");
+  EXPECT_EQ(go("unsup_empty", "w/c").message,
+            "the program does not support this task: (no reason given) (unsupported.txt)");
+  {
+    auto res = go("unsup_status4", "w/d");  // a failing program is a failure, whatever it wrote
+    EXPECT_EQ(res.outcome, RunOutcome::error);
+    EXPECT_NE(res.message.find("exited with status 4"), std::string::npos) << res.message;
+  }
+  {
+    auto res = go("unsup_fifo", "w/e");
+    EXPECT_EQ(res.outcome, RunOutcome::error);
+    EXPECT_NE(res.message.find("unsupported.txt: not a regular file"), std::string::npos) << res.message;
+  }
+}
+
 TEST_F(Exec, MissingDeclaredGradientsFail) {
   auto r = runner(
       program("no_grads", std::string(R"(cp "$1/target.bin" "$1/output.bin")") + "\n" + kWriteLoss),

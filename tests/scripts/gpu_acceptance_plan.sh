@@ -51,7 +51,18 @@ out=$("$script" --dry-run --steps smoke,nonsense 2>&1); rc=$?
 [[ $rc == 2 ]] || fail "unknown step exited $rc"
 echo "$out" | grep -q "unknown step 'nonsense'" || fail "unknown step message: $out"
 
-# 5. The size model against the generator: identical tensor element counts.
+# 5. The bundle's one call (--prebuilt, what run-acceptance.sh passes): the device query first, then
+#    the smoke set (one conv + one matmul per preset, exact fill, TF32 on/off) and the device
+#    trajectory before the sweeps; no build step, and asking for one is refused.
+out=$("$script" --dry-run --prebuilt 2>&1); rc=$?
+[[ $rc == 0 ]] || fail "--prebuilt --dry-run exited $rc: $out"
+steps=$(echo "$out" | awk -F'|' 'NR > 2 && /^\| [a-z]/ { gsub(/ /, "", $2); print $2 }' | paste -sd, -)
+[[ $steps == device,smoke,train,sweep-tf32,sweep-refs,sweep-torch,sweep-channels_last,sweep-fortran,sweep-exact,bench,timing ]] ||
+  fail "--prebuilt steps: $steps"
+out=$("$script" --dry-run --prebuilt --steps build 2>&1); rc=$?
+[[ $rc == 2 ]] || fail "--prebuilt --steps build exited $rc"
+
+# 6. The size model against the generator: identical tensor element counts.
 if [[ -n $validate && -x $validate ]]; then
   # shellcheck source=../../scripts/gpu-acceptance.sh
   VALIDATE_ACCEPTANCE_LIB=1 source "$script"

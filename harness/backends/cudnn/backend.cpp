@@ -19,7 +19,7 @@ Backend backend_cudnn() {
       {"--algo-fwd", "Forward algorithm", "", false},
       {"--algo-bwd-data", "Backward-data algorithm", "", false},
       {"--algo-bwd-filter", "Backward-filter algorithm", "", false},
-      {"--repeat", "Rerun N times and flag bitwise nondeterminism", "1", false},
+      {"--repeat", "Rerun N times and flag bitwise nondeterminism", "1", false, "INT"},
   };
   return b;
 }

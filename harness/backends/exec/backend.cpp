@@ -40,9 +40,10 @@ Backend backend_exec() {
   b.description = "your own program, run once per case and op on files in its declared layouts";
   b.options = {
       {"--cmd", "Command run per case and op; {dir} {case} {op} {dtype} are expanded", "", false},
-      {"--timeout", "Seconds before the program is killed", "600", false},
+      {"--timeout", "Seconds before the program is killed", "600", false, "FLOAT"},
       {"--keep-work", "Keep the inputs written for the program in RUN/work", "0", true},
-      {"--max-step-inputs-mb", "Training cases: cap on the per-step batches written to steps/ (MiB)", "4096", false},
+      {"--max-step-inputs-mb", "Training cases: cap on the per-step batches written to steps/ (MiB)", "4096", false,
+       "FLOAT"},
   };
   b.make = make_exec;
   return b;

@@ -100,6 +100,18 @@ Status check_same_sweep(const ShardInfo& first, const ShardInfo& s, bool referen
       return Error{fmt::format("{} ran on a reference set (manifest {}) other than {}'s ({})",
                                s.desc_path, text_of(hb), first.desc_path, text_of(ha))};
   }
+  // The --dtype list each shard was made with (generate records it when sharding): shards of a
+  // float32 sweep and of a bfloat16 sweep fit one cover by count and used to merge.
+  if (reference) {
+    const Json* sa = member(first.desc, "selection");
+    const Json* sb = member(s.desc, "selection");
+    const Json* da = sa ? member(*sa, "dtypes") : nullptr;
+    const Json* db = sb ? member(*sb, "dtypes") : nullptr;
+    if ((da == nullptr) != (db == nullptr) || (da && *da != *db))
+      return Error{fmt::format("{} was generated with --dtype {} but {} (the first shard) with --dtype {}: "
+                               "shards of different sweeps",
+                               s.desc_path, text_of(db), first.desc_path, text_of(da))};
+  }
   if (s.only != first.only)
     return Error{
         fmt::format("{} selected --only '{}' but {} selected '{}': shards of different sweeps",

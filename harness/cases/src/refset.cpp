@@ -44,6 +44,17 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       if (t.role == Role::input && it != records.end()) meta["input_hashes"][on][t.name] = it->second.sha256;
     }
     opj["tensors"] = tensors;
+    // Error-bound scales (docs/compare.md, "Error bounds"): one float32 file per output and
+    // gradient, listed here and in the manifest; sets made before them have none.
+    Json scales = Json::object();
+    for (const auto& t : c.tensors(op)) {
+      if (t.role != Role::output && t.role != Role::grad) continue;
+      const std::string file = c.file_name(op, t.name + "_scale");
+      auto it = records.find(file);
+      if (it != records.end())
+        scales[t.name] = {{"file", file}, {"sha256", it->second.sha256}, {"quantity", "rss_products"}};
+    }
+    if (!scales.empty()) opj["scales"] = scales;
     meta["ops"][on] = opj;
   }
   if (c.train) meta["train"] = train::to_json(*c.train);

@@ -9,6 +9,7 @@
 #include "validate/cases/refset.hpp"
 #include "validate/cases/verify_hashes.hpp"
 #include "validate/core/fs.hpp"
+#include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/tree.hpp"
@@ -172,6 +173,18 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
       rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", json_text(f)));
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
   for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
+  if (manifest->value("partial", false) == true) {
+    // The missing shards are in the set's selection (config.json or run_info.json), as merge wrote it.
+    std::string missing;
+    for (const char* desc : {"config.json", "run_info.json"})
+      if (auto d = read_json(set_dir + "/" + desc); d && d->is_object())
+        if (const auto sel = d->find("selection"); sel != d->end() && sel->is_object())
+          if (const auto m = sel->find("missing_shards"); m != sel->end() && m->is_array() && !m->empty())
+            missing = json_text(*m);
+    rep.partial = fmt::format("{} is a PARTIAL set (merged with --allow-partial{}): it is not the whole sweep, "
+                              "and compare --require-all fails on it",
+                              set_dir, missing.empty() ? "" : ", missing shards " + missing);
+  }
   return rep;
 }
 

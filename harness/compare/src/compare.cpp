@@ -63,6 +63,18 @@ Status Comparer::run() {
     oracle_ = std::move(*o);
   }
   report_.require_all = opt_.require_all;
+  // A set merged with --allow-partial lacks whole shards: its missing cases are not even "not run"
+  // (the reference does not list them), so only the manifest's "partial" mark can say so.
+  auto note_partial = [&](const Json& m, const std::string& dir, const char* what) {
+    if (!m.is_object() || m.value("partial", false) != true) return;
+    const std::string line = fmt::format(
+        "{} {} is partial (merged with --allow-partial: shards are missing)", what, dir);
+    report_.partial.push_back(line);
+    report_.warnings.push_back(line);
+  };
+  note_partial(*ref_manifest, opt_.ref_dir, "reference set");
+  if (auto run_manifest = cases::read_manifest(opt_.run_dir))
+    note_partial(*run_manifest, opt_.run_dir, "run");
   report_.ref_dir = opt_.ref_dir;
   report_.run_dir = opt_.run_dir;
   report_.oracle_dir = opt_.oracle_dir;

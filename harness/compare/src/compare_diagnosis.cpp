@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "validate/compare/ulp.hpp"
+
+#include "validate/compare/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/ops/registry.hpp"
 
@@ -34,7 +36,7 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
   in.logical = it.ref->c.dtype;
   in.atol = gt.atol;
   in.rtol = gt.rtol;
-  if (gt.max_ulp) in.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+  if (gt.max_ulp) in.max_ulp = ulp_limit(*gt.max_ulp);
   if (floor <= 0) {  // shape mismatch: no metric pass ran
     const RefScan sc = scan_reference(in.ref, in.logical, opt_.threads);
     floor = std::max(gt.near_zero * sc.max_abs, 1e-30);

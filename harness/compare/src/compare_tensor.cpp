@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/compare/bounds.hpp"
 #include "validate/compare/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/ops/registry.hpp"
@@ -19,6 +20,12 @@
 namespace validate::compare::detail {
 
 namespace stdfs = std::filesystem;
+
+namespace {
+std::string npy_descr(DType d) {
+  return d == DType::float16 ? "<f2" : d == DType::float64 ? "<f8" : "<f4";
+}
+}  // namespace
 
 void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
   auto ref = open_npy(it.ref_file);
@@ -46,6 +53,14 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     e.message = st.message();
     return;
   }
+  // A run tensor is saved in its reference's storage dtype (docs/formats.md): a float32 output
+  // saved as float16 carries float16 rounding (4.9e-4) that sits just under float32's rtol and
+  // passed. Read as float32 it would be judged on data the stack never claimed to produce.
+  if (run_arr->header.dtype != ref->header.dtype)
+    return invalid(e, fmt::format("run: {} is stored as {} ({}) but its reference {} is stored as {} ({}): a "
+                                  "run tensor must have its reference's storage dtype",
+                                  it.run_file, dtype_name(run_arr->header.dtype), npy_descr(run_arr->header.dtype),
+                                  it.ref_file, dtype_name(ref->header.dtype), npy_descr(ref->header.dtype)));
   // A parameter checkpoint is the optimizer's float32 master copy in every dtype (docs/training.md,
   // "Mixed precision"): rounding it to a bfloat16 case's dtype would hide an update below its ULP.
   const DType logical =
@@ -62,7 +77,49 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     return;
   }
   if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
+  // Per-element error bounds (bounds.hpp) for outputs and gradients: the set's scale of this
+  // tensor. A set made before scales existed is gated by the old fixed rtol, with a note.
+  std::optional<Mapped> scale;
+  const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad;
+  if (e.gates->bound && bounded_role) {
+    const Json* sf = find_path(it.ref->metadata,
+                               {"ops", e.op_name().c_str(), "scales", it.tensor.c_str(), "file"});
+    if (sf && sf->is_string()) {
+      const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
+      auto sm = open_npy(f);
+      if (!sm) return invalid(e, "reference: error-bound scale: " + sm.message());
+      if (sm->header.shape != e.shape || sm->header.dtype != DType::float32)
+        return invalid(e, fmt::format("reference: error-bound scale {} has shape {} ({}), expected "
+                                      "float32 {}",
+                                      f, shape_to_string(sm->header.shape),
+                                      dtype_name(sm->header.dtype), shape_to_string(e.shape)));
+      scale = std::move(*sm);
+    } else {
+      if (!e.gates->atol && !e.gates->rtol)
+        e.gates->rtol = legacy_rtol(it.dtype, e.role == ops::Role::grad);
+      e.gates->bound.reset();
+      const std::string note =
+          "the reference set has no error-bound scales (made before validate stored them): outputs and "
+          "gradients are gated by the fixed rtol of docs/compare.md (\"Sets without scales\"); "
+          "regenerate it for per-element error bounds";
+      if (std::find(report_.warnings.begin(), report_.warnings.end(), note) == report_.warnings.end())
+        report_.warnings.push_back(note);
+    }
+  }
   const Gates& gt = *e.gates;
+  // A tensor the policy leaves without any gate would pass whatever it holds (a policy gating only
+  // the loss passed a float32 output flipped along W): it fails, as an ungated loss curve does.
+  const bool scalar = e.role == ops::Role::loss || e.shape.empty();
+  if (scalar ? !(gt.loss_abs || gt.loss_rel) : !(gt.atol || gt.rtol || gt.max_ulp || gt.min_pcc || (gt.bound && scale))) {
+    const std::string sel =
+        fmt::format("{}.{}", it.dtype, e.role ? std::string(ops::role_name(*e.role)) : it.tensor);
+    e.verdict = Verdict::failed;
+    e.message = fmt::format(
+        "the policy sets no gate for {} ({}: none of {}): an ungated tensor cannot pass (set e.g. --gate {}.{}=...)",
+        it.tensor, sel, scalar ? "loss_abs, loss_rel" : "bound, atol, rtol, max_ulp, min_pcc", sel,
+        scalar ? "loss_abs" : "rtol");
+    return;
+  }
 
   if (e.role == ops::Role::loss || e.shape.empty()) {
     if (run_arr->header.shape != e.shape && shape_numel(run_arr->header.shape) != 1) {
@@ -93,7 +150,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   mo.near_zero_fraction = gt.near_zero;
   mo.atol = gt.atol;
   mo.rtol = gt.rtol;
-  if (gt.max_ulp) mo.max_ulp = static_cast<std::uint64_t>(*gt.max_ulp);
+  if (gt.max_ulp) mo.max_ulp = ulp_limit(*gt.max_ulp);
   mo.threads = opt_.threads;
   if (const Json* m = find_path(
           it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", it.tensor.c_str(), "max_abs"}))
@@ -119,6 +176,10 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
 
   GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
   std::optional<Diagnosis> named_diagnosis;  // a checkpoint check that names its mistake
+  if (scale && gt.bound) {
+    if (auto dx = check_error_bound(it, e, *ref, *run_arr, *scale, gt, gr)) named_diagnosis = std::move(*dx);
+    if (e.verdict == Verdict::invalid) return;
+  }
   if (e.role == ops::Role::checkpoint) {
     // step1_<param>: the first update itself, against the reference's and against the run's own
     // step 0; step<k>_<param> of a narrow case: a float32 master (trajectory_check.hpp).

@@ -55,6 +55,12 @@ class Comparer {
                     Entry& e);
   static std::string closer(const OracleComparison& oc);
   std::string oracle_file(const PairItem& it) const;
+  // The per-element error-bound gate (bounds.hpp), against the oracle when one is given; adds its
+  // check and reason to `gr`. Returns the precision-level diagnosis when the failing elements are
+  // a few ULPs of the case dtype on a tiny fraction of the tensor (no layout mistake is that small).
+  std::optional<Diagnosis> check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
+                                             const Mapped& run, const Mapped& scale,
+                                             const Gates& gt, GateResult& gr);
   void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
                       DType logical);
   Diagnosis run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,

@@ -86,6 +86,7 @@ int Report::exit_code() const {
   if (c.failed + c.error > 0) return 1;
   if (c.passed + c.mistrusted == 0) return 1;  // nothing was compared: never a silent pass
   if (require_all && c.not_run + c.not_requested + c.skipped + c.unsupported > 0) return 1;
+  if (require_all && !partial.empty()) return 1;
   return 0;
 }
 
@@ -103,6 +104,8 @@ std::string Report::summary_line() const {
   if (c.passed + c.mistrusted + c.failed + c.error + c.invalid == 0) s += " (nothing was compared)";
   if (const auto unchecked = c.not_run + c.not_requested + c.skipped + c.unsupported; require_all && unchecked > 0)
     s += fmt::format("; --require-all: {} not checked, so this fails", unchecked);
+  if (require_all && !partial.empty())
+    s += "; --require-all: " + partial.front() + ", so this fails";
   if (!self_check.empty()) s += " - self-check: the references' own stack";
   return s;
 }

@@ -30,18 +30,18 @@ constexpr const char* kBuiltin = R"({
   "format": "validate-policy/1",
   "rules": [
     {"near_zero": 0.01, "mistrust_zeros": 0.9},
-    {"dtype": "float32", "role": ["output", "grad"], "rtol": 5e-4, "min_pcc": 0.99999},
+    {"role": ["output", "grad"], "bound": 8},
+    {"dtype": "float32", "role": ["output", "grad"], "min_pcc": 0.99999},
     {"dtype": "float32", "role": "loss", "loss_abs": 1e-6},
     {"dtype": "float32", "role": "loss_curve", "loss_rel": 1e-6},
     {"dtype": "float32", "role": "checkpoint", "rtol": 5e-4, "min_pcc": 0.99999},
     {"dtype": "bfloat16", "near_zero": 0.05},
-    {"dtype": "bfloat16", "role": ["output", "grad"], "rtol": 4e-2, "min_pcc": 0.999},
+    {"dtype": "bfloat16", "role": ["output", "grad"], "min_pcc": 0.999},
     {"dtype": "bfloat16", "role": "loss", "loss_abs": 1e-4},
     {"dtype": "bfloat16", "role": "loss_curve", "loss_rel": 1e-3},
     {"dtype": "bfloat16", "role": "checkpoint", "rtol": 4e-2, "min_pcc": 0.999},
     {"dtype": "float16", "near_zero": 0.05},
-    {"dtype": "float16", "role": "output", "rtol": 1e-2, "min_pcc": 0.9999},
-    {"dtype": "float16", "role": "grad", "rtol": 3e-2, "min_pcc": 0.9999},
+    {"dtype": "float16", "role": ["output", "grad"], "min_pcc": 0.9999},
     {"dtype": "float16", "role": "loss", "loss_abs": 1e-5},
     {"dtype": "float16", "role": "loss_curve", "loss_rel": 2e-4},
     {"dtype": "float16", "role": "checkpoint", "rtol": 3e-2, "min_pcc": 0.9999}
@@ -163,7 +163,7 @@ bool any_of_or_empty(const std::vector<T>& sel, const std::optional<T>& v) {
 }  // namespace
 
 const std::vector<std::string>& Policy::keys() {
-  static const std::vector<std::string> k = {"max_ulp",  "atol",     "rtol",      "min_pcc",
+  static const std::vector<std::string> k = {"bound", "max_ulp",  "atol",     "rtol",      "min_pcc",
                                              "loss_abs", "loss_rel", "near_zero", "mistrust_zeros"};
   return k;
 }
@@ -363,6 +363,7 @@ Gates Policy::resolve(const TensorKey& k) const {
   g.max_ulp = get("max_ulp");
   g.atol = get("atol");
   g.rtol = get("rtol");
+  g.bound = get("bound");
   g.min_pcc = get("min_pcc");
   g.loss_abs = get("loss_abs");
   g.loss_rel = get("loss_rel");

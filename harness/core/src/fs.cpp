@@ -1,4 +1,5 @@
 #include "validate/core/fs.hpp"
+#include "validate/core/no_links.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 namespace validate::fs {
@@ -55,6 +57,71 @@ Status write_atomic(const std::string& path, const void* data, std::size_t size,
 
 Status write_atomic(const std::string& path, std::string_view bytes) {
   return write_atomic(path, bytes.data(), bytes.size(), {});
+}
+
+namespace {
+// Writes all of `bytes` to an open descriptor that is not ours to replace (a device, a FIFO, the
+// terminal): straight through, no temporary file, no rename.
+Status write_through(int fd, std::string_view bytes, const std::string& path) {
+  Status st = write_all(fd, bytes.data(), bytes.size(), path);
+  return st;
+}
+
+// /dev/stdout, /dev/fd/1, /proc/self/fd/1 (and 2): the descriptor validate already holds. Opening
+// the path again would start a new file description at offset 0 (overwriting a `>>` log) and a
+// rename would replace the file the shell redirected to, leaving stdout empty.
+int standard_fd(const std::string& path) {
+  for (int fd : {1, 2}) {
+    const std::string n = std::to_string(fd);
+    if (path == "/dev/fd/" + n || path == "/proc/self/fd/" + n || path == (fd == 1 ? "/dev/stdout" : "/dev/stderr"))
+      return fd;
+  }
+  return -1;
+}
+}  // namespace
+
+Status write_report(const std::string& path, std::string_view bytes) {
+  if (const int fd = standard_fd(path); fd >= 0) {
+    std::cout.flush();  // what validate printed before comes first
+    std::cerr.flush();
+    return write_through(fd, bytes, path);
+  }
+  struct stat ls {};
+  if (::lstat(path.c_str(), &ls) != 0) return write_atomic(path, bytes);  // a new file
+  if (S_ISREG(ls.st_mode)) return write_atomic(path, bytes);
+  std::string target = path;
+  struct stat st = ls;
+  if (S_ISLNK(ls.st_mode)) {
+    // The link is the user's: it stays, and what it points to is written (made when missing).
+    // Followed link by link (weakly_canonical stops at a link whose target does not exist yet).
+    std::filesystem::path at = path;
+    for (int hop = 0;; ++hop) {
+      struct stat hs {};
+      if (::lstat(at.c_str(), &hs) != 0 || !S_ISLNK(hs.st_mode)) break;
+      if (hop == 40) return Error{path + ": too many levels of symbolic links"};
+      std::error_code ec;
+      const std::filesystem::path next = std::filesystem::read_symlink(at, ec);
+      if (ec) return Error{path + ": cannot read the symbolic link " + at.string() + ": " + ec.message()};
+      at = next.is_absolute() ? next : at.parent_path() / next;
+    }
+    target = at.lexically_normal().string();
+    if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+      Status w = write_atomic(target, bytes);
+      if (!w) return Error{path + " is a symbolic link to " + target + ": " + w.message()};
+      return w;
+    }
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    // Never renamed over (that replaced /dev/full with a regular file when run as root): opened
+    // for writing and written through, so a FIFO's reader or a terminal gets the report.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return Error{"cannot open " + path + " for writing: " + errno_text()};
+    Status w = write_through(fd, bytes, path);
+    if (::close(fd) != 0 && w) w = Error{"closing " + path + ": " + errno_text()};
+    return w;
+  }
+  if (S_ISDIR(st.st_mode)) return Error{path + " is a directory: name a file for the report"};
+  return Error{path + " is neither a regular file, a device nor a FIFO: not written"};
 }
 
 Result<OpenFile> open_regular(const std::string& path, bool follow_symlink) {
@@ -118,6 +185,28 @@ Result<std::string> join_inside(const std::string& dir, std::string_view relativ
     if (part == "..") return Error{"path '" + std::string(relative) + "' leaves the directory"};
   }
   return (std::filesystem::path(dir) / rel).lexically_normal().string();
+}
+
+Status refuse_links_below(const std::string& root, const std::string& path) {
+  namespace stdfs = std::filesystem;
+  const stdfs::path r = stdfs::path(root).lexically_normal();
+  const stdfs::path p = stdfs::path(path).lexically_normal();
+  const stdfs::path rel = p.lexically_relative(r);
+  if (rel.empty() || *rel.begin() == "..") return Error{path + " is not inside " + root};
+  if (rel == ".") return Status::ok();
+  stdfs::path at = r;
+  for (const auto& part : rel) {
+    at /= part;
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Status::ok();  // made by validate from here on
+      return Error{"cannot inspect " + at.string() + ": " + errno_text()};
+    }
+    if (S_ISLNK(st.st_mode))
+      return Error{at.string() + " is a symbolic link inside " + root +
+                   ": nothing is written through it (a program the run executed must have made it)"};
+  }
+  return Status::ok();
 }
 
 }  // namespace validate::fs

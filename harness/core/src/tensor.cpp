@@ -1,10 +1,13 @@
 #include "validate/core/tensor.hpp"
 
+#include "validate/core/checked_shape.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #if defined(__SSE2__)
@@ -13,9 +16,37 @@
 
 namespace validate {
 
-std::int64_t shape_numel(const Shape& shape) {
+std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
+  if (a < 0 || b < 0) return std::nullopt;
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+std::optional<std::int64_t> checked_numel(const Shape& shape) {
+  for (auto d : shape)
+    if (d < 0) return std::nullopt;
+  for (auto d : shape)
+    if (d == 0) return 0;
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) {
+    auto m = checked_mul(n, d);
+    if (!m) return std::nullopt;
+    n = *m;
+  }
+  return n;
+}
+
+std::int64_t shape_numel(const Shape& shape) {
+  for (auto d : shape)
+    if (d == 0) return 0;  // (2^40, 2^23, 0) has no elements, whatever its other sizes multiply to
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) return n * d;  // not a shape; kept as it always was (callers refuse negatives first)
+    auto m = checked_mul(n, d);
+    if (!m) return std::numeric_limits<std::int64_t>::max();
+    n = *m;
+  }
   return n;
 }
 

@@ -91,6 +91,18 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (tj.contains("max_abs") && tj["max_abs"].is_number()) max_abs = tj["max_abs"].get<double>();
       kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs}});
     }
+    // The case's error-bound scales (a case without them was made by an older generate: redo it).
+    for (const auto& t : c.tensors(op)) {
+      if (t.role != cases::Role::output && t.role != cases::Role::grad) continue;
+      const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
+      if (!sj.is_object() || !sj.contains("sha256") || !sj["sha256"].is_string()) return false;
+      const std::string rel = dir + "/" + c.file_name(op, t.name + "_scale");
+      auto tensor = npy::read(root + "/" + rel);
+      if (!tensor || tensor->shape() != t.shape || tensor_sha256(*tensor) != sj["sha256"].get<std::string>()) return false;
+      auto fh = sha256_file(root + "/" + rel);
+      if (!fh) return false;
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {sj["sha256"].get<std::string>(), tensor->dtype(), std::nullopt}});
+    }
   }
   auto mh = sha256_file(root + "/" + meta_rel);
   if (!mh) return false;
@@ -112,8 +124,17 @@ void remove_stale_temporaries(const std::string& root) {
 // --resume continues only a directory made with the same options: it kept the old seed's cases
 // while config.json claimed the new seed (issue 10). config.json is written first, so an
 // interrupted run has it; the first key that differs is named.
-Status check_resumable(const std::string& out, const Json& config_now, bool was_empty) {
+Status check_resumable(const std::string& out, const Json& config_now, int threads, bool was_empty) {
   if (was_empty) return Status::ok();
+  // The thread count is not an option of the set but changes its numbers: OpenBLAS splits a sum
+  // differently on another number of threads, so cases resumed on 2 beside cases made on 1 are
+  // not one set (system_info.json, written when generate starts, records it).
+  if (auto sys = read_json(out + "/system_info.json"); sys && sys->is_object())
+    if (auto t = sys->find("threads"); t != sys->end() && t->is_number_integer() && t->get<std::int64_t>() != threads)
+      return Error{fmt::format("--resume: {} was generated on {} thread(s), this run would use {}: OpenBLAS "
+                               "results depend on the thread count, so the resumed cases would not match the "
+                               "others; resume with --threads {}, or regenerate with --overwrite",
+                               out, json_text(*t), threads, json_text(*t))};
   const std::string path = out + "/config.json";
   if (!fs::exists(path))
     return Error{"--resume: " + out + " has no config.json, so the options that made it are unknown; "
@@ -165,6 +186,13 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   config["seed"] = seed;
   config["fill"] = opt.fill == Fill::exact ? "exact" : "random";
   config["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
+  if (opt.shard.count > 1) {
+    // The dtypes asked for, before sharding: a shard holds only some of the sweep's cases, so its
+    // "dtypes" cannot show that another shard was made with another --dtype (merge compares this).
+    Json asked = Json::array();
+    for (DType d : opt.dtypes.empty() ? file->dtypes : opt.dtypes) asked.push_back(std::string(dtype_name(d)));
+    config["selection"]["dtypes"] = asked;
+  }
   Json dts = Json::array();
   for (auto& c : *list) {
     auto n = std::string(dtype_name(c.dtype));
@@ -191,7 +219,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   auto out_dir = fs::claim_output_dir(opt.out, {"--out", {}, opt.overwrite, opt.resume});
   if (!out_dir) return out_dir.status();
   if (opt.resume) {
-    VALIDATE_TRY(check_resumable(opt.out, config, out_dir->was_empty()));
+    VALIDATE_TRY(check_resumable(opt.out, config, dev->threads, out_dir->was_empty()));
     // A stale manifest would make a half-rewritten set look complete: remove it first.
     std::filesystem::remove(std::filesystem::path(opt.out) / "manifest.json");
     remove_stale_temporaries(opt.out);
@@ -221,6 +249,9 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       for (const cases::OpInstance& inst : c.ops) budget = std::max(budget, working_set(c, inst.op()));
     SetWriter writer(opt.out, std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30));
     VALIDATE_TRY(writer.write_text_now("config.json", json_text(config, 2) + "\n"));
+    // Now as well as at the end: an interrupted set keeps the thread count its cases were made
+    // with, which --resume must match.
+    VALIDATE_TRY(writer.write_text_now("system_info.json", json_text(system_info(*dev), 2) + "\n"));
     std::size_t i = 0;
     for (const auto& c : *list) {
       ++i;
@@ -253,7 +284,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
         for (auto& [k, v] : inputs) view[k] = &v;
         auto tcomp = Clock::now();
         Json info;
-        auto outs = torch_compute(c, op, view, *dev, &info);
+        auto outs = torch_compute(c, op, view, *dev, &info, nullptr, /*scales=*/true);
         sum.compute_seconds += since(tcomp);
         if (!outs) {
           log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), outs.message());

@@ -6,6 +6,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +19,8 @@
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
+#include "validate/core/cuda_unusable.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/ops/torch_forward.hpp"
 #include "validate/train/tensor_names.hpp"
 
@@ -103,6 +108,52 @@ struct DtypePlan {
   at::Tensor narrow(const at::Tensor& t) const { return emulate ? t.to(logical).to(at::kFloat) : t.to(logical); }
 };
 
+// The path of the CUDA runtime this process has loaded (a CUDA LibTorch loads libcudart through
+// libtorch_cuda), or "" when there is none.
+std::string loaded_cudart() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name;
+        if (name && std::strstr(name, "/libcudart.so")) {
+          *static_cast<std::string*>(data) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &path);
+  return path;
+}
+
+// Why LibTorch sees no CUDA device. torch::cuda::is_available() only says false (with no driver
+// LibTorch does not even warn), so the reason comes from the CUDA runtime LibTorch itself loaded,
+// asked through dlsym: this translation unit needs no CUDA header and builds against a CPU LibTorch.
+// (at::hasCUDA() cannot tell "no CUDA in this LibTorch" from "no device": in 2.x it is false in both
+// cases; a CUDA LibTorch always has the CUDA runtime loaded, through libtorch_cuda.so.)
+std::string torch_cuda_unusable_reason() {
+  const std::string cudart = loaded_cudart();
+  if (cudart.empty()) return std::string("this LibTorch (") + TORCH_VERSION + ") was built without CUDA";
+  void* h = cudart.empty() ? nullptr : dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  using IntFn = int (*)(int*);
+  using NameFn = const char* (*)(int);
+  auto count_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaGetDeviceCount")) : nullptr;
+  auto driver_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaDriverGetVersion")) : nullptr;
+  auto runtime_fn = h ? reinterpret_cast<IntFn>(dlsym(h, "cudaRuntimeGetVersion")) : nullptr;
+  auto name_fn = h ? reinterpret_cast<NameFn>(dlsym(h, "cudaGetErrorName")) : nullptr;
+  auto text_fn = h ? reinterpret_cast<NameFn>(dlsym(h, "cudaGetErrorString")) : nullptr;
+  std::string why;
+  if (count_fn && driver_fn && runtime_fn && name_fn && text_fn) {
+    int count = 0, driver = 0, runtime = 0;
+    const int e = count_fn(&count);
+    driver_fn(&driver);
+    runtime_fn(&runtime);
+    why = core::cuda_unusable_reason(e, name_fn(e), text_fn(e), driver, runtime, count);
+  }
+  if (h) dlclose(h);
+  if (why.empty()) why = "LibTorch's CUDA initialization found no device (torch::cuda::is_available() is false)";
+  return why;
+}
+
 }  // namespace
 
 Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
@@ -121,7 +172,7 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
     }
     if (!torch::cuda::is_available()) {
       d.used = "cpu";
-      d.fallback_reason = "no usable CUDA device (LibTorch: torch::cuda::is_available() is false)";
+      d.fallback_reason = core::no_usable_cuda_device(torch_cuda_unusable_reason());
     } else if (index >= static_cast<int>(torch::cuda::device_count())) {
       d.used = "cpu";
       d.fallback_reason = "cuda:" + std::to_string(index) + " does not exist (" +
@@ -146,7 +197,8 @@ Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_t
 
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& in,
-                                                    const TorchDevice& device, Json* info, TorchTimes* times) {
+                                                    const TorchDevice& device, Json* info, TorchTimes* times,
+                                                    bool scales) {
   using Clock = std::chrono::steady_clock;
   double conv_s = 0;
   auto timed = [&](auto&& f) {  // conversion time of f()
@@ -194,6 +246,40 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       if (t.role == cases::Role::output) out.emplace(t.name, result(y));
       else if (t.role == cases::Role::loss) out.emplace(t.name, timed([&] { return from_torch(loss, DType::float32); }));
       else if (t.role == cases::Role::grad) out.emplace(t.name, result(leaves.at(t.name.substr(5)).grad()));
+    }
+    if (scales) {
+      // Error-bound scales (docs/compare.md, "Error bounds"). Every element of the output and of
+      // each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the
+      // same bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term),
+      // and each gradient the backward of that forward with the squared dL/dy magnitude m^2.
+      // m is |dL/dy| widened by what may move dL/dy = 2 (y - t) / N between two correct stacks,
+      // in units of the case dtype's unit roundoff u_d (compare multiplies the scale by u_d): the
+      // stored output's rounding (one ULP of the case dtype, <= 2 u_d |y|), the forward's float32
+      // accumulation (sqrt(K + 1) u (|y| + rho_y), the bound's own model), and dL/dy's rounding to
+      // the case dtype where it is subnormal (an absolute half spacing). float32 throughout: a scale
+      // needs a few digits, and all its terms are positive.
+      const DType d = c.dtype;
+      const double u = std::ldexp(1.0, -24);
+      const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
+      const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+      const double k = static_cast<double>(ops::find(op).reduction_length(inst->params)) + 1;
+      ops::TorchLeaves sq;
+      for (const auto& [name, t] : leaves) sq.emplace(name, t.detach().to(at::kFloat).square().requires_grad_(true));
+      at::Tensor y2 = ops::torch_forward(inst->params, sq);
+      at::Tensor rho_y = y2.detach().clamp_min(0).sqrt();
+      at::Tensor yv = y.detach().to(at::kFloat).abs();
+      const double n_out = static_cast<double>(yv.numel());
+      const double round_out = d == DType::float32 ? 0.0 : 2.0;
+      at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
+      at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
+      y2.backward(m.square());
+      auto scale = [&](const at::Tensor& sq_sum) {
+        return timed([&] { return adopt_from_torch(sq_sum.detach().clamp_min(0).sqrt().contiguous(), DType::float32); });
+      };
+      for (const auto& t : table) {
+        if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2));
+        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(sq.at(t.name.substr(5)).grad()));
+      }
     }
   } catch (const c10::Error& e) {
     return Error{std::string("LibTorch failed on ") + c.name + " " + cases::op_name(op) + ": " +
@@ -309,6 +395,17 @@ Json torch_system_info(const TorchDevice& device) {
   j["device_requested"] = device.requested;
   j["device"] = device.used;
   if (!device.fallback_reason.empty()) j["device_fallback"] = device.fallback_reason;
+  // The CUDA runtime this LibTorch loaded ("13.0"), null for a CPU-only LibTorch.
+  j["libtorch_cuda"] = nullptr;
+  if (const std::string cudart = loaded_cudart(); !cudart.empty()) {
+    if (void* h = dlopen(cudart.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+      if (auto fn = reinterpret_cast<int (*)(int*)>(dlsym(h, "cudaRuntimeGetVersion"))) {
+        int v = 0;
+        if (fn(&v) == 0) j["libtorch_cuda"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+      }
+      dlclose(h);
+    }
+  }
   j["cuda_available"] = torch::cuda::is_available();
   j["cuda_device_count"] = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   auto& hooks = at::detail::getCUDAHooks();

@@ -2,7 +2,12 @@
 
 #include <cstdlib>
 
+#include "validate/core/cuda_unusable.hpp"
 #include "validate/gpu/check.hpp"
+
+static_assert(cudaErrorInsufficientDriver == validate::core::kCudaErrorInsufficientDriver);
+static_assert(cudaErrorDevicesUnavailable == validate::core::kCudaErrorDevicesUnavailable);
+static_assert(cudaErrorNoDevice == validate::core::kCudaErrorNoDevice);
 
 namespace validate::gpu {
 
@@ -19,8 +24,18 @@ Result<int> parse_device(const std::string& text) {
 Status require_device(int index) {
   int count = 0;
   // cudaGetDeviceCount is the first call that needs the driver: without a GPU (or without a
-  // driver) it is the one that fails, and its error says which.
-  VALIDATE_GPU_TRY(cudaGetDeviceCount(&count));
+  // driver) it is the one that fails. Its own text ("CUDA driver version is insufficient for CUDA
+  // runtime version") reads as "upgrade the driver" on a machine that has none, so the message
+  // names the cause (core::cuda_unusable_reason), worded as LibTorch's path words it.
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();  // clear the sticky error for whoever asks next
+    int driver = 0, runtime = 0;
+    (void)cudaDriverGetVersion(&driver);
+    (void)cudaRuntimeGetVersion(&runtime);
+    return Error{core::no_usable_cuda_device(core::cuda_unusable_reason(
+        e, cudaGetErrorName(e), cudaGetErrorString(e), driver, runtime, count))};
+  }
   if (index >= count)
     return Error{"cuda:" + std::to_string(index) + " does not exist (cudaGetDeviceCount reports " +
                  std::to_string(count) + " device" + (count == 1 ? "" : "s") + ")"};

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/core/checked_shape.hpp"
 #include "validate/layout/convert.hpp"
 
 namespace validate::layout {
@@ -50,7 +51,11 @@ Result<ProbeResult> make_probe(std::string_view spec_text, const Shape& shape, s
                              shape.size(), axes.empty() ? "(scalar)" : axes, axes.size())};
   for (auto d : shape)
     if (d < 1) return Error{fmt::format("shape {}: every size must be at least 1", shape_to_string(shape))};
-  const std::int64_t numel = shape_numel(shape);
+  const auto checked = checked_numel(shape);
+  if (!checked)
+    return Error{fmt::format("shape {}: its element count overflows a 64-bit integer; a probe holds at most 2^24",
+                             shape_to_string(shape))};
+  const std::int64_t numel = *checked;
   if (numel > (std::int64_t{1} << 24))
     return Error{fmt::format("shape {} has {} elements; a probe holds at most 2^24 (float32 counts exactly "
                              "only that far)", shape_to_string(shape), numel)};

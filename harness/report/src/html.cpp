@@ -310,7 +310,7 @@ class HtmlReporter : public Reporter {
   explicit HtmlReporter(std::string path) : path_(std::move(path)) {}
   std::string name() const override { return "html"; }
   Status report(const compare::Report& r) override {
-    return fs::write_atomic(path_, render_html(r));
+    return fs::write_report(path_, render_html(r));
   }
 
  private:

@@ -237,7 +237,7 @@ class JsonReporter : public Reporter {
   explicit JsonReporter(std::string path) : path_(std::move(path)) {}
   std::string name() const override { return "json"; }
   Status report(const compare::Report& r) override {
-    return fs::write_atomic(
+    return fs::write_report(
         path_, json_text(render_json(r), 2) + "\n");
   }
 

@@ -38,13 +38,14 @@ std::string details(const Entry& e) {
 
 }  // namespace
 
-std::string render_junit(const compare::Report& r) {
+std::string render_junit(const compare::Report& r, std::string_view suite_prefix) {
   std::ostringstream body;
   long tests = 0, failures = 0, errors = 0, skipped = 0;
   for (const auto& [key, entries] : detail::groups(r)) {
     long t = 0, f = 0, er = 0, sk = 0;
     std::ostringstream cases;
-    const std::string suite = "validate." + (key.first.empty() ? "" : key.first + ".") + key.second;
+    const std::string suite =
+        std::string(suite_prefix) + "." + (key.first.empty() ? "" : key.first + ".") + key.second;
     for (const Entry* e : entries) {
       ++t;
       const std::string cls = suite + "." + e->case_name + (e->op ? "." + e->op_name() : "");
@@ -97,7 +98,8 @@ std::string render_junit(const compare::Report& r) {
   }
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o << "<testsuites name=\"validate compare" << (r.self_check.empty() ? "" : " (self-check)")
+  o << "<testsuites name=\"" << xml(suite_prefix == kDefaultJunitSuite ? "validate compare" : std::string(suite_prefix))
+    << (r.self_check.empty() ? "" : " (self-check)")
     << "\" tests=\"" << tests << "\" failures=\"" << failures
     << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\""
     << fmt::format("{:.3f}", r.elapsed_s) << "\">\n";
@@ -108,19 +110,19 @@ std::string render_junit(const compare::Report& r) {
 namespace {
 class JunitReporter : public Reporter {
  public:
-  explicit JunitReporter(std::string path) : path_(std::move(path)) {}
+  JunitReporter(std::string path, std::string suite) : path_(std::move(path)), suite_(std::move(suite)) {}
   std::string name() const override { return "junit"; }
   Status report(const compare::Report& r) override {
-    return fs::write_atomic(path_, render_junit(r));
+    return fs::write_report(path_, render_junit(r, suite_));
   }
 
  private:
-  std::string path_;
+  std::string path_, suite_;
 };
 }  // namespace
 
-std::unique_ptr<Reporter> make_junit_reporter(std::string path) {
-  return std::make_unique<JunitReporter>(std::move(path));
+std::unique_ptr<Reporter> make_junit_reporter(std::string path, std::string suite_prefix) {
+  return std::make_unique<JunitReporter>(std::move(path), std::move(suite_prefix));
 }
 
 }  // namespace validate::report

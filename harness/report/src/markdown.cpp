@@ -141,7 +141,7 @@ class MarkdownReporter : public Reporter {
   explicit MarkdownReporter(std::string path) : path_(std::move(path)) {}
   std::string name() const override { return "markdown"; }
   Status report(const compare::Report& r) override {
-    return fs::write_atomic(path_, render_markdown(r));
+    return fs::write_report(path_, render_markdown(r));
   }
 
  private:

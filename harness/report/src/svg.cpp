@@ -79,10 +79,33 @@ std::string marker(const SeriesStyle& st, double x, double y, double r, bool hol
 }
 
 std::string bars(const Bars& b) {
-  const int W = b.width, H = b.height, L = 48, R = 12, T = 40, B = 78;
-  const int pw = W - L - R, ph = H - T - B;
+  // The x tick labels are drawn rotated by -45 degrees, ending at their bin, so they hang down and
+  // to the left by their length / sqrt(2). The bottom margin (and, when a long label sits near the
+  // left edge, the left one) is sized from the longest label, bounding a character's advance by
+  // kCharEm of the font size (digits are 0.55-0.64 em in the common sans-serif fonts), so a
+  // "2147483649-4294967296" bin neither leaves the picture nor runs into the axis title below it.
+  // Font sizes are those of the `tick` and `axis` classes (html.cpp's style sheet).
+  constexpr double kTickFont = 10, kAxisFont = 11, kCharEm = 0.66, kAscentEm = 0.9, kDescentEm = 0.3;
+  const double s45 = std::sqrt(0.5);
+  const int T = 40, R = 12, ph = std::max(40, b.height - T - 78);
   const std::size_t nb = std::max<std::size_t>(1, b.labels.size()),
                     ns = std::max<std::size_t>(1, b.series.size());
+  const auto label_w = [&](std::size_t i) { return kCharEm * kTickFont * static_cast<double>(b.labels[i].size()); };
+  double longest = 0;
+  for (std::size_t i = 0; i < b.labels.size(); ++i) longest = std::max(longest, label_w(i));
+  const double tick_y = T + ph + 12;  // each label's anchor: its end, just under the axis
+  const double labels_bottom = tick_y + s45 * (longest + kDescentEm * kTickFont);
+  const double axis_y = std::ceil(labels_bottom + 6 + kAscentEm * kAxisFont);  // the title's baseline
+  const int H = static_cast<int>(axis_y + std::ceil(kDescentEm * kAxisFont) + 2);
+  // Left margin: the y tick labels need 48; a long x label near the left edge may need more. The
+  // picture widens by as much, so the plot keeps b.width - 48 - R and its bins their width.
+  const int pw = b.width - 48 - R;
+  const double bw = static_cast<double>(pw) / static_cast<double>(nb);
+  int L = 48;
+  for (std::size_t i = 0; i < b.labels.size(); ++i)
+    L = std::max(L, static_cast<int>(std::ceil(s45 * (label_w(i) + kAscentEm * kTickFont) -
+                                               bw * (static_cast<double>(i) + 0.5) + 2)));
+  const int W = pw + L + R;
   double ymax = 1;
   for (const auto& s : b.series)
     for (auto c : s) ymax = std::max(ymax, std::log10(1.0 + static_cast<double>(c)));
@@ -98,7 +121,6 @@ std::string bars(const Bars& b) {
         R"~(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/><text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)~",
         L, L + pw, y, y, L - 4, y + 3, d == 0 ? "0" : fmt::format("1e{}", d));
   }
-  const double bw = static_cast<double>(pw) / static_cast<double>(nb);
   for (std::size_t s = 0; s < b.series.size(); ++s) {
     for (std::size_t i = 0; i < b.series[s].size() && i < nb; ++i) {
       const auto c = b.series[s][i];
@@ -116,10 +138,10 @@ std::string bars(const Bars& b) {
     const double x = L + bw * (static_cast<double>(i) + 0.5);
     o += fmt::format(
         R"~(<text x="{:.1f}" y="{}" class="tick" text-anchor="end" transform="rotate(-45 {:.1f} {})">{}</text>)~",
-        x, T + ph + 12, x, T + ph + 12, escape(b.labels[i]));
+        x, tick_y, x, tick_y, escape(b.labels[i]));
   }
   o += fmt::format(R"~(<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>)~",
-                   L + pw / 2, H - 4, escape(b.x_label));
+                   L + pw / 2, axis_y, escape(b.x_label));
   for (std::size_t s = 0; s < b.series_names.size() && b.series_names.size() > 1; ++s)
     o += fmt::format(
         R"~(<rect x="{}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}" class="tick">{}</text>)~",

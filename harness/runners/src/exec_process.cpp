@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -14,8 +15,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -40,6 +45,86 @@ struct SpawnSetup {
   SpawnSetup(const SpawnSetup&) = delete;
   SpawnSetup& operator=(const SpawnSetup&) = delete;
 };
+
+// One process as /proc/<pid>/stat has it.
+struct Proc {
+  pid_t pid = 0, ppid = 0, pgid = 0;
+  char state = '?';
+};
+
+std::vector<Proc> all_processes() {
+  std::vector<Proc> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;  // gone meanwhile
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')', so parse after the last ')'.
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    Proc p;
+    p.pid = static_cast<pid_t>(std::atol(e->d_name));
+    long ppid = 0, pgid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld %ld", &p.state, &ppid, &pgid) != 3) continue;
+    p.ppid = static_cast<pid_t>(ppid);
+    p.pgid = static_cast<pid_t>(pgid);
+    out.push_back(p);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Every process below this one, by parent links.
+std::vector<Proc> descendants() {
+  const std::vector<Proc> all = all_processes();
+  std::vector<Proc> out;
+  std::set<pid_t> tree{::getpid()};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& p : all)
+      if (tree.count(p.ppid) && tree.insert(p.pid).second) {
+        out.push_back(p);
+        grew = true;
+      }
+  }
+  return out;
+}
+
+std::string command_line(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  for (char& c : s)
+    if (c == '\0') c = ' ';
+    else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  if (s.size() > 120) s = s.substr(0, 117) + "...";
+  return s;
+}
+
+// After the program's shell has been reaped: kills and reaps every process it left below validate
+// (validate is their subreaper, so one that called setsid or double-forked is still found here;
+// validate starts no other process while a program runs). Returns those that were still running
+// outside the program's process group, which the group kill could not reach.
+std::vector<std::string> contain_descendants(pid_t group) {
+  std::vector<std::string> escaped;
+  std::set<pid_t> named;
+  for (int round = 0; round < 2000; ++round) {
+    const std::vector<Proc> left = descendants();
+    if (left.empty()) break;
+    for (const auto& p : left) {
+      if (p.state == 'Z') continue;
+      if (p.pgid != group && named.insert(p.pid).second)
+        escaped.push_back("pid " + std::to_string(p.pid) + " (" + command_line(p.pid) + ")");
+      ::kill(p.pid, SIGKILL);
+    }
+    for (const auto& p : left)
+      if (p.ppid == ::getpid()) ::waitpid(p.pid, nullptr, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return escaped;
+}
 
 }  // namespace
 
@@ -87,6 +172,10 @@ ProcessResult run_shell(const std::string& cmd, const std::vector<std::string>& 
   std::string command = cmd;
   char* argv[] = {sh, dash_c, command.data(), nullptr};
 
+  // Orphans of the program (a `setsid cmd &` it started) are re-parented to validate instead of
+  // init, so none can outlive its task unseen and write into the next task's run directory.
+  static const bool subreaper = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  (void)subreaper;
   const auto t0 = Clock::now();
   pid_t pid = -1;
   if (int rc = posix_spawn(&pid, "/bin/sh", &s.actions, &s.attr, argv, envp.data()); rc != 0) {
@@ -130,6 +219,7 @@ ProcessResult run_shell(const std::string& cmd, const std::vector<std::string>& 
   do {
     w = waitpid(pid, &status, 0);
   } while (w < 0 && errno == EINTR);
+  res.escaped = contain_descendants(pid);
   res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (w < 0) {
     res.spawn_error = std::string("waiting for /bin/sh: ") + std::strerror(errno);
@@ -185,6 +275,7 @@ TreeSnapshot snapshot_tree(const std::string& root, const std::vector<std::strin
       if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
       TreeEntry t;
       t.dir = S_ISDIR(st.st_mode);
+      t.link = S_ISLNK(st.st_mode);
       t.ino = static_cast<std::uint64_t>(st.st_ino);
       t.size = static_cast<std::int64_t>(st.st_size);
       t.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;

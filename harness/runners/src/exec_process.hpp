@@ -16,14 +16,19 @@ struct ProcessResult {
   int signal = 0;           // > 0 when a signal ended it (not our timeout kill)
   int interrupted = 0;      // validate got this SIGINT/SIGTERM: forwarded, then killed after grace
   double seconds = 0;
+  // Processes the program left running outside its process group (setsid, a daemon's double
+  // fork) when its shell exited: "pid N (command line)". They have been killed and reaped.
+  std::vector<std::string> escaped;
 };
 
 // Runs `/bin/sh -c cmd` with environment `env` ("NAME=value" strings), stdin from /dev/null,
 // stdout and stderr into the given files (truncated), in a new process group. After `timeout_s`
 // the whole group is sent SIGKILL; when the shell exits on its own, processes it left behind in
 // its group are killed as well (before it is reaped, so its pid — the group id — cannot have been
-// reused). Thread-safe: posix_spawn, no fork of a multi-threaded image. When validate itself is
-// asked to stop (interrupt.hpp), the signal is forwarded to the group, which gets
+// reused). Every other descendant (validate is their subreaper) is then killed and reaped, and
+// the ones that escaped the group are listed in `escaped`; so one program runs at a time (the
+// exec runner's tasks are sequential). posix_spawn, no fork of a multi-threaded image. When validate
+// itself is asked to stop (interrupt.hpp), the signal is forwarded to the group, which gets
 // kInterruptGraceSeconds to exit before SIGKILL.
 ProcessResult run_shell(const std::string& cmd, const std::vector<std::string>& env,
                         const std::string& stdout_path, const std::string& stderr_path,
@@ -45,6 +50,7 @@ std::string signal_description(int sig);
 // ms); `compare` still catches a changed reference input by its hash.
 struct TreeEntry {
   bool dir = false;
+  bool link = false;  // a symbolic link (never followed)
   std::uint64_t ino = 0;
   std::int64_t size = 0, mtime_ns = 0, ctime_ns = 0;
 };

@@ -84,9 +84,31 @@ ProgramRun ExecRunner::run_program(const OpTask& task, const TaskFiles& f, const
   ProgramRun run;
   run.dir = f.dir;
   run.pr = exec::run_shell(cmd, program_env(task, f), f.dir + "/stdout.log", f.dir + "/stderr.log", opt_.timeout_s);
-  for (std::size_t i = 0; i < roots.size(); ++i)
-    for (auto& change : exec::tree_changes(before[i], exec::snapshot_tree(roots[i], {f.dir})))
-      run.changed.push_back(std::move(change));
+  // The program and everything it started have ended (run_shell kills and reaps them all), so
+  // what is in the trees now stays as it is until the next task's program starts.
+  const std::string run_root = task.run_dir.empty() ? std::string() : normal_dir(task.run_dir);
+  std::vector<std::string> links;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const exec::TreeSnapshot after = exec::snapshot_tree(roots[i], {f.dir});
+    for (auto& change : exec::tree_changes(before[i], after)) run.changed.push_back(std::move(change));
+    // New links only: one an earlier program left inside its own work directory is its business
+    // (validate never writes there again) and is not the next task's doing.
+    for (const auto& [path, e] : after) {
+      if (!e.link || run_root.empty() || !within(path, run_root)) continue;
+      const auto was = before[i].find(path);
+      if (was == before[i].end() || !was->second.link || was->second.ino != e.ino) links.push_back(path);
+    }
+  }
+  // A symbolic link in the run directory, outside this task's work directory, would have the
+  // next tasks' results, records and work directories written wherever it points (the reference
+  // set: compare then compared a file with itself). It is this task's doing: named, and removed
+  // (the link only, never what it points to) before anything else is written.
+  for (const auto& path : links) {
+    const bool removed = ::unlink(path.c_str()) == 0;
+    run.changed.push_back(path + (removed ? " (a symbolic link: removed, nothing was written through it)"
+                                          : " (a symbolic link that could not be removed: " +
+                                                std::string(std::strerror(errno)) + ")"));
+  }
   if (!run.changed.empty()) {
     run.outside = "the program wrote outside its work directory: ";
     for (std::size_t i = 0; i < run.changed.size() && i < kMaxOutsideListed; ++i)

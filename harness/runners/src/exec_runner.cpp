@@ -19,6 +19,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/mapped_file.hpp"
+#include "validate/core/no_links.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/shell_quote.hpp"
 #include "validate/core/tree.hpp"
@@ -119,6 +120,29 @@ std::string exit_failure(const exec::ProcessResult& pr, double timeout_s) {
   return fmt::format("the program exited with status {}{}", pr.exit_code, how);
 }
 
+// The program's "not supported" answer: nullopt when it left no unsupported.txt, else the reason
+// (its first line, control bytes shown as '?', "(no reason given)" when empty). A non-regular
+// file in its place (a FIFO would block the read) is an error.
+Result<std::optional<std::string>> unsupported_reason(const std::string& dir) {
+  const std::string path = dir + "/" + kUnsupportedFile;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::optional<std::string>{};
+  if (!S_ISREG(st.st_mode))
+    return Error{fmt::format("{}: not a regular file (the program's \"not supported\" answer must be a text file)",
+                             kUnsupportedFile)};
+  std::ifstream f(path, std::ios::binary);
+  std::string line(kMaxUnsupportedReason, '\0');
+  f.read(line.data(), static_cast<std::streamsize>(line.size()));
+  line.resize(static_cast<std::size_t>(std::max<std::streamsize>(f.gcount(), 0)));
+  line = line.substr(0, line.find_first_of("\r\n"));
+  const auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  while (!line.empty() && blank(line.back())) line.pop_back();
+  while (!line.empty() && blank(line.front())) line.erase(0, 1);
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return std::optional<std::string>{line.empty() ? "(no reason given)" : line};
+}
+
 Status ExecRunner::prepare() {
   if (opt_.cmd.empty()) return Error{"--backend exec needs --cmd 'PROGRAM {dir}'"};
   // Past a week the deadline arithmetic overflowed (1e10 s killed every program at once).
@@ -167,8 +191,40 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
         "interrupted: validate received {} and forwarded it to the program's process group{}",
         exec::signal_description(run.pr.interrupted),
         run.pr.exit_code >= 0 || run.pr.signal ? "" : fmt::format(", which was killed after {:g} s", kInterruptGraceSeconds))));
+  if (!run.pr.escaped.empty()) {
+    // A detached descendant kept writing into the run directory after the program exited, and
+    // the next, innocent task was blamed; it is this task's, so this task fails.
+    std::string who;
+    for (std::size_t i = 0; i < run.pr.escaped.size() && i < kMaxOutsideListed; ++i) who += (i ? ", " : "") + run.pr.escaped[i];
+    return fail(run.explain(fmt::format(
+        "the program exited but left {} process(es) running outside its process group (setsid or a daemon): {}; "
+        "validate killed them — a program must wait for every process it starts",
+        run.pr.escaped.size(), who)));
+  }
   if (Status st = check_work_dir_kept(files); !st) return fail(run.explain(st.message()));
   if (const std::string why = exit_failure(run.pr, opt_.timeout_s); !why.empty()) return fail(run.explain(why));
+
+  auto cleanup = [&] {
+    if (opt_.keep_work) return;
+    std::error_code ec;
+    for (const auto* group : {&files.inputs, &files.results})
+      for (const auto& e : *group) stdfs::remove(files.dir + "/" + e.file, ec);
+    (void)fs::remove_tree(files.dir + "/" + kStepsDir);
+    (void)fs::remove_tree(files.tmp);  // a leftover scratch file is not a failure of the case
+  };
+  // "I do not do this": an outcome like the cuDNN runner's unsupported cases, so the run's other
+  // tasks decide its exit status and compare lists the task as unsupported (a failure only under
+  // --require-all). Writing outside the work directory still fails the task.
+  auto unsupported = unsupported_reason(files.dir);
+  if (!unsupported) return fail(run.explain(unsupported.message()));
+  if (*unsupported) {
+    if (!run.outside.empty()) return fail(run.explain("it answered \"not supported\": " + **unsupported));
+    r.outcome = RunOutcome::unsupported;
+    r.message = "the program does not support this task: " + **unsupported + " (" + kUnsupportedFile + ")";
+    r.info["unsupported"] = **unsupported;
+    r.notes.not_requested.reset();  // nothing was asked of a program that does not do the task
+    return cleanup();
+  }
 
   std::vector<std::string> problems;
   std::vector<std::string> trajectory_missing;  // train_loss and checkpoint files not written
@@ -210,13 +266,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
       listed += fmt::format("; and {} more", problems.size() - kMaxProblemsListed);
     return fail(run.explain(listed));
   }
-  if (!opt_.keep_work) {
-    std::error_code ec;
-    for (const auto* group : {&files.inputs, &files.results})
-      for (const auto& e : *group) stdfs::remove(files.dir + "/" + e.file, ec);
-    (void)fs::remove_tree(files.dir + "/" + kStepsDir);
-    (void)fs::remove_tree(files.tmp);  // a leftover scratch file is not a failure of the case
-  }
+  cleanup();
 }
 
 TaskFiles ExecRunner::plan_files(const OpTask& task) const {
@@ -252,6 +302,8 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
 }
 
 Status ExecRunner::prepare_work_dir(const OpTask& task, TaskFiles& f) const {
+  // Not through a link an earlier task's program left below the run directory (no_links.hpp).
+  if (!task.run_dir.empty()) VALIDATE_TRY(fs::refuse_links_below(normal_dir(task.run_dir), f.dir));
   VALIDATE_TRY(fs::make_dirs(f.dir));
   if (::lstat(f.dir.c_str(), &f.dir_before) != 0 || !S_ISDIR(f.dir_before.st_mode))
     return Error{"exec: work directory " + f.dir + " is not a directory"};
@@ -259,7 +311,7 @@ Status ExecRunner::prepare_work_dir(const OpTask& task, TaskFiles& f) const {
   std::error_code ec;
   for (const auto& t : task.c->tensors(task.op))
     for (const char* x : {".bin", ".npy"}) stdfs::remove(f.dir + "/" + t.name + x, ec);
-  for (const char* name : {"case.json", "stdout.log", "stderr.log"}) stdfs::remove(f.dir + "/" + name, ec);
+  for (const char* name : {"case.json", "stdout.log", "stderr.log", kUnsupportedFile}) stdfs::remove(f.dir + "/" + name, ec);
   VALIDATE_TRY(fs::remove_tree(f.dir + "/" + kStepsDir));  // an earlier run's batches (or a longer trajectory's)
   VALIDATE_TRY(fs::remove_tree(f.tmp));
   return fs::make_dirs(f.tmp);

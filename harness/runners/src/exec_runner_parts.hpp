@@ -32,6 +32,10 @@ inline constexpr const char* kStepsDir = "steps";    // steps/<s>/<data input>: 
 inline constexpr std::size_t kMaxProblemsListed = 8;  // result-file problems named in full in one message
 inline constexpr std::size_t kTailBytes = 4096;      // of stderr kept for the message
 inline constexpr std::size_t kMaxOutsideListed = 8;  // files written outside the work dir named in full
+// A program that does not do a task says so by writing this file (its first line: why) and
+// exiting 0; the task is then `unsupported`, not an error (docs/runners.md, "Not supported").
+inline constexpr const char* kUnsupportedFile = "unsupported.txt";
+inline constexpr std::size_t kMaxUnsupportedReason = 512;  // bytes of its first line kept
 
 // Every variable of the protocol. They are dropped from the inherited environment before the
 // task's own are added, so a conv2d task never sees a VALIDATE_M left over from an enclosing run.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "validate/core/fs.hpp"
+#include "validate/core/no_links.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/output_dir.hpp"
 #include "validate/core/sha256.hpp"
@@ -25,16 +26,29 @@ std::string variant_dir(const std::string& v) {
   return s;
 }
 
+// Every directory and file of the run is checked to hold no symbolic link below --out before it is
+// made or written: a program the run executed may have planted one (no_links.hpp).
+Status make_dirs_inside(const std::string& out, const std::string& dir) {
+  VALIDATE_TRY(fs::refuse_links_below(out, dir));
+  return fs::make_dirs(dir);
+}
+
 // Writes a text file of the run and records it for the manifest.
-Status write_recorded(const std::string& root, const std::string& rel, const std::string& text, cases::FileMap& files) {
-  VALIDATE_TRY(fs::write_atomic((stdfs::path(root) / rel).string(), text));
+Status write_recorded(const std::string& out, const std::string& root, const std::string& rel, const std::string& text,
+                      cases::FileMap& files) {
+  const std::string path = (stdfs::path(root) / rel).string();
+  VALIDATE_TRY(fs::refuse_links_below(out, path));
+  VALIDATE_TRY(fs::write_atomic(path, text));
   files[rel] = {text.size(), sha256_hex(text.data(), text.size())};
   return Status::ok();
 }
 
 // Writes a result tensor and records its size and file hash.
-Status write_tensor_recorded(const std::string& root, const std::string& rel, const Tensor& t, cases::FileMap& files) {
-  auto w = npy::write_hashed((stdfs::path(root) / rel).string(), t);
+Status write_tensor_recorded(const std::string& out, const std::string& root, const std::string& rel, const Tensor& t,
+                             cases::FileMap& files) {
+  const std::string path = (stdfs::path(root) / rel).string();
+  VALIDATE_TRY(fs::refuse_links_below(out, path));
+  auto w = npy::write_hashed(path, t);
   if (!w) return w.status();
   files[rel] = {w->size, w->sha256};
   return Status::ok();
@@ -60,10 +74,10 @@ void RunWriter::record(const cases::RefCase& rc, cases::Op op, OpResult& r, cons
     rec.layouts = opt_.layout_json["ops"][opn].get<std::map<std::string, std::string>>();
   const auto t_write = Clock::now();
   if (r.outcome == RunOutcome::ok) {
-    Status st = fs::make_dirs((stdfs::path(vs.root) / dt).string());
+    Status st = make_dirs_inside(opt_.out, (stdfs::path(vs.root) / dt).string());
     for (auto& [name, t] : r.outputs) {
       if (!st) break;
-      st = write_tensor_recorded(vs.root, dt + "/" + c.file_name(op, name), t, vs.files);
+      st = write_tensor_recorded(opt_.out, vs.root, dt + "/" + c.file_name(op, name), t, vs.files);
       rec.produced.push_back(name);
     }
     if (!st) {
@@ -88,8 +102,8 @@ void RunWriter::write_case_records(const cases::Case& c) {
   for (auto& [v, vs] : variants_) {
     auto it = vs.records.find(key);
     if (it == vs.records.end()) continue;
-    Status st = fs::make_dirs((stdfs::path(vs.root) / dt).string());
-    if (st) st = write_recorded(vs.root, dt + "/" + c.name + "_run.json", json_text(cases::to_json(it->second), 2) + "\n", vs.files);
+    Status st = make_dirs_inside(opt_.out, (stdfs::path(vs.root) / dt).string());
+    if (st) st = write_recorded(opt_.out, vs.root, dt + "/" + c.name + "_run.json", json_text(cases::to_json(it->second), 2) + "\n", vs.files);
     if (!st && write_error_) write_error_ = st;
   }
 }
@@ -107,18 +121,20 @@ Status RunWriter::finish(const Runner& runner, std::size_t cases_done, std::size
     Json info = base;
     info["variant"] = v;
     info["summary"] = vs.outcomes;
-    VALIDATE_TRY(write_recorded(vs.root, "run_info.json", json_text(info, 2) + "\n", vs.files));
+    VALIDATE_TRY(write_recorded(opt_.out, vs.root, "run_info.json", json_text(info, 2) + "\n", vs.files));
     if (sum_.interrupted) continue;
+    VALIDATE_TRY(fs::refuse_links_below(opt_.out, vs.root + "/manifest.json"));
     VALIDATE_TRY(cases::write_manifest(vs.root, cases::kRunFormat, vs.files));
     VALIDATE_TRY(list_variant_in_top(v, vs, top_state));
   }
   Json top = base;
   top["variants"] = names;
   top["summary"] = {{"ok", sum_.ok}, {"error", sum_.error}, {"skipped", sum_.skipped}, {"unsupported", sum_.unsupported}};
-  VALIDATE_TRY(write_recorded(opt_.out, "run_info.json", json_text(top, 2) + "\n", top_state.files));
+  VALIDATE_TRY(write_recorded(opt_.out, opt_.out, "run_info.json", json_text(top, 2) + "\n", top_state.files));
   sum_.seconds = seconds_since(t0);
   if (sum_.interrupted) return Status::ok();
   // The manifest lists what this run wrote, never the exec work directories (scratch).
+  VALIDATE_TRY(fs::refuse_links_below(opt_.out, opt_.out + "/manifest.json"));
   return cases::write_manifest(opt_.out, cases::kRunFormat, top_state.files);
 }
 

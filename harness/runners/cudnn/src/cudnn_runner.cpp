@@ -18,7 +18,7 @@ class CudnnRunner final : public Runner {
   std::string name() const override { return "cudnn"; }
 
   Status prepare() override {
-    // Every failure names its call: without a GPU this is cudaGetDeviceCount.
+    // Every failure names its call; without a usable GPU the message is "no usable CUDA device: <why>".
     auto dev = gpu::open_device(ctx_.parsed.device);
     if (!dev) return Error{"--backend cudnn: " + dev.message()};
     ctx_.device = *dev;

@@ -24,6 +24,7 @@ struct BackendOption {
   std::string help;
   std::string default_value;  // "" when there is none
   bool is_flag = false;       // a switch without a value: "1" when given, else default_value
+  std::string type_name = "TEXT";  // what --help shows: "FLOAT", "INT"
 };
 
 // What `validate run` hands every factory.

@@ -12,6 +12,9 @@ struct VerifyReport {
   std::size_t files_checked = 0, inputs_checked = 0;
   std::vector<std::string> mismatches;  // one line each, naming the file and both hashes
   std::vector<std::string> warnings;    // files present but not in the manifest, ...
+  // Non-empty: the manifest marks the set partial (merge --allow-partial). Its files may all be
+  // intact (exit 0), but it is not the whole sweep, and verify says so on its own line.
+  std::string partial;
   bool ok() const { return mismatches.empty(); }
 };
 

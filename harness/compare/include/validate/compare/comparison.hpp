@@ -101,6 +101,8 @@ struct Report {
   // --require-all: anything the reference has that the run did not check (not run, not
   // requested, skipped, unsupported) fails the comparison (exit 1).
   bool require_all = false;
+  // The reference set or run is marked partial (merge --allow-partial): with require_all, exit 1.
+  std::vector<std::string> partial;
   // Non-empty: the run is the references' own stack, and this says so (self_check.hpp). Every
   // reporter labels the comparison a self-check.
   std::string self_check;

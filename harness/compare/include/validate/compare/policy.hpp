@@ -11,7 +11,7 @@
 //    "rules": [{"dtype": "float32", "role": "loss", "loss_abs": 1e-6},
 //              {"dtype": "bfloat16", "op": "conv2d", "tensor": "grad_weight", "rtol": 0.05}]}
 //
-// Keys: max_ulp, atol, rtol, min_pcc (tensors); loss_abs, loss_rel (0-d losses); near_zero (the
+// Keys: bound (lambda of the per-element error bound, bounds.hpp), max_ulp, atol, rtol, min_pcc (tensors); loss_abs, loss_rel (0-d losses); near_zero (the
 // near-zero floor as a fraction of max|ref|); mistrust_zeros (fraction of exact zeros in the
 // reference above which a passing tensor is MISTRUSTED). docs/compare.md has the built-in policy.
 #include <map>
@@ -29,6 +29,9 @@ namespace validate::compare {
 // The resolved gate of one tensor.
 struct Gates {
   std::optional<double> max_ulp, atol, rtol, min_pcc, loss_abs, loss_rel;
+  // lambda of the per-element error bound (bounds.hpp), for outputs and gradients of a set with
+  // error-bound scales; a set without them falls back to the old fixed rtol (legacy_rtol).
+  std::optional<double> bound;
   double near_zero = 0.01;
   double mistrust_zeros = 0.9;
 };

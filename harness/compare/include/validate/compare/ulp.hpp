@@ -68,4 +68,13 @@ inline double float32_ulp(double x) {
   return static_cast<double>(std::nextafter(f, std::numeric_limits<float>::infinity())) - static_cast<double>(f);
 }
 
+// A max_ulp gate (a double from a policy or --gate) as the integer limit the kernels compare with.
+// No two floats of any dtype are 2^32 ULPs apart, so anything at or above that (1e20, inf) means
+// "any distance" and becomes the largest limit; a plain cast of 1e20 or inf is undefined and gave
+// 0 on x86, which failed every element of a clean run. NaN never reaches here (policy refuses it).
+inline std::uint64_t ulp_limit(double gate) {
+  if (!(gate < 4294967296.0)) return ~std::uint64_t{0};
+  return gate <= 0 ? 0 : static_cast<std::uint64_t>(gate);
+}
+
 }  // namespace validate::compare

@@ -13,6 +13,11 @@ namespace validate::fs {
 Status write_atomic(const std::string& path, std::string_view bytes);
 Status write_atomic(const std::string& path, const void* data, std::size_t size,
                     std::string_view prefix = {});  // prefix bytes (e.g. a .npy header) go first
+// A report the user names (--json, --md, --junit, --html): a new or regular file is written
+// atomically as above; a character device or FIFO (and /dev/stdout, /dev/stderr) is written
+// through directly and never renamed over; a symbolic link stays and its target is written by the
+// same rules (made when missing; a failure names the link and its target).
+Status write_report(const std::string& path, std::string_view bytes);
 Result<std::string> read_text(const std::string& path);
 
 // Opens a file others wrote, read-only, the one way every reader here does it: without blocking

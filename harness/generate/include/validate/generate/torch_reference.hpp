@@ -40,7 +40,11 @@ struct TorchTimes {
 Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases::Op op,
                                                     const std::map<std::string, const Tensor*>& inputs,
                                                     const TorchDevice& device, Json* info = nullptr,
-                                                    TorchTimes* times = nullptr);
+                                                    TorchTimes* times = nullptr, bool scales = false);
+// With `scales`, torch_compute also returns "<tensor>_scale" for the output and every gradient:
+// the root-sum-square of the products summed into each element (docs/compare.md, "Error bounds"),
+// the op's own forward and backward run on squared operands in float32. compare derives each
+// element's error bound from it.
 
 // The training trajectory of one op of a training case (docs/training.md): c.train->steps steps of
 // forward, MSE loss, backward and torch::optim::SGD (PyTorch's update, in float32), from the step-0

@@ -24,7 +24,8 @@ Result<int> parse_device(const std::string& text);
 
 // Ok when device `index` exists and a context can be created on it (cudaSetDevice + cudaFree(0));
 // else an Error naming the failing call, e.g.
-// "cudaGetDeviceCount(…) failed: no CUDA-capable device is detected (cudaErrorNoDevice)".
+// "no usable CUDA device: the NVIDIA driver is loaded but sees no CUDA-capable device
+// (cudaGetDeviceCount: cudaErrorNoDevice)" (core::cuda_unusable_reason).
 Status require_device(int index = 0);
 
 // require_device, then the device's properties; makes `index` current.

@@ -46,7 +46,8 @@ struct CudnnOptions {
 Status check_cudnn_options(const CudnnOptions& opt);
 
 // The runner; the device is opened in prepare(), whose Error names the CUDA call that failed
-// (e.g. "cudaGetDeviceCount(…) failed: no CUDA-capable device is detected (cudaErrorNoDevice)").
+// (e.g. "no usable CUDA device: no NVIDIA driver is loaded on this machine (cudaGetDeviceCount:
+// cudaErrorInsufficientDriver)").
 Result<std::unique_ptr<Runner>> make_cudnn_runner(const CudnnOptions& opt,
                                                   const layout::LayoutSet& layouts);
 

@@ -1,0 +1,96 @@
+// The per-element error-bound gate of one tensor (bounds.hpp; docs/compare.md, "Error bounds").
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "comparer.hpp"
+#include "validate/compare/bounds.hpp"
+
+namespace validate::compare::detail {
+
+namespace {
+
+std::string g(double v) { return fmt::format("{:.4g}", v); }
+
+// The number of products summed into an element of `tensor` (the largest, up to the border
+// effects of padding and stride): the op's K for the output (+1: the bias), for a gradient of an
+// operand L the op's multiply-adds shared among L's elements, numel(output) K / numel(L), and for
+// the bias gradient numel(output) / numel(bias).
+double reduction_length(const PairItem& it, const Entry& e) {
+  double out = 0, k = static_cast<double>(std::max<std::int64_t>(e.K, 1));
+  for (const auto& t : it.ref->c.tensors(*it.op))
+    if (t.role == ops::Role::output) out = static_cast<double>(shape_numel(t.shape));
+  if (e.role == ops::Role::output) return k + 1;
+  const double mine = static_cast<double>(std::max<std::int64_t>(shape_numel(e.shape), 1));
+  if (it.tensor == "grad_bias") return std::max(1.0, std::ceil(out / mine));
+  return std::max(1.0, std::ceil(out * k / mine));
+}
+
+}  // namespace
+
+std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
+                                                     const Mapped& run, const Mapped& scale,
+                                                     const Gates& gt, GateResult& gr) {
+  BoundOptions o;
+  o.dtype = it.ref->c.dtype;
+  o.gradient = e.role == ops::Role::grad;
+  o.n = reduction_length(it, e);
+  o.lambda = *gt.bound;
+  // Three-way: with an oracle, the run is held to its own bound against the exact value.
+  std::optional<Mapped> exact;
+  if (oracle_) {
+    const std::string f = oracle_file(it);
+    if (!f.empty())
+      if (auto om = open_npy(f); om && shape_numel(om->header.shape) == shape_numel(e.shape))
+        exact = std::move(*om);
+  }
+  const ArrayView xv = exact ? exact->view(false) : ArrayView{};
+  auto r = check_bounds(ref.view(), run.view(), scale.view(), exact ? &xv : nullptr, o, 5, opt_.threads);
+  if (!r) {
+    invalid(e, it.run_file + ": " + r.message());
+    return std::nullopt;
+  }
+  gr.checks.push_back(Check{"error_bound", r->max_over, 1.0, true, r->beyond == 0});
+  if (r->beyond == 0) return std::nullopt;
+
+  std::string list;
+  for (std::size_t i = 0; i < r->worst.size() && i < 3; ++i) {
+    const BoundElement& el = r->worst[i];
+    list += fmt::format("{}at {}: ref {}, run {}", i ? "; " : "", format_coords(el.index, e.shape, e.axes),
+                        g(el.ref), g(el.run));
+    if (el.exact)
+      list += fmt::format(", exact {} (|run - exact| {}, |ref - exact| {})", g(*el.exact),
+                          g(std::fabs(el.run - *el.exact)), g(std::fabs(el.ref - *el.exact)));
+    list += fmt::format(", bound {} ({:.3g}x over, {} ULP)", g(el.bound), el.over, el.ulp);
+  }
+  gr.reasons.push_back(fmt::format(
+      "{} of {} elements beyond the error bound (lambda {}, {} products per element{}); {}", r->beyond,
+      r->checked, g(o.lambda), g(o.n), r->against_exact ? ", run against the oracle's exact values" : "",
+      list));
+
+  // A precision-level disagreement: every failing element within a few ULPs of the case dtype,
+  // on at most 0.1% of the tensor. A layout mistake moves nearly every element by about its own
+  // size, so no layout hypothesis is offered for this (its residual would explain nothing).
+  const std::uint64_t few_ulp = 16;
+  if (r->max_failing_ulp > few_ulp || r->beyond * 1000 > std::max<std::int64_t>(r->checked, 1)) return std::nullopt;
+  Diagnosis dx;
+  std::string nearer;
+  if (r->against_exact)
+    nearer = r->ref_nearer == r->beyond
+                 ? "; at each of them the reference is nearer the exact value than the run"
+                 : fmt::format("; the reference is nearer the exact value at {} of them, the run at {}",
+                               r->ref_nearer, r->beyond - r->ref_nearer);
+  else
+    nearer = "; compare with --oracle to see which side is nearer the exact value";
+  dx.summary = fmt::format(
+      "precision-level disagreement: {} element(s) ({:.2g}% of the tensor) beyond the error bound, "
+      "all within {} ULP of {}; no layout mistake moves so few elements so little{}",
+      r->beyond, 100.0 * static_cast<double>(r->beyond) / static_cast<double>(std::max<std::int64_t>(r->checked, 1)),
+      r->max_failing_ulp, dtype_name(o.dtype), nearer);
+  dx.families.push_back("precision");
+  return dx;
+}
+
+}  // namespace validate::compare::detail

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Runs the correct-stack panel through `validate run --backend exec` and `validate compare`.
+
+  panel.py check VARIANT  --validate BIN --panel-c BIN --ref SET --work DIR [--known FILE]
+      One correct variant: `compare` (plain, and with --oracle, the float64 oracle's run of the
+      same set) must fail exactly the (mode, check) pairs FILE lists for it — none for most. A
+      failure that appears or one that disappears both fail the test: the file is the record of
+      what the default gate gets wrong, checked on every run.
+  panel.py wrong VARIANT  (same options)
+      One deliberately wrong variant: it must fail where its mistake shows (see WRONG).
+  panel.py sweep [VARIANT...] --ref SET --work DIR ... [--keep]
+      Every variant (or those named) on SET, plain and with --oracle: a table of variant x dtype
+      with the checks passed and failed and the failing tensors, and each variant's seconds.
+
+A "check" is a compare entry id (dtype/case/op/tensor) with the names of its failed gates.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# name: (program, argument). numpy_* run panel_numpy.py (layouts_numpy.json), c_* the C program.
+CORRECT = {
+    "numpy_blas": ("numpy", "blas"),
+    "numpy_blas_dyround": ("numpy", "blas_dyround"),
+    "numpy_f64": ("numpy", "f64"),
+    "c_naive": ("c", "naive"),
+    "c_reversed": ("c", "reversed"),
+    "c_pairwise": ("c", "pairwise"),
+    "c_blocked": ("c", "blocked"),
+}
+# What must fail: TF32 operands every float32 output (and so at least one tensor of every float32
+# op); the misread weight every output of every dtype.
+WRONG = {
+    "numpy_tf32": (("numpy", "tf32"), ("float32",)),
+    "numpy_wtrans": (("numpy", "wtrans"), ("float32", "bfloat16", "float16")),
+}
+MODES = ("plain", "oracle")
+
+
+def command(args, program, arg):
+    if program == "numpy":
+        cmd = f"{shlex.quote(args.python)} {shlex.quote(os.path.join(HERE, 'panel_numpy.py'))} {{dir}} {arg}"
+        return cmd, os.path.join(HERE, "layouts_numpy.json")
+    return f"{shlex.quote(args.panel_c)} {{dir}} {arg}", os.path.join(HERE, "layouts_c.json")
+
+
+def validate(args, *argv, log):
+    with open(log, "w") as f:
+        return subprocess.run([args.validate, *argv], stdout=f, stderr=subprocess.STDOUT).returncode
+
+
+def die(message):
+    print(f"panel.py: FAIL: {message}")
+    sys.exit(1)
+
+
+def oracle_run(args):
+    """The float64 oracle's run of the set, made once per work directory and reference manifest."""
+    out = os.path.join(args.work, "oracle")
+    want = hashlib.sha256(open(os.path.join(args.ref, "manifest.json"), "rb").read()).hexdigest()
+    try:
+        made_from = json.load(open(os.path.join(out, "run_info.json")))["reference"]["manifest_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        made_from = None
+    if made_from != want or not os.path.exists(os.path.join(out, "manifest.json")):
+        shutil.rmtree(out, ignore_errors=True)
+        log = out + ".log"
+        if validate(args, "run", "--backend", "oracle", "--progress", "0", "--ref", args.ref, "--out", out, log=log):
+            die(f"the oracle run failed: {open(log).read()[-2000:]}")
+    return out
+
+
+def run_variant(args, name, program, arg):
+    """Runs one variant; returns {mode: (exit status, report)} and the run's seconds."""
+    out = os.path.join(args.work, name)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd, layouts = command(args, program, arg)
+    t0 = time.monotonic()
+    rc = validate(args, "run", "--backend", "exec", "--progress", "0", "--cmd", cmd, "--layout", layouts,
+                  "--ref", args.ref, "--out", out, log=out + ".run.log")
+    seconds = time.monotonic() - t0
+    if rc != 0:
+        die(f"{name}: validate run exited {rc}: {open(out + '.run.log').read()[-2000:]}")
+    oracle = oracle_run(args)
+    reports = {}
+    for mode in MODES:
+        js = f"{out}.{mode}.json"
+        extra = ["--oracle", oracle] if mode == "oracle" else []
+        rc = validate(args, "compare", args.ref, out, "-q", "--json", js, *extra, log=f"{out}.{mode}.log")
+        if rc not in (0, 1):
+            die(f"{name} ({mode}): validate compare exited {rc}: {open(out + '.' + mode + '.log').read()[-2000:]}")
+        report = json.load(open(js))
+        if report["summary"]["exit_code"] != rc:
+            die(f"{name} ({mode}): exit {rc} but the report's exit_code is {report['summary']['exit_code']}")
+        reports[mode] = (rc, report)
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+    return reports, seconds
+
+
+def failures(report):
+    """The failed checks: {id: 'gate,gate'} (a runner error or a failed case counts as 'error')."""
+    out = {}
+    for e in report["entries"]:
+        if e.get("failed"):
+            gates = sorted(c["name"] for c in e.get("checks", []) if not c.get("passed", True))
+            out[e["id"]] = ",".join(gates) or (e.get("verdict") or "failed")
+    return out
+
+
+def read_known(path, variant):
+    """Lines 'VARIANT MODE ID GATES  # why' -> {(mode, id): gates} for this variant."""
+    known = {}
+    if path and os.path.exists(path):
+        for raw in open(path):
+            line = raw.split("#", 1)[0].split()
+            if len(line) == 4 and line[0] == variant:
+                if line[1] not in MODES:
+                    die(f"{path}: mode {line[1]!r} is not plain or oracle: {raw.strip()}")
+                known[(line[1], line[2])] = line[3]
+            elif line:
+                if len(line) != 4:
+                    die(f"{path}: expected 'VARIANT MODE ID GATES': {raw.strip()}")
+    return known
+
+
+def check(args):
+    program, arg = CORRECT[args.variant]
+    reports, seconds = run_variant(args, args.variant, program, arg)
+    known = read_known(args.known, args.variant)
+    got = {}
+    for mode, (rc, report) in reports.items():
+        s = report["summary"]
+        if s["runner_errors"] or s["not_run"] or s["passed"] == 0:
+            die(f"{args.variant} ({mode}): {s['line']} — every check must run")
+        print(f"{args.variant} ({mode}): exit {rc}: {s['line']}")
+        for i, gates in failures(report).items():
+            got[(mode, i)] = gates
+    new = {k: v for k, v in got.items() if known.get(k) != v}
+    gone = {k: v for k, v in known.items() if k not in got or got[k] != v}
+    for (mode, i), gates in sorted(got.items()):
+        print(f"  failed ({mode}): {i} [{gates}]{'  (known: ' + os.path.basename(args.known) + ')' if (mode, i) in known else ''}")
+    if new or gone:
+        for (mode, i), gates in sorted(new.items()):
+            print(f"  NEW failure of a correct stack ({mode}): {args.variant} {mode} {i} {gates}")
+        for (mode, i), gates in sorted(gone.items()):
+            print(f"  listed in {args.known} but passed now ({mode}): {args.variant} {mode} {i} {gates} "
+                  "— the gate improved: remove the line")
+        die(f"{args.variant}: the failures of this correct stack differ from {args.known}")
+    print(f"panel.py: {args.variant}: as expected ({len(got)} known failure(s)); run {seconds:.1f} s")
+
+
+def wrong(args):
+    (program, arg), dtypes = WRONG[args.variant]
+    reports, _ = run_variant(args, args.variant, program, arg)
+    for mode, (rc, report) in reports.items():
+        if rc != 1:
+            die(f"{args.variant} ({mode}): compare exited {rc}, expected 1: {report['summary']['line']}")
+        failed = failures(report)
+        ops, missed = set(), []
+        for e in report["entries"]:
+            if e["dtype"] in dtypes:
+                ops.add((e["dtype"], e["case"], e["op"]))
+                if e.get("tensor") == "output" and e["id"] not in failed:
+                    missed.append(e["id"])
+        if missed or not ops:
+            die(f"{args.variant} ({mode}): these outputs passed: {missed or 'no entry of ' + str(dtypes)}")
+        quiet = [o for o in ops if not any(i.startswith("/".join(o) + "/") for i in failed)]
+        if quiet:
+            die(f"{args.variant} ({mode}): ops with no failed tensor: {sorted(quiet)}")
+        print(f"{args.variant} ({mode}): {report['summary']['line']}; all {len(ops)} ops of {'/'.join(dtypes)} fail")
+    print(f"panel.py: {args.variant}: fails as it must")
+
+
+def sweep(args):
+    """Rows are printed as each variant finishes, so a long sweep's table grows as it goes."""
+    names = args.variants or list(CORRECT) + list(WRONG)
+    print("| variant | mode | dtype | passed | failed | failing checks |")
+    print("|---|---|---|---:|---:|---|", flush=True)
+    cells, seconds_of = [], {}
+    for name in names:
+        program, arg = CORRECT[name] if name in CORRECT else WRONG[name][0]
+        reports, seconds_of[name] = run_variant(args, name, program, arg)
+        for mode, (rc, report) in reports.items():
+            failed = failures(report)
+            for dtype in sorted({e["dtype"] for e in report["entries"]}):
+                entries = [e for e in report["entries"] if e["dtype"] == dtype]
+                bad = [e["id"] for e in entries if e["id"] in failed]
+                text = "; ".join(f"{'/'.join(i.split('/')[1:])} [{failed[i]}]" for i in bad)
+                if len(text) > 400:
+                    text = text[:400] + " …"
+                print(f"| {name} | {mode} | {dtype} | {len(entries) - len(bad)} | {len(bad)} | {text} |", flush=True)
+                if name in CORRECT and bad:
+                    cells.append((name, mode, dtype))
+    print()
+    for name, seconds in seconds_of.items():
+        print(f"# {name}: validate run {seconds:.1f} s")
+    print(f"panel.py: {len(cells)} (variant, mode, dtype) cells of correct stacks with failures")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("check", "wrong", "sweep"))
+    p.add_argument("variants", nargs="*")
+    p.add_argument("--validate", required=True)
+    p.add_argument("--panel-c", required=True)
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--known", default=os.path.join(HERE, "known_failures.txt"))
+    p.add_argument("--keep", action="store_true", help="keep the runs (the default deletes each after comparing)")
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    args.work = os.path.abspath(args.work)
+    if args.what == "sweep":
+        bad = [v for v in args.variants if v not in CORRECT and v not in WRONG]
+        if bad:
+            p.error(f"unknown variant(s) {bad}; known: {list(CORRECT) + list(WRONG)}")
+        return sweep(args)
+    if len(args.variants) != 1:
+        p.error("check and wrong take one variant")
+    args.variant = args.variants[0]
+    table = CORRECT if args.what == "check" else WRONG
+    if args.variant not in table:
+        p.error(f"{args.variant} is not a {'correct' if args.what == 'check' else 'wrong'} variant: {list(table)}")
+    return check(args) if args.what == "check" else wrong(args)
+
+
+if __name__ == "__main__":
+    main()
