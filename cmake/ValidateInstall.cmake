@@ -34,4 +34,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/validateConfig.cmake.i
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/validateConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/validateConfig.cmake ${PROJECT_BINARY_DIR}/validateConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/ValidateRe2.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/validate)

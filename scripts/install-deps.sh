@@ -24,11 +24,13 @@ packages=(
   libopenblas0-openmp     # LibTorch's BLAS (libblas.so.3): the reference BLAS is ~13x slower; the
                           # OpenMP build shares LibTorch's libgomp pool (-pthread would oversubscribe)
   nlohmann-json3-dev libssl-dev libcli11-dev libfmt-dev
+  libre2-dev              # RE2: user regexes (--only, --variant) match in linear time
 )
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                # examples/fortran
   python3-numpy           # tests that check our files against numpy (Debian's /usr/bin/python3)
+  cmark                   # reliability.text.markdown_html: renders the Markdown report (CommonMark)
   chromium                # report.html_in_chromium: renders the HTML report (DOM + screenshot)
   slurmctld slurmd slurm-client munge iproute2  # slurm.array_generate: a private one-node Slurm
                           # cluster (scripts/slurm-cluster.sh); the packages start no daemon

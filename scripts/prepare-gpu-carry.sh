@@ -15,6 +15,8 @@
 #   openssl/include/openssl   OpenSSL 3 headers incl. Debian's multiarch opensslconf.h/configuration.h
 #                             (the GPU image has libcrypto.so.3 for Python but maybe no -dev headers)
 #   openssl/lib/libcrypto.so.3  a fallback, used only if the GPU machine has no libcrypto.so.3
+#   prefix/include/re2, prefix/lib/libre2.so(.9)  RE2 (no header-only form): found on
+#                             CMAKE_PREFIX_PATH by cmake/ValidateRe2.cmake when pkg-config has no re2
 # The CMake package files written here define the same imported targets the system packages do
 # (nlohmann_json::nlohmann_json, CLI11::CLI11, fmt::fmt), with paths relative to themselves, so the
 # folder works wherever it lands. About 12 MB in all.
@@ -32,6 +34,7 @@ need /usr/include/nlohmann/json.hpp nlohmann-json3-dev
 need /usr/include/CLI/CLI.hpp libcli11-dev
 need /usr/include/fmt/format-inl.h libfmt-dev
 need /usr/include/openssl/evp.h libssl-dev
+need /usr/include/re2/re2.h libre2-dev
 need "/usr/lib/$MULTIARCH/libcrypto.so.3" libssl3
 
 rm -rf "$DEST"
@@ -42,6 +45,8 @@ cp -a /usr/include/openssl "$DEST/openssl/include/"
 # Debian keeps two generated OpenSSL headers in the multiarch folder; a plain include dir needs them.
 cp -a "/usr/include/$MULTIARCH/openssl/." "$DEST/openssl/include/openssl/"
 cp -L "/usr/lib/$MULTIARCH/libcrypto.so.3" "$DEST/openssl/lib/libcrypto.so.3"
+cp -a /usr/include/re2 "$DEST/prefix/include/"
+cp -L "/usr/lib/$MULTIARCH/libre2.so.9" "$DEST/prefix/lib/libre2.so.9" && ln -s libre2.so.9 "$DEST/prefix/lib/libre2.so"
 
 version_of() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null | sed 's/[-+~].*//'; }
 NLOHMANN_VERSION=$(version_of nlohmann-json3-dev); NLOHMANN_VERSION=${NLOHMANN_VERSION:-3.11.2}

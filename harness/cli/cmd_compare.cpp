@@ -103,8 +103,8 @@ void register_compare(CLI::App& app, int& exit_code) {
   sub->add_option("--oracle", a->oracle,
                   "A float64 oracle run: report which side is closer to exact");
   sub->add_option("--only", a->only,
-                  "Compare only ids matching this regex (ids: dtype/case/op/tensor)");
-  sub->add_option("--variant", a->variant, "Compare only variants whose label matches this regex");
+                  "Compare only ids matching this regex (ids: dtype/case/op/tensor; RE2 syntax: no backreferences or lookaround)");
+  sub->add_option("--variant", a->variant, "Compare only variants whose label matches this regex (RE2 syntax)");
   sub->add_option("--json", a->json, "Write the full report as JSON (schema_version 1)");
   sub->add_option("--md", a->md, "Write a Markdown summary (for a PR comment)");
   sub->add_option("--junit", a->junit, "Write JUnit XML (one testcase per tensor)");

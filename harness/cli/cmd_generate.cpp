@@ -21,7 +21,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   auto* seed_opt = sub->add_option("--seed", seed, "Override the case file's seed");
   sub->add_option("--fill", fill, "random (N(0,1) scaled) or exact (small integers: float32 sums are exact)")
       ->check(CLI::IsMember({"random", "exact"}))->capture_default_str();
-  sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
+  sub->add_option("--only", opt.only, "Regex over 'dtype/case' (RE2 syntax: no backreferences or lookaround)");
   sub->add_option("--shard", shard, "i/n: generate every n-th case starting at i (0-based)")->capture_default_str();
   sub->add_option("--threads", opt.threads, "LibTorch/BLAS/input threads (default: OMP_NUM_THREADS, else every core)");
   sub->add_flag("--allow-tf32", opt.allow_tf32, "Allow TF32 for conv and matmul on CUDA (off by default)");

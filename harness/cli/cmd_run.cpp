@@ -50,7 +50,7 @@ void register_run(CLI::App& app, int& exit_code) {
   sub->add_option("--out", opt.out, "Run directory to write")->capture_default_str();
   sub->add_option("--layout", layout, "Preset (torch, channels_last, fortran, linear_in_out, linear_out_in) or layout JSON file")
       ->capture_default_str();
-  sub->add_option("--only", opt.only, "Regex over 'dtype/case'");
+  sub->add_option("--only", opt.only, "Regex over 'dtype/case' (RE2 syntax: no backreferences or lookaround)");
   sub->add_option("--shard", shard, "i/n (0-based)")->capture_default_str();
   sub->add_option("--device", device, "torch/cudnn: cpu, cuda or cuda:N")->capture_default_str();
   static int threads = 0;

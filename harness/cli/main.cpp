@@ -130,6 +130,11 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     // CLI11 returns 0 for --help/--version; any real usage error is exit 2 per DESIGN.md.
     return rc == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // Nothing a user can give (bytes, files) may end validate with a signal (abort, exit 134):
+    // an exception that escaped a command is reported and is exit 2.
+    std::cerr << "validate: error: " << e.what() << "\n";
+    return 2;
   }
   return exit_code;
 }

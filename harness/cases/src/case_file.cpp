@@ -1,11 +1,11 @@
 #include "validate/cases/case_file.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "validate/core/pattern.hpp"
 #include "validate/ops/registry.hpp"
 
 namespace validate::cases {
@@ -182,13 +182,11 @@ Result<Shard> parse_shard(const std::string& text) {
 }
 
 Result<std::vector<Case>> expand(const CaseFile& file, const Selection& sel) {
-  std::optional<std::regex> only;
+  std::optional<Pattern> only;
   if (!sel.only.empty()) {
-    try {
-      only.emplace(sel.only);
-    } catch (const std::regex_error& e) {
-      return Error{"--only '" + sel.only + "' is not a valid regular expression: " + e.what()};
-    }
+    auto p = Pattern::compile(sel.only, "--only");
+    if (!p) return p.status();
+    only = std::move(*p);
   }
   // Without --dtype: each case gets its own "dtypes" if it has one, else the file's. With --dtype:
   // the listed dtypes, less those a case explicitly excludes.
@@ -208,7 +206,7 @@ Result<std::vector<Case>> expand(const CaseFile& file, const Selection& sel) {
       if (!listed && (!sel.dtypes.empty() ? !own.empty() : true)) continue;
       Case c = file.cases[i];
       c.dtype = d;
-      if (only && !std::regex_search(std::string(dtype_name(d)) + "/" + c.name, *only)) continue;
+      if (only && !only->search(std::string(dtype_name(d)) + "/" + c.name)) continue;
       all.push_back(std::move(c));
     }
   }

@@ -47,7 +47,7 @@ Json config_identity(const Json& config) {
   return j;
 }
 
-std::string text_of(const Json* j) { return j ? j->dump() : "(none)"; }
+std::string text_of(const Json* j) { return j ? json_text(*j) : "(none)"; }
 
 const Json* member(const Json& j, const char* key) {
   if (!j.is_object()) return nullptr;
@@ -311,7 +311,7 @@ Status reference_set_files(const Inventory& inv, const Json& selection, bool com
       list, fmt::format("{} shard{} merged by `validate merge`", inv.sum.shards, inv.sum.shards == 1 ? "" : "s"),
       seed && seed->is_number_unsigned() ? seed->get<std::uint64_t>() : 0,
       fill && fill->is_string() ? fill->get<std::string>() : "random");
-  out.texts.emplace_back("config.json", config.dump(2) + "\n");
+  out.texts.emplace_back("config.json", json_text(config, 2) + "\n");
   out.texts.emplace_back("README.md", readme);
   return Status::ok();
 }
@@ -329,12 +329,12 @@ Result<SetFiles> set_files(const Inventory& inv, bool complete) {
     Json runinfo = inv.infos.front().desc;
     runinfo["selection"] = selection;
     runinfo["merged_from"] = inv.shard_list;
-    files.texts.emplace_back("run_info.json", runinfo.dump(2) + "\n");
+    files.texts.emplace_back("run_info.json", json_text(runinfo, 2) + "\n");
   }
   if (!inv.sysinfo.empty()) {
     Json sysinfo = inv.sysinfo;
     sysinfo["merged_from"] = inv.shard_list;
-    files.texts.emplace_back("system_info.json", sysinfo.dump(2) + "\n");
+    files.texts.emplace_back("system_info.json", json_text(sysinfo, 2) + "\n");
   }
   return files;
 }

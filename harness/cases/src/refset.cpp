@@ -137,7 +137,7 @@ Status check_case_files(const RefCase& rc, const Json& files, const std::string&
       const std::string want = rc.c.file_name(op, t.name);
       if (const Json* tj = metadata_tensor(rc.metadata, op, t.name)) {
         if (tj->contains("file") && (!(*tj)["file"].is_string() || (*tj)["file"].get<std::string>() != want))
-          return Error{where + ": ops." + op_name(op) + ".tensors." + t.name + ".file is " + (*tj)["file"].dump() +
+          return Error{where + ": ops." + op_name(op) + ".tensors." + t.name + ".file is " + json_text((*tj)["file"]) +
                        ", but a set names it \"" + want + "\" (every file of a set is a plain name inside it)"};
       }
       const std::string rel = std::string(dtype_name(rc.c.dtype)) + "/" + want;

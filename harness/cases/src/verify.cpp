@@ -78,7 +78,7 @@ void check_result_values(const std::string& path, const std::string& name, std::
     if (!m.is_number() || !actual || m.get<double>() != *actual)
       rep.mismatches.push_back(fmt::format("{}: metadata max_abs {} but the data's is {} (compare takes its near-zero "
                                            "floor from it)",
-                                           path, m.dump(), actual ? fmt::format("{}", *actual) : "not finite"));
+                                           path, json_text(m), actual ? fmt::format("{}", *actual) : "not finite"));
   }
 }
 
@@ -170,7 +170,7 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
   check_unlisted(set_dir, files, manifest->value("format", "") == std::string(kRunFormat), *walk, rep);
   if (manifest->contains("failed_cases"))
     for (auto& f : (*manifest)["failed_cases"])
-      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", f.dump()));
+      rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", json_text(f)));
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
   for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
   if (manifest->value("partial", false) == true) {
@@ -180,7 +180,7 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
       if (auto d = read_json(set_dir + "/" + desc); d && d->is_object())
         if (const auto sel = d->find("selection"); sel != d->end() && sel->is_object())
           if (const auto m = sel->find("missing_shards"); m != sel->end() && m->is_array() && !m->empty())
-            missing = m->dump();
+            missing = json_text(*m);
     rep.partial = fmt::format("{} is a PARTIAL set (merged with --allow-partial{}): it is not the whole sweep, "
                               "and compare --require-all fails on it",
                               set_dir, missing.empty() ? "" : ", missing shards " + missing);

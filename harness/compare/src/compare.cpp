@@ -12,7 +12,6 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
-#include <regex>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -40,13 +39,16 @@ namespace stdfs = std::filesystem;
 
 Status Comparer::run() {
   auto t0 = std::chrono::steady_clock::now();
-  std::optional<std::regex> only, variant;
-  try {
-    if (!opt_.only.empty()) only.emplace(opt_.only, std::regex::ECMAScript);
-    if (!opt_.variant.empty()) variant.emplace(opt_.variant, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return Error{"--only/--variant: not a valid regular expression (" + std::string(e.what()) +
-                 ")"};
+  std::optional<Pattern> only, variant;
+  if (!opt_.only.empty()) {
+    auto p = Pattern::compile(opt_.only, "--only");
+    if (!p) return p.status();
+    only = std::move(*p);
+  }
+  if (!opt_.variant.empty()) {
+    auto p = Pattern::compile(opt_.variant, "--variant");
+    if (!p) return p.status();
+    variant = std::move(*p);
   }
   auto ref_manifest = cases::read_manifest(opt_.ref_dir);
   if (!ref_manifest) return Error{"reference set " + ref_manifest.message()};
@@ -94,7 +96,7 @@ Status Comparer::run() {
     }
   }
   for (const auto& r : *runs) {
-    if (variant && !std::regex_search(r.label, *variant)) continue;
+    if (variant && !variant->search(r.label)) continue;
     report_.variants.push_back(r.label);
     for (const auto& item : pair_run(ref_, r)) {
       if (only && !matches(*only, item)) continue;
@@ -112,13 +114,13 @@ Status Comparer::run() {
   return Status::ok();
 }
 
-bool Comparer::matches(const std::regex& re, const PairItem& it) {
+bool Comparer::matches(const Pattern& re, const PairItem& it) {
   const std::string base = it.dtype + "/" + it.case_name + (it.op ? "/" + std::string(cases::op_name(*it.op)) : "");
-  if (std::regex_search(it.tensor.empty() ? base : base + "/" + it.tensor, re)) return true;
+  if (re.search(it.tensor.empty() ? base : base + "/" + it.tensor)) return true;
   if (it.kind == PairItem::Kind::op_outcome &&
       it.ref) {  // an op-level entry stands for all its tensors
     for (const auto& t : it.ref->c.tensors(*it.op))
-      if (std::regex_search(base + "/" + t.name, re)) return true;
+      if (re.search(base + "/" + t.name)) return true;
   }
   return false;
 }

@@ -10,7 +10,6 @@
 // Internal to validate_compare: nothing here is installed.
 #include <cstdint>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "validate/compare/trajectory_check.hpp"
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/core/pattern.hpp"
 
 namespace validate::compare::detail {
 
@@ -45,7 +45,7 @@ class Comparer {
   Status run();
 
  private:
-  static bool matches(const std::regex& re, const PairItem& it);
+  static bool matches(const Pattern& re, const PairItem& it);
   std::string repro(const Entry& e, const std::string& label) const;
   Entry evaluate(const RunDirectory& run, const PairItem& it);
   void invalid(Entry& e, const std::string& msg);

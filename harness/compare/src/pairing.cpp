@@ -28,9 +28,7 @@ Result<Json> read_listed_json(const RunDirectory& rd, const std::string& rel) {
   auto text = fs::read_text(path);
   if (!text) return text.status();
   VALIDATE_TRY(check_listed_bytes(rd, rel, text->data(), text->size()));
-  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{path + ": invalid JSON"};
-  return j;
+  return parse_json(*text, path);
 }
 
 }  // namespace
@@ -68,7 +66,7 @@ Result<RunDirectory> load_run_directory(const std::string& dir, const std::strin
     if (!info) return info.status();
     if (!info->is_object()) return Error{info_path + ": not a JSON object"};
     if (info->contains("format") && (*info)["format"] != cases::kRunFormat)
-      return Error{info_path + ": format is " + (*info)["format"].dump() + ", expected \"" +
+      return Error{info_path + ": format is " + json_text((*info)["format"]) + ", expected \"" +
                    cases::kRunFormat + "\""};
     rd.run_info = *info;
   }

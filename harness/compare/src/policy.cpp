@@ -242,7 +242,7 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
 Status Policy::add_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) return Error{where + ": a policy must be a JSON object"};
   if (j.contains("format") && j["format"] != "validate-policy/1")
-    return Error{where + ": format is " + j["format"].dump() + ", expected \"validate-policy/1\""};
+    return Error{where + ": format is " + json_text(j["format"]) + ", expected \"validate-policy/1\""};
   if (j.contains("inherit") && j["inherit"] == false)
     rules_.erase(
         std::remove_if(rules_.begin(), rules_.end(), [](const Rule& r) { return r.layer == 0; }),
@@ -337,7 +337,7 @@ std::vector<std::string> Policy::unmatched_rules() const {
                                     {"op", &op}, {"role", &role}, {"tensor", &r.tensor}})
       if (!sel->empty()) j[name] = *sel;
     for (const auto& kv : r.values) j[kv.first] = kv.second ? nlohmann::json(*kv.second) : nlohmann::json(nullptr);
-    out.push_back(r.origin + " " + j.dump());
+    out.push_back(r.origin + " " + json_text(j));
   }
   return out;
 }

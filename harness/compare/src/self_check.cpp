@@ -1,7 +1,8 @@
 #include "validate/compare/self_check.hpp"
 
 #include <filesystem>
-#include <fstream>
+
+#include "validate/core/json_io.hpp"
 
 namespace validate::compare {
 
@@ -24,10 +25,10 @@ std::string device_kind(const std::string& d) { return d.substr(0, d.find(':'));
 
 std::string same_stack_reason(const std::string& ref_dir, const nlohmann::json& run_info) {
   if (str_at(run_info, "backend") != "torch") return "";
-  std::ifstream in(std::filesystem::path(ref_dir) / "system_info.json");
-  if (!in) return "";
-  const nlohmann::json sys = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!sys.is_object()) return "";
+  // Through read_json like every input: bounded in size and depth (a deep one crashed the dumps).
+  const auto read = read_json((std::filesystem::path(ref_dir) / "system_info.json").string());
+  if (!read || !read->is_object()) return "";
+  const nlohmann::json& sys = *read;
   const std::string ref_dev = device_kind(str_at(sys, "device"));
   std::string run_dev = str_at(run_info, "runner", "device");
   if (run_dev.empty()) run_dev = str_at(run_info, "device");

@@ -124,7 +124,7 @@ void remove_stale_temporaries(const std::string& root) {
 // --resume continues only a directory made with the same options: it kept the old seed's cases
 // while config.json claimed the new seed (issue 10). config.json is written first, so an
 // interrupted run has it; the first key that differs is named.
-Status check_resumable(const std::string& out, const Json& config, int threads, bool was_empty) {
+Status check_resumable(const std::string& out, const Json& config_now, int threads, bool was_empty) {
   if (was_empty) return Status::ok();
   // The thread count is not an option of the set but changes its numbers: OpenBLAS splits a sum
   // differently on another number of threads, so cases resumed on 2 beside cases made on 1 are
@@ -134,7 +134,7 @@ Status check_resumable(const std::string& out, const Json& config, int threads, 
       return Error{fmt::format("--resume: {} was generated on {} thread(s), this run would use {}: OpenBLAS "
                                "results depend on the thread count, so the resumed cases would not match the "
                                "others; resume with --threads {}, or regenerate with --overwrite",
-                               out, t->dump(), threads, t->dump())};
+                               out, json_text(*t), threads, json_text(*t))};
   const std::string path = out + "/config.json";
   if (!fs::exists(path))
     return Error{"--resume: " + out + " has no config.json, so the options that made it are unknown; "
@@ -144,6 +144,9 @@ Status check_resumable(const std::string& out, const Json& config, int threads, 
   if (!old->is_object()) return Error{"--resume: " + path + " is not a JSON object"};
   // The options a user sets first, so the message names --seed rather than the case list.
   std::vector<std::string> keys{"seed", "fill", "dtypes", "selection"};
+  // Compared as written: config.json holds the options through json_text (a byte that is not
+  // UTF-8 as \xNN), so the new options go through it too before they are compared.
+  const Json config = Json::parse(json_text(config_now));
   for (const auto& [key, value] : config.items())
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   for (const auto& key : keys) {
@@ -152,12 +155,12 @@ Status check_resumable(const std::string& out, const Json& config, int threads, 
     if (it == old->end() || *it != value)
       return Error{fmt::format("--resume: {} was made with {} {}, this run asks for {}; resume with the same "
                                "options, or regenerate with --overwrite",
-                               out, key, it == old->end() ? "(none)" : it->dump(), value.dump())};
+                               out, key, it == old->end() ? "(none)" : json_text(*it), json_text(value))};
   }
   for (const auto& [key, value] : old->items())
     if (!config.contains(key))
       return Error{fmt::format("--resume: {} has {} {}, which this run does not set; regenerate with --overwrite",
-                               path, key, value.dump())};
+                               path, key, json_text(value))};
   return Status::ok();
 }
 
@@ -245,10 +248,10 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
     for (const auto& c : *list)
       for (const cases::OpInstance& inst : c.ops) budget = std::max(budget, working_set(c, inst.op()));
     SetWriter writer(opt.out, std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30));
-    VALIDATE_TRY(writer.write_text_now("config.json", config.dump(2) + "\n"));
+    VALIDATE_TRY(writer.write_text_now("config.json", json_text(config, 2) + "\n"));
     // Now as well as at the end: an interrupted set keeps the thread count its cases were made
     // with, which --resume must match.
-    VALIDATE_TRY(writer.write_text_now("system_info.json", system_info(*dev).dump(2) + "\n"));
+    VALIDATE_TRY(writer.write_text_now("system_info.json", json_text(system_info(*dev), 2) + "\n"));
     std::size_t i = 0;
     for (const auto& c : *list) {
       ++i;
@@ -321,7 +324,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
           if (rel.rfind(dir + "/" + c.name + "_", 0) == 0) mine[rel.substr(dir.size() + 1)] = rec;
         Json meta = cases::case_metadata(c, mine);
         if (!case_info->empty()) meta["compute"] = *case_info;
-        return w.write_text_now(dir + "/" + c.name + "_metadata.json", meta.dump(2) + "\n");
+        return w.write_text_now(dir + "/" + c.name + "_metadata.json", json_text(meta, 2) + "\n");
       });
       double el = since(t0);
       double eta = el / static_cast<double>(i) * static_cast<double>(list->size() - i);
@@ -333,7 +336,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
     }
     if (live) std::cerr << "\n";
     Json sys = system_info(*dev);
-    writer.write_text("system_info.json", sys.dump(2) + "\n");
+    writer.write_text("system_info.json", json_text(sys, 2) + "\n");
     writer.write_text("README.md", cases::set_readme(*list, "`" + opt.cases_path + "`", seed,
                                                      opt.fill == Fill::exact ? "exact" : "random"));
     auto tw = Clock::now();

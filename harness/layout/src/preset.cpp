@@ -128,7 +128,7 @@ Result<LayoutSet> load_layout(std::string_view arg) {
     if (key == "base" || key == "comment") continue;
     if (key == "format") {
       if (!value.is_string() || (value != "bin" && value != "npy"))
-        return Error{fmt::format("{}: \"format\" must be \"bin\" or \"npy\", not {}", path, value.dump())};
+        return Error{fmt::format("{}: \"format\" must be \"bin\" or \"npy\", not {}", path, json_text(value))};
       out.format = value.get<std::string>();
       continue;
     }
@@ -147,7 +147,7 @@ Result<LayoutSet> load_layout(std::string_view arg) {
       }
       if (!text.is_string())
         return Error{fmt::format("{}: {}.{}: a layout spec is a string like \"NHWC\", not {}", path, key, tensor,
-                                 text.dump())};
+                                 json_text(text))};
       auto spec = parse_spec(text.get<std::string>(), *axes);
       if (!spec) return Error{fmt::format("{}: {}.{}: {}", path, key, tensor, spec.message())};
       specs[tensor] = *spec;

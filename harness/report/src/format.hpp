@@ -10,21 +10,49 @@
 #include <fmt/format.h>
 
 #include "validate/compare/comparison.hpp"
+#include "validate/core/utf8.hpp"
 
 namespace validate::report::detail {
 
-// XML 1.0 text/attribute escaping (also right for HTML and inline SVG); control characters XML
-// cannot carry become '?', so a stray byte in a message cannot make the JUnit file unparsable.
+// Text from outside (a program's stderr, paths, messages quoting them) made safe for every report
+// format: each byte that is not well-formed UTF-8, each C0 control other than tab, LF and CR, and
+// U+FFFE/U+FFFF (UTF-8, but not XML 1.0 characters) is written as \xNN per byte, as JSON files
+// write bytes that are not UTF-8 (core/utf8.hpp). A JUnit file with one such byte did not parse,
+// and a CI test tab then showed nothing.
+inline std::string clean_text(const std::string& s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string o;
+  o.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    const std::size_t n = utf8::sequence_length(s, i, &cp);
+    const bool ok = n > 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xFFFE && cp != 0xFFFF;
+    if (ok) {
+      o.append(s, i, n);
+      i += n;
+      continue;
+    }
+    for (std::size_t k = 0; k < (n ? n : 1); ++k, ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+
+// XML 1.0 text/attribute escaping (also right for HTML and inline SVG), of clean_text.
 inline std::string xml_escape(const std::string& s) {
   std::string o;
-  for (unsigned char c : s) {
+  for (char c : clean_text(s)) {
     switch (c) {
       case '&': o += "&amp;"; break;
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
       case '\'': o += "&apos;"; break;
-      default: o += c < 0x20 && c != '\n' && c != '\t' && c != '\r' ? '?' : static_cast<char>(c);
+      default: o += c;
     }
   }
   return o;

@@ -5,6 +5,7 @@
 #include "format.hpp"
 #include "validate/compare/ulp_histogram.hpp"
 #include "validate/core/fs.hpp"
+#include "validate/core/json_io.hpp"
 #include "validate/report/reporter.hpp"
 
 namespace validate::report {
@@ -237,7 +238,7 @@ class JsonReporter : public Reporter {
   std::string name() const override { return "json"; }
   Status report(const compare::Report& r) override {
     return fs::write_report(
-        path_, render_json(r).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+        path_, json_text(render_json(r), 2) + "\n");
   }
 
  private:

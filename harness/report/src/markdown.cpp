@@ -1,5 +1,6 @@
 // Markdown for a pull-request comment: the verdict first, failures with their diagnosis and repro,
 // the full table folded away.
+#include <algorithm>
 #include <sstream>
 
 #include "format.hpp"
@@ -13,13 +14,16 @@ using compare::Verdict;
 
 namespace {
 
+// Text as itself in CommonMark/GFM: each character with inline meaning gets a backslash, the
+// backslash first of all (a message holding "\<img …\>" became "\\<img …>", a raw tag), '&'
+// (entities), '~' (strikethrough) and '|' (table cells) too.
 std::string md_escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
-    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' ||
-        c == ']')
+  for (char c : detail::clean_text(s)) {
+    if (c == '\\' || c == '|' || c == '*' || c == '_' || c == '`' || c == '<' || c == '>' || c == '[' ||
+        c == ']' || c == '&' || c == '~')
       o += '\\';
-    if (c == '\n') {
+    if (c == '\n' || c == '\r') {  // both end a line in CommonMark
       o += ' ';
       continue;
     }
@@ -28,11 +32,21 @@ std::string md_escape(const std::string& s) {
   return o;
 }
 
-// Inline code that survives backticks inside.
+// A CommonMark code span holding `s` literally (no markup, no HTML inside one): the fence is one
+// backtick longer than the longest run of backticks in `s` (a fixed "``" was closed early by a
+// "``" in a path), with a space inside each end when `s` holds a backtick; line endings, which
+// would end the paragraph, become spaces.
 std::string code(const std::string& s) {
-  const std::string fence = s.find('`') == std::string::npos ? "`" : "`` ";
-  const std::string close = fence == "`" ? "`" : " ``";
-  return fence + s + close;
+  std::string t = detail::clean_text(s);
+  std::size_t longest = 0, run = 0;
+  for (char& c : t) {
+    if (c == '\n' || c == '\r') c = ' ';
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  const std::string pad = longest > 0 ? " " : "";
+  return fence + pad + t + pad + fence;
 }
 
 const char* mark(Verdict v) {

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -17,6 +16,7 @@
 #include "validate/cases/run_record.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/output_dir.hpp"
+#include "validate/core/pattern.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
 #include "validate/core/version.hpp"
@@ -41,17 +41,15 @@ OpResult failed(const std::string& message) {
 
 // The cases --only and --shard select, in reference order.
 Result<std::vector<const cases::RefCase*>> select_cases(const std::vector<cases::RefCase>& all, const RunOptions& opt) {
-  std::optional<std::regex> only;
+  std::optional<Pattern> only;
   if (!opt.only.empty()) {
-    try {
-      only.emplace(opt.only);
-    } catch (const std::regex_error& e) {
-      return Error{"--only '" + opt.only + "': " + e.what()};
-    }
+    auto p = Pattern::compile(opt.only, "--only");
+    if (!p) return p.status();
+    only = std::move(*p);
   }
   std::vector<const cases::RefCase*> selected, list;
   for (const auto& rc : all)
-    if (!only || std::regex_search(std::string(dtype_name(rc.c.dtype)) + "/" + rc.c.name, *only)) selected.push_back(&rc);
+    if (!only || only->search(std::string(dtype_name(rc.c.dtype)) + "/" + rc.c.name)) selected.push_back(&rc);
   for (std::size_t i = 0; i < selected.size(); ++i)
     if (static_cast<int>(i % static_cast<std::size_t>(opt.shard.count)) == opt.shard.index) list.push_back(selected[i]);
   if (list.empty()) return Error{"no case of " + opt.ref + " matches --only/--shard"};

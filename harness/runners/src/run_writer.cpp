@@ -103,7 +103,7 @@ void RunWriter::write_case_records(const cases::Case& c) {
     auto it = vs.records.find(key);
     if (it == vs.records.end()) continue;
     Status st = make_dirs_inside(opt_.out, (stdfs::path(vs.root) / dt).string());
-    if (st) st = write_recorded(opt_.out, vs.root, dt + "/" + c.name + "_run.json", cases::to_json(it->second).dump(2) + "\n", vs.files);
+    if (st) st = write_recorded(opt_.out, vs.root, dt + "/" + c.name + "_run.json", json_text(cases::to_json(it->second), 2) + "\n", vs.files);
     if (!st && write_error_) write_error_ = st;
   }
 }
@@ -121,7 +121,7 @@ Status RunWriter::finish(const Runner& runner, std::size_t cases_done, std::size
     Json info = base;
     info["variant"] = v;
     info["summary"] = vs.outcomes;
-    VALIDATE_TRY(write_recorded(opt_.out, vs.root, "run_info.json", info.dump(2) + "\n", vs.files));
+    VALIDATE_TRY(write_recorded(opt_.out, vs.root, "run_info.json", json_text(info, 2) + "\n", vs.files));
     if (sum_.interrupted) continue;
     VALIDATE_TRY(fs::refuse_links_below(opt_.out, vs.root + "/manifest.json"));
     VALIDATE_TRY(cases::write_manifest(vs.root, cases::kRunFormat, vs.files));
@@ -130,7 +130,7 @@ Status RunWriter::finish(const Runner& runner, std::size_t cases_done, std::size
   Json top = base;
   top["variants"] = names;
   top["summary"] = {{"ok", sum_.ok}, {"error", sum_.error}, {"skipped", sum_.skipped}, {"unsupported", sum_.unsupported}};
-  VALIDATE_TRY(write_recorded(opt_.out, opt_.out, "run_info.json", top.dump(2) + "\n", top_state.files));
+  VALIDATE_TRY(write_recorded(opt_.out, opt_.out, "run_info.json", json_text(top, 2) + "\n", top_state.files));
   sum_.seconds = seconds_since(t0);
   if (sum_.interrupted) return Status::ok();
   // The manifest lists what this run wrote, never the exec work directories (scratch).

@@ -10,9 +10,9 @@ namespace {
 
 Status read_number(const Json& j, const char* key, double& out, const std::string& where) {
   if (!j.contains(key)) return Status::ok();
-  if (!j[key].is_number()) return Error{where + ": \"" + key + "\" must be a number, not " + j[key].dump()};
+  if (!j[key].is_number()) return Error{where + ": \"" + key + "\" must be a number, not " + json_text(j[key])};
   out = j[key].get<double>();
-  if (!std::isfinite(out) || out < 0) return Error{where + ": \"" + key + "\" must be finite and >= 0, not " + j[key].dump()};
+  if (!std::isfinite(out) || out < 0) return Error{where + ": \"" + key + "\" must be finite and >= 0, not " + json_text(j[key])};
   return Status::ok();
 }
 
@@ -20,7 +20,7 @@ Status read_count(const Json& j, const char* key, std::int64_t& out, std::int64_
                   const std::string& where) {
   if (!j.contains(key)) return Status::ok();
   if (!j[key].is_number_integer())
-    return Error{where + ": \"" + key + "\" must be an integer, not " + j[key].dump()};
+    return Error{where + ": \"" + key + "\" must be an integer, not " + json_text(j[key])};
   const auto v = j[key].get<std::int64_t>();
   if (v < lo || v > hi)
     return Error{where + ": \"" + key + "\" is " + std::to_string(v) + "; it must be in [" + std::to_string(lo) + ", " +
@@ -45,7 +45,7 @@ Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
     if (o == "sgd") c.optimizer = Optimizer::sgd;
     else if (o == "adam") c.optimizer = Optimizer::adam;
     else
-      return Error{where + ": \"optimizer\" is " + j["optimizer"].dump() + "; the supported optimizers are \"sgd\" and \"adam\""};
+      return Error{where + ": \"optimizer\" is " + json_text(j["optimizer"]) + "; the supported optimizers are \"sgd\" and \"adam\""};
   }
   // A key of the other optimizer would be ignored silently: refuse it.
   for (const char* k : c.optimizer == Optimizer::adam ? std::vector<const char*>{"momentum", "dampening", "nesterov"}
@@ -55,11 +55,11 @@ Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
   if (j.contains("betas")) {
     const Json& b = j["betas"];
     if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
-      return Error{where + ": \"betas\" must be two numbers [beta1, beta2], not " + b.dump()};
+      return Error{where + ": \"betas\" must be two numbers [beta1, beta2], not " + json_text(b)};
     c.beta1 = b[0].get<double>();
     c.beta2 = b[1].get<double>();
     for (double v : {c.beta1, c.beta2})
-      if (!(v >= 0 && v < 1)) return Error{where + ": \"betas\" must be in [0, 1), not " + b.dump()};
+      if (!(v >= 0 && v < 1)) return Error{where + ": \"betas\" must be in [0, 1), not " + json_text(b)};
   }
   // eps is added in float32 by the float32 stacks: one that rounds to 0 there (1e-300 did) lets
   // Adam divide 0 by 0. One message for 0, negatives and such underflows.
@@ -67,7 +67,7 @@ Result<TrainConfig> read_train_config(const Json& j, const std::string& where) {
       !(j["eps"].get<double>() >= static_cast<double>(std::numeric_limits<float>::min()) &&
         std::isfinite(j["eps"].get<double>())))
     return Error{where + ": \"eps\" must be > 0 and at least float32's smallest normal 1.18e-38 (it keeps Adam's "
-                         "denominator away from 0, in float32 too), not " + j["eps"].dump()};
+                         "denominator away from 0, in float32 too), not " + json_text(j["eps"])};
   VALIDATE_TRY(read_number(j, "eps", c.eps, where));
   VALIDATE_TRY(read_number(j, "lr", c.lr, where));
   VALIDATE_TRY(read_number(j, "momentum", c.momentum, where));

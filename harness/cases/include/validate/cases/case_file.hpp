@@ -41,7 +41,7 @@ Result<Shard> parse_shard(const std::string& text);  // "i/n", 0-based
 
 struct Selection {
   std::vector<DType> dtypes;  // empty: the file's
-  std::string only;           // ECMAScript regex searched in "dtype/case"; empty: all
+  std::string only;           // RE2 regex (core/pattern.hpp) searched in "dtype/case"; empty: all
   Shard shard;
 };
 

@@ -14,8 +14,8 @@ struct CompareOptions {
   std::string ref_dir, run_dir;
   std::string oracle_dir;  // "" for two-way
   Policy policy = Policy::builtin();
-  std::string only;     // ECMAScript regex searched in "dtype/case/op/tensor"
-  std::string variant;  // regex over variant labels ("" = all)
+  std::string only;     // RE2 regex (core/pattern.hpp) searched in "dtype/case/op/tensor"
+  std::string variant;  // RE2 regex over variant labels ("" = all)
   bool diagnose = true;
   bool require_all = false;  // not run / skipped / unsupported fail the comparison (Report)
   int threads = 0;  // metric threads; 0 = all cores

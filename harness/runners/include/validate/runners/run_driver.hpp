@@ -13,7 +13,7 @@ namespace validate::runners {
 struct RunOptions {
   std::string ref;
   std::string out = "run";
-  std::string only;  // regex over "dtype/case"
+  std::string only;  // RE2 regex (core/pattern.hpp) over "dtype/case"
   cases::Shard shard;
   std::string layout_name = "torch";
   Json layout_json = Json::object();  // the resolved layout set, for run_info.json
