@@ -21,15 +21,17 @@
 # OUTDIR/commands.txt every command run. Runs and reference sets are made in ${SNAP_WORK:-OUTDIR.work}
 # (removed first), and the unfiltered reports stay in its raw/ folder.
 #
-# The filter (filter() below, sed): what differs between two snapshots of the SAME binary, or by
-# construction between two builds, is replaced by a placeholder, and nothing else:
-#   - the work directory, OUTDIR, the repository and the binary's path -> WORK, OUT, REPO, BIN
-#     (report paths and repro commands name them);
-#   - the binary's git commit (a build of another commit says so) -> COMMIT;
-#   - dates and times ("2024-05-01T12:00:00Z"), seconds elapsed (elapsed_s, "in 1.23 s", run_info's
-#     durations) -> TIME / SECONDS.
-# Check that the filter is needed and sufficient: two snapshots of one binary differ in raw/ and
-# not in OUTDIR.
+# The filter (filter() below, one sed): what differs between two snapshots of the SAME binary, or
+# by construction between two builds, becomes a placeholder, and nothing else does:
+#   - paths: the work directory, OUTDIR, the binary's directory (the example programs' commands in
+#     run_info) and the repository -> WORK, OUT, BUILD, REPO (headers, run_info, repro commands);
+#   - the binary's git commit (JSON git_commit, the HTML header) -> COMMIT: another build, another commit;
+#   - times: created_at and the HTML "created", elapsed_s, the JUnit <testsuites time>, the HTML
+#     header's seconds, run_info's time_s block -> TIME / SECONDS;
+#   - manifest_sha256: a generated set's manifest records when it was made -> SHA.
+# Each rule is needed: dropping any one of the time or hash rules makes two snapshots of one binary
+# differ (checked: 38 to 480 lines each), the path rules because OUTDIR differs, the commit rules
+# once the commit does. Two snapshots of one binary differ in WORK/raw, never in OUTDIR.
 # Needs: the build's example programs next to VALIDATE_BINARY (examples/validate_*_example,
 # tests/panel/validate_panel_c), LibTorch (generate, torch runner), python3 with numpy.
 # Environment: SNAP_PYTHON (python3 with numpy; default /usr/bin/python3), SNAP_WORK.
@@ -87,16 +89,19 @@ cmp_() {  # cmp_ STACK REF RUN [compare options]: every report format of one com
   echo $? > "$d/exit.txt"
 }
 
-# The placeholders, one sed over every file (see the comment block at the top).
+# The placeholders (the comment block at the top says why each is there).
 filter() {
   sed -E \
-    -e "s#$work#WORK#g" -e "s#$out#OUT#g" -e "s#$repo#REPO#g" -e "s#$bin#BIN#g" \
-    -e 's/"git_commit": *"[^"]*"/"git_commit": "COMMIT"/g' \
-    -e 's/(commit|git) [0-9a-f]{7,40}(-dirty)?/\1 COMMIT/g' \
-    -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:?[0-9]{2})?/TIME/g' \
-    -e 's/"(elapsed_s|seconds|duration_s|wall_s|elapsed)": *[0-9.eE+-]+/"\1": SECONDS/g' \
-    -e 's/(in|took) [0-9]+(\.[0-9]+)? ?s\b/\1 SECONDS/g' \
-    -e 's/time="[0-9.eE+-]+"/time="SECONDS"/g' \
+    -e "s#$work#WORK#g; s#$out#OUT#g; s#$bdir#BUILD#g; s#$repo#REPO#g" \
+    -e 's/"git_commit": "[^"]*"/"git_commit": "COMMIT"/' \
+    -e 's#(<dt>harness</dt><dd>[^ <]+ \()[^)]*\)#\1COMMIT)#' \
+    -e 's/"created_at": "[^"]*"/"created_at": "TIME"/' \
+    -e 's#(<dt>created</dt><dd>)[^<]*#\1TIME#' \
+    -e 's/"elapsed_s": [0-9.eE+-]+/"elapsed_s": SECONDS/' \
+    -e 's/(<testsuites name="[^"]*" .* time=")[0-9.]+"/\1SECONDS"/' \
+    -e 's#(, kernel [a-z0-9]+, )[0-9.]+ s</dd>#\1SECONDS s</dd>#' \
+    -e '/"time_s": \{/,/\}/ s/: [0-9.eE+-]+/: SECONDS/' \
+    -e 's/"manifest_sha256": "[0-9a-f]{64}"/"manifest_sha256": "SHA"/' \
     "$1"
 }
 
