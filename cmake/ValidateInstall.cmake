@@ -1,11 +1,12 @@
 # `cmake --install` exports the LibTorch- and CUDA-free part of the harness as a CMake package:
-#   find_package(validate) -> validate::harness (core, layout, cases, compare, report, testing matchers)
+#   find_package(validate) -> validate::harness (core, layout, cases, metrics, diagnosis, compare, report,
+#   testing matchers)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(_validate_export_targets validate_warnings)
 set(_validate_harness_members)
-foreach(mod core ops layout cases compare report testing train)
+foreach(mod core ops layout cases metrics diagnosis compare report testing train)
   if(TARGET validate_${mod})
     list(APPEND _validate_export_targets validate_${mod})
     list(APPEND _validate_harness_members validate::${mod})
@@ -15,6 +16,10 @@ foreach(mod core ops layout cases compare report testing train)
     endif()
   endif()
 endforeach()
+# compare's trajectory room keeps its header beside its sources (harness/compare/trajectory/include).
+if(TARGET validate_compare)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/compare/trajectory/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 # An op's headers sit in its folder (harness/ops/<op>/*.hpp), included as "<op>/params.hpp".
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/ops/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*/*.hpp" PATTERN "include" EXCLUDE PATTERN "src" EXCLUDE)

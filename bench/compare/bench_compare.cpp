@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "validate/compare/metrics.hpp"
+#include "validate/metrics/metrics.hpp"
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 

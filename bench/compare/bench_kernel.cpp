@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "validate/compare/metrics.hpp"
+#include "validate/metrics/metrics.hpp"
 
 using namespace validate;
 

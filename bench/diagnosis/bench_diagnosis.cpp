@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "validate/compare/diagnosis.hpp"
-#include "validate/compare/metrics.hpp"
+#include "validate/diagnosis/diagnosis.hpp"
+#include "validate/metrics/metrics.hpp"
 
 using namespace validate;
 using namespace validate::compare;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../../harness/report/src/svg.hpp"
-#include "validate/compare/ulp_histogram.hpp"
+#include "validate/metrics/ulp_histogram.hpp"
 
 namespace svg = validate::report::svg;
 

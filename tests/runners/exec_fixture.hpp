@@ -1,6 +1,7 @@
 #pragma once
-// The base of the exec runner tests (test_exec.cpp, test_exec_train.cpp): /bin/sh "programs" and
-// layout files written into a temp dir, runners prepared from them, and byte-exact comparisons.
+// The base of the exec runner tests (test_exec_*.cpp, test_exec_train.cpp): /bin/sh "programs" and
+// layout files written into a temp dir, runners prepared from them, and byte-exact comparisons;
+// `Exec`, the fixture of test_exec_*.cpp, runs one task at a time through such a runner.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "common/temp_dir.hpp"
+#include "runners/runner_test_util.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/tensor.hpp"
 #include "validate/layout/preset.hpp"
@@ -52,5 +54,24 @@ class ExecFixture : public ::testing::Test {
     return s.str();
   }
 };
+
+// One runner for all tasks of a test, so a failure must not disturb the next task.
+class Exec : public ExecFixture {
+ protected:
+  Exec() : ExecFixture("exec") {}
+  std::unique_ptr<runners::Runner> runner(const std::string& cmd, const layout::LayoutSet& set,
+                                          double timeout = 30, bool keep = false) {
+    return prepared({cmd, timeout, keep, {}}, set);
+  }
+  runners::OpResult run(runners::Runner& r, const cases::Case& c, cases::Op op,
+                        const Inputs& in, const std::string& dir) {
+    auto v = r.run(make_task(c, op, in, dir));
+    EXPECT_EQ(v.size(), 1u);
+    return std::move(v[0]);
+  }
+};
+
+// 1.5f, little-endian, written with printf's octal escapes.
+inline constexpr const char* kWriteLoss = R"(printf '\000\000\300\077' > "$1/loss.bin")";
 
 }  // namespace validate::testing

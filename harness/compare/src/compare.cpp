@@ -18,11 +18,11 @@
 
 #include <fmt/format.h>
 
-#include "validate/compare/diagnosis_loss_check.hpp"
+#include "validate/diagnosis/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/pairing.hpp"
 #include "validate/compare/trajectory_check.hpp"
-#include "validate/compare/ulp.hpp"
+#include "validate/metrics/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"

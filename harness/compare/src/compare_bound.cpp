@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "comparer.hpp"
-#include "validate/compare/bounds.hpp"
+#include "validate/metrics/bounds.hpp"
 
 namespace validate::compare::detail {
 

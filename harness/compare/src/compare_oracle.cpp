@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "validate/compare/ulp.hpp"
+#include "validate/metrics/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/ops/registry.hpp"
 

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "validate/compare/bounds.hpp"
-#include "validate/compare/ulp.hpp"
+#include "validate/metrics/bounds.hpp"
+#include "validate/metrics/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/ops/registry.hpp"
 

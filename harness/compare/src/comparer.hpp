@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "validate/compare/compare.hpp"
-#include "validate/compare/diagnosis_loss_check.hpp"
+#include "validate/diagnosis/diagnosis_loss_check.hpp"
 #include "validate/compare/pairing.hpp"
 #include "validate/compare/trajectory_check.hpp"
 #include "validate/core/mapped_file.hpp"

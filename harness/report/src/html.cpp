@@ -9,7 +9,7 @@
 
 #include "format.hpp"
 #include "svg.hpp"
-#include "validate/compare/ulp_histogram.hpp"
+#include "validate/metrics/ulp_histogram.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/report/reporter.hpp"
 

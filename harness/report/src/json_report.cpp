@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "format.hpp"
-#include "validate/compare/ulp_histogram.hpp"
+#include "validate/metrics/ulp_histogram.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/report/reporter.hpp"

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "validate/compare/comparison.hpp"
-#include "validate/compare/diagnosis.hpp"
-#include "validate/compare/metrics.hpp"
+#include "validate/diagnosis/diagnosis.hpp"
+#include "validate/metrics/metrics.hpp"
 #include "validate/compare/policy.hpp"
 
 namespace validate {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "validate/compare/diagnosis.hpp"
-#include "validate/compare/metrics.hpp"
+#include "validate/diagnosis/diagnosis.hpp"
+#include "validate/metrics/metrics.hpp"
 #include "validate/compare/policy.hpp"
 #include "validate/compare/trajectory_stats.hpp"
 #include "validate/core/tensor.hpp"

@@ -1,0 +1,107 @@
+// The diagnosis of one failing tensor: runs the families (diagnosis_internal.hpp), ranks what
+// fits, and words it. The op-level reading of several entries together is diagnosis_op.cpp.
+#include "validate/diagnosis/diagnosis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "diagnosis_internal.hpp"
+
+namespace validate::compare {
+
+using namespace detail;
+
+namespace {
+
+std::string sentence(const Hypothesis& h, const std::string& subject) {
+  std::string s;
+  if (h.side == "output")
+    s = fmt::format("{} equals reference {} — {}?", subject, h.description, h.cause);
+  else
+    s = fmt::format("{}: {} — {}?", subject, h.description, h.cause);
+  if (!h.confirmed_all && h.checked > 1)
+    s += fmt::format(" (checked on {} sampled elements)", h.checked);
+  if (!h.fix.empty()) s += " Fix: " + h.fix + ".";
+  if (h.params.contains("same_bytes_as")) {
+    std::string also;
+    for (const auto& a : h.params["same_bytes_as"])
+      also += (also.empty() ? "" : ", ") + a["spec"].get<std::string>() + " (" +
+              a["code"].get<std::string>() + ")";
+    s += " On this shape (an axis of size 1) the same bytes are also " + also +
+         ": the numbers cannot tell these apart.";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
+  const std::string subject = tensor.empty() ? "the run" : "run " + tensor;
+  if (!dx.matches.empty()) {
+    const Hypothesis& h = dx.matches.front();
+    std::string s;
+    if (h.params.contains("follows_from"))
+      s = fmt::format("{} follows from the mistake named on {}: {}", subject,
+                      h.params["follows_from"].get<std::string>(), sentence(h, "run " + h.params["follows_from"].get<std::string>()));
+    else
+      s = sentence(h, subject);
+    if (dx.ambiguous) {
+      std::string also;
+      std::set<std::string> said = {h.code + "/" + h.tensor + "/" + h.spec};
+      int n = 0;
+      for (std::size_t i = 1; i < dx.matches.size() && n < 3; ++i) {
+        const Hypothesis& o = dx.matches[i];
+        if (!said.insert(o.code + "/" + o.tensor + "/" + o.spec).second) continue;
+        also += fmt::format("{}({}) {} ({} {})", n ? "; " : "", n + 1, o.description, o.code,
+                            o.tensor);
+        ++n;
+      }
+      s += " Equally consistent, so the numbers cannot tell them apart on this case: " + also + ".";
+    }
+    return s;
+  }
+  std::string fams;
+  for (const auto& f : dx.families) fams += (fams.empty() ? "" : ", ") + f;
+  std::string s = fmt::format("no hypothesis explains {}: tried {} ({})", subject, dx.tried, fams);
+  if (dx.closest)
+    s += fmt::format("; the best residual, {:.3g} against {:.3g} as read, is {} ({}, {})",
+                     dx.closest->max_abs, dx.baseline_max_abs, dx.closest->description,
+                     dx.closest->code, dx.closest->tensor);
+  return s;
+}
+
+Diagnosis diagnose(const DiagnosisInput& in) {
+  Search s;
+  if (in.role == ops::Role::loss) {
+    search_loss(in, s);
+    s.dx.baseline_max_abs = std::fabs(in.run_loss - in.ref_loss);
+  } else {
+    const std::int64_t numel = shape_numel(in.shape);
+    if (numel <= 1 || in.ref.numel != numel || in.run.numel != numel) return s.dx;
+    {
+      const ElementTest t = gate_test(in);
+      Eval base;
+      for (std::int64_t p : sample_positions(numel, in.sample))
+        base.add(read_value(in.ref, p), read_value(in.run, p), t);
+      s.dx.baseline_max_abs = base.max_abs;
+    }
+    search_output_side(in, s);
+    search_conv_inputs(in, s);
+    search_matmul_inputs(in, s);
+    search_conv_transpose_inputs(in, s);
+    search_gradient_scale(in, s);
+  }
+  auto& m = s.dx.matches;
+  std::stable_sort(m.begin(), m.end(),
+                   [](const Hypothesis& a, const Hypothesis& b) { return a.rank < b.rank; });
+  std::set<std::string> kinds;
+  for (const auto& h : m) kinds.insert(h.code + "/" + h.tensor + "/" + h.side + "/" + h.spec);
+  s.dx.ambiguous = kinds.size() > 1;
+  if (!m.empty() || s.dx.tried > 0) s.dx.summary = diagnosis_summary(s.dx, in.tensor);
+  return s.dx;
+}
+
+}  // namespace validate::compare

@@ -1,0 +1,169 @@
+#pragma once
+// Shared by the diagnosis families (diagnosis_*.cpp): reading values, the element test, samples,
+// byte-reading hypotheses relative to a declared layout, and the collector of hypotheses.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "validate/diagnosis/diagnosis.hpp"
+#include "validate/layout/convert.hpp"
+#include "validate/ops/reference.hpp"
+
+namespace validate::compare::detail {
+
+float read_value(const ArrayView& v, std::int64_t i);
+// Rounds to the nearest value of `t` (ties to even), as float: tf32 is float32 with a 10-bit
+// mantissa (what Ampere tensor cores multiply), bfloat16 7 bits, float16 10 bits and its range.
+enum class Rounding { none, tf32, bfloat16, float16, float32 };
+float round_as(float x, Rounding r);
+float round_to_logical(double x, DType logical);
+const char* rounding_name(Rounding r);
+// The operand roundings worth trying on a case of `logical` dtype: only those that change its
+// values (bfloat16 values are already TF32 and float16 values; float16 values are TF32 values).
+std::vector<Rounding> roundings_to_try(DType logical);
+// "Your operands were rounded to R before the products" (conv2d and matmul): code rounded_inputs,
+// the cause and the fix. `tensors` names them for the report ("input", "A,B"), `words` in the
+// sentence ("the input and weight"), `tf32_off` how to turn TF32 off in that op's library.
+Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, const std::string& words,
+                                     const std::string& tf32_off);
+
+// Accumulation in a narrow type: the running sum rounded to `r` after each add
+// through float32, as a float32 add whose result is stored in a bfloat16/float16 register would
+// (ops::ElementOptions::float32_adds; the op's element path does the sum). Products stay exact (a
+// float times a float fits a double), so only the accumulator differs from the oracle.
+// The accumulator types worth trying on a case of `logical` dtype: those that can fail its gate
+// (a float32 accumulator on a bfloat16 or float16 case is far inside their gates).
+std::vector<Rounding> accumulators_to_try(DType logical);
+// code narrow_accumulation, params {format, order}; `order_words` names the summation order.
+Hypothesis narrow_accumulation_hypothesis(Rounding r, const std::string& tensors,
+                                          const std::string& order, const std::string& order_words);
+// A narrow accumulator is an order-dependent rounding pattern: it is named only when its recompute
+// agrees to the element test AND its residual is at most 1/kNarrowFactor of the clean float64
+// recompute's on the same positions. Without the second rule a failure that is mere float32
+// reordering noise, or a bfloat16 case whose clean recompute already sits inside the (doubled)
+// recompute tolerance, would be "explained" by any accumulator.
+constexpr double kNarrowFactor = 4.0;
+
+// The element test of the gate (metrics.hpp), scalar. With no element gate configured, a guarded
+// relative error of 1e-2 stands in, so "agrees" still means something.
+struct ElementTest {
+  float floor = 0, atol = 0, rtol = 0;
+  std::uint64_t max_ulp = ~std::uint64_t{0};
+  DType logical = DType::float32;
+  bool beyond(float r, float x) const;
+};
+ElementTest gate_test(const DiagnosisInput& in);
+// For recomputed values: the run has its own rounding and summation order, the float64 oracle
+// another, so the gate's ULP limit cannot apply; a guarded relative error of twice the dtype's
+// default gate (float32 5e-4, bfloat16 4e-2, float16 1e-2) or of the gate, whichever is larger.
+ElementTest recompute_test(const DiagnosisInput& in);
+
+struct Eval {
+  double max_abs = 0;
+  std::int64_t beyond = 0, checked = 0;
+  void add(float r, float x, const ElementTest& t);
+};
+
+// Deterministic, stratified sample of flat indices (a hash jitter inside each stratum keeps the
+// sample from aliasing with an axis period).
+std::vector<std::int64_t> sample_positions(std::int64_t numel, std::int64_t count);
+void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx);
+
+// The bytes of one tensor as the program handled them: the canonical reference (or run) tensor
+// converted to the layout the program declared for it. Owned copy unless the declared layout is
+// the canonical one.
+struct DeclaredBytes {
+  ArrayView view;
+  std::vector<std::byte> owned;
+  layout::Placement declared;  // canonical index -> offset of the declared layout
+};
+DeclaredBytes declared_bytes(const ArrayView& canonical, const Shape& shape,
+                             const std::string& axes, const std::string& declared_spec);
+
+// A reading of those bytes other than the declared one ("the bytes are really X"), its code
+// relative to the declared layout, and its spelling.
+struct Reading {
+  layout::Placement m;
+  std::string spec;       // "NCWH", "OIHW+flip=HW"
+  std::string perm_code;  // "", hw_swapped, fortran_order, transposed, axes_permuted
+  std::string flips;      // axes whose flip differs from the declared layout ("HW", "W", "")
+  int rank = 0;           // simplicity
+  // Other mistakes that put the same bytes in the same places on this shape (through a size-1
+  // axis: with batch 1, NCHW:F is also a C<->W swap): {code, spec}, said with the named one.
+  std::vector<std::pair<std::string, std::string>> aliases;
+  std::string code() const {
+    return perm_code.empty() ? (flips.empty() ? "" : "flipped")
+                             : perm_code + (flips.empty() ? "" : "+flipped");
+  }
+};
+// params.same_bytes_as of a hypothesis from a reading's aliases.
+void add_aliases(const Reading& rd, Hypothesis& h);
+// Every distinct reading of a tensor of `shape`: the declared axis order reversed (F vs C order),
+// with H and W exchanged, every other permutation; each with every subset of spatial flips.
+// Readings identical to the declared one on this shape (e.g. swaps of size-1 axes) are dropped,
+// and so are duplicates (the first, simplest spelling is kept).
+// `declared_fortran`: the declared spec ends in ":F", so the reversed reading is spelled in C order.
+std::vector<Reading> readings(const Shape& shape, const std::string& axes,
+                              const layout::Placement& declared, bool declared_fortran = false);
+
+// Evaluates a recomputed hypothesis on sampled output positions against the run, stopping at the
+// first few positions beyond tolerance (a wrong hypothesis is off almost everywhere; the residual
+// of the first positions is enough to rank it).
+template <class Value>
+Eval eval_recompute(const DiagnosisInput& in, const ElementTest& t,
+                    const std::vector<std::int64_t>& positions, Value&& value) {
+  Eval e;
+  for (std::int64_t p : positions) {
+    e.add(round_to_logical(value(p), in.logical), read_value(in.run, p), t);
+    if (e.beyond > 0 && e.checked >= 4) break;
+  }
+  return e;
+}
+void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel);
+std::string spec_of(const layout::Placement& m, const std::string& axes);
+std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
+                          const std::string& axes);
+
+// Collects hypotheses: counts them, keeps the matches and the smallest residual.
+struct Search {
+  Diagnosis dx;
+  void family(const char* name) { dx.families.push_back(name); }
+  void add(Hypothesis h);
+};
+
+// The families (one source file each).
+void search_output_side(const DiagnosisInput& in, Search& s);
+void search_conv_inputs(const DiagnosisInput& in, Search& s);
+void search_matmul_inputs(const DiagnosisInput& in, Search& s);
+void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s);
+void search_loss(const DiagnosisInput& in, Search& s);
+void search_gradient_scale(const DiagnosisInput& in, Search& s);
+
+// Pairs: one read-side mistake and one write-side mistake at once (diagnosis_pairs.cpp). The
+// input-side families hand over their commonest read hypotheses with a recompute function; each
+// is combined with the commonest write readings of the output bytes. Searched when no read or
+// arithmetic hypothesis fits alone (a write-only match does not stop it: see diagnosis_pairs.cpp).
+struct ReadCandidate {
+  Hypothesis h;                                  // the read-side hypothesis, as named alone
+  std::function<double(std::int64_t)> value;     // float64 output at a flat canonical position
+};
+void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads);
+// A match so far that is not a write-side one (side "output").
+bool any_read_match(const Search& s);
+
+// The float64 output at every position, from the canonical reference inputs, through the op's
+// own reference (ops::OpDef::reference) with `opt`: by default the oracle's sums; with a narrow
+// accumulation, a summation order and bias_first, "accumulated in float16, channels innermost"
+// (ops::ReferenceOptions). For hypotheses that need the whole output, e.g. the loss on the
+// unrounded output. False when the op's parameters or inputs are not there or the work exceeds
+// in.full_forward_budget multiply-adds.
+bool forward_all(const DiagnosisInput& in, const Shape& out_shape, std::vector<double>& y,
+                 const ops::ReferenceOptions& opt = {});
+// The reference's accumulation for a rounding of the diagnosis (none: float64).
+ops::Accumulation accumulation_of(Rounding r);
+
+// "H and W" / "W"
+std::string axis_words(const std::string& letters);
+
+}  // namespace validate::compare::detail

@@ -1,0 +1,70 @@
+#pragma once
+// Per-element error bounds: the default element gate of outputs and gradients when the reference
+// set carries error-bound scales (docs/compare.md, "Error bounds" has the derivation).
+//
+// For an element y that a correct stack computes as a sum of n products a_i b_i in float32, with
+// inputs and intermediates (dL/dy) possibly rounded to the case dtype (unit roundoff u_d) and the
+// result stored in the case dtype, the error of one side against the exact value is bounded, with
+// probability at least 1 - 2 exp(-lambda^2 / 2) per term under the standard model of independent
+// rounding errors, by
+//     b = lambda * (u sqrt(n) (|y| + rho) + u_p rho) + u_d |y| + eta,
+// rho = sqrt(sum (a_i b_i)^2) (the set's scale tensor), u = 2^-24 (float32 accumulation),
+// u_p = u_d for a gradient (dL/dy rounded to the case dtype) and u for an output (products), eta
+// half the case dtype's subnormal spacing plus n half float32 subnormal spacings (underflow).
+// Two correct stacks differ by at most b_ref + b_run; with a float64 oracle the run alone is held
+// to b against the exact value, so a run at least as close to exact as the reference never fails.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "validate/metrics/metrics.hpp"
+#include "validate/core/dtype.hpp"
+#include "validate/core/result.hpp"
+
+namespace validate::compare {
+
+struct BoundOptions {
+  DType dtype = DType::float32;  // the case dtype: the result's storage rounding, u_d
+  bool gradient = false;          // u_p = u_d (dL/dy in the case dtype) instead of u
+  double n = 1;                   // reduction length of the element (largest over the tensor)
+  double lambda = 8;              // the policy's `bound`
+};
+
+// The bound of one side at an element with reference value y and scale rho (one stack's error
+// against the exact value), and its worst-case counterpart: gamma_n (|y| + sqrt(n) rho) + u_p
+// sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
+double side_bound(double y, double rho, const BoundOptions& o);
+double worst_case_bound(double y, double rho, const BoundOptions& o);
+// The spacing of the case dtype at |v| (its subnormal spacing below the normal range).
+double dtype_ulp(double v, DType d);
+
+struct BoundElement {
+  std::int64_t index = -1;
+  double ref = 0, run = 0, bound = 0;
+  std::optional<double> exact;  // the oracle's value, when one is given
+  double over = 0;              // |error| / bound
+  std::uint64_t ulp = 0;        // run vs reference, in the case dtype
+};
+
+struct BoundResult {
+  std::int64_t checked = 0, beyond = 0;
+  double max_over = 0;              // largest |error| / bound (passing elements included)
+  double max_worst_case_over = 0;   // the same against the worst-case bound
+  std::vector<BoundElement> worst;  // failing elements, most over first (at most `keep`)
+  std::uint64_t max_failing_ulp = 0;
+  bool against_exact = false;       // judged against the oracle
+  // With an oracle: failing elements where the reference is nearer the exact value than the run.
+  std::int64_t ref_nearer = 0;
+};
+
+// Elements where either side is non-finite are left to the non-finite gate. `exact` (float64
+// oracle, same element count) switches to the three-way test |run - exact| <= b.
+Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+                                 const ArrayView* exact, const BoundOptions& o, std::size_t keep = 5,
+                                 int threads = 1);
+
+// The old fixed rtol of the built-in policy, used for a set without scales (made before bounds).
+double legacy_rtol(const std::string& dtype, bool gradient);
+
+}  // namespace validate::compare

@@ -1,0 +1,235 @@
+// Per-element error bounds (bounds.hpp; the derivation is in docs/compare.md, "Error bounds").
+#include "validate/metrics/bounds.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <atomic>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "validate/metrics/ulp.hpp"
+
+namespace validate::compare {
+
+namespace {
+
+constexpr double kU = 0x1p-24;  // float32 unit roundoff: the accumulator every stack may use
+
+double unit_roundoff(DType d) {
+  switch (d) {
+    case DType::bfloat16: return 0x1p-8;
+    case DType::float16: return 0x1p-11;
+    case DType::float64: return 0x1p-53;
+    case DType::float32: break;
+  }
+  return kU;
+}
+
+// Element i of a float64, float32 or float16 array, as double (a float64 oracle keeps its digits).
+double element(const ArrayView& v, std::int64_t i) {
+  const std::byte* p = v.data + i * static_cast<std::int64_t>(dtype_size(v.storage));
+  switch (v.storage) {
+    case DType::float64: {
+      double d;
+      std::memcpy(&d, p, sizeof d);
+      return d;
+    }
+    case DType::float16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      return float16_bits_to_float(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, p, sizeof f);
+      return f;
+    }
+  }
+}
+
+}  // namespace
+
+double dtype_ulp(double v, DType d) {
+  int p = 24, emin = -126;  // precision in bits, smallest normal exponent
+  if (d == DType::bfloat16) p = 8;
+  else if (d == DType::float16) p = 11, emin = -14;
+  else if (d == DType::float64) p = 53, emin = -1022;
+  const double a = std::fabs(v);
+  int e = emin;
+  if (a > 0 && std::isfinite(a)) e = std::max(std::ilogb(a), emin);
+  return std::ldexp(1.0, e - p + 1);
+}
+
+// The stored result's rounding, u_d |y| (the standard model), and below the normal range half the
+// case dtype's subnormal spacing; plus n half float32 subnormal spacings for the partial results.
+double rounding_floor(DType d, double n) {
+  const double half_sub = d == DType::bfloat16 ? 0x1p-134 : d == DType::float16 ? 0x1p-25 : 0x1p-150;
+  return half_sub + n * 0x1p-150;
+}
+
+double side_bound(double y, double rho, const BoundOptions& o) {
+  const double ud = unit_roundoff(o.dtype);
+  const double up = o.gradient ? ud : kU;
+  return o.lambda * (kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho) + ud * std::fabs(y) +
+         rounding_floor(o.dtype, o.n);
+}
+
+double worst_case_bound(double y, double rho, const BoundOptions& o) {
+  const double ud = unit_roundoff(o.dtype);
+  const double up = o.gradient ? ud : kU;
+  const double nu = o.n * kU;
+  const double gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  const double s = std::sqrt(o.n) * rho;  // sum |a_i b_i| <= sqrt(n) rho (Cauchy-Schwarz)
+  return gamma * (std::fabs(y) + s) + up * s + ud * std::fabs(y) + rounding_floor(o.dtype, o.n);
+}
+
+namespace {
+
+// The pass over [lo, hi): one chunk's partial result.
+template <class Ref, class Run, class Scale>
+void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const BoundOptions& o, std::int64_t lo,
+                std::int64_t hi, std::size_t keep, BoundResult& r) {
+  const double ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
+  const double a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
+  const double nu = o.n * kU, gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  const double sides = exact ? 1 : 2;
+  auto worse = [](const BoundElement& x, const BoundElement& y) {
+    return x.over != y.over ? x.over > y.over : x.index < y.index;
+  };
+  for (std::int64_t i = lo; i < hi; ++i) {
+    const double av = ref(i), bv = run(i);
+    double rho = scale(i);
+    if (!std::isfinite(av) || !std::isfinite(bv)) continue;  // the non-finite gate's business
+    if (!std::isfinite(rho)) rho = 0;
+    const double ya = std::fabs(av), hu = ud * ya + eta;
+    const double side = a * (ya + rho) + c * rho + hu;
+    double err, bound;
+    std::optional<double> x;
+    if (exact) {
+      x = element(*exact, i);
+      if (!std::isfinite(*x)) continue;
+      // Judged against the exact value: the run's own error within one side's bound. A run at
+      // least as close to exact as the reference never fails, whatever the bound.
+      err = std::fabs(bv - *x);
+      bound = std::max(side, std::fabs(av - *x));
+    } else {
+      // Two correct stacks: each within its bound of the exact value, so within the sum of each
+      // other (the stored roundings give one ULP between them: twice the half ULP of side()).
+      err = std::fabs(bv - av);
+      bound = 2 * side;
+    }
+    ++r.checked;
+    const double over = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
+    if (over > r.max_over) r.max_over = over;
+    const double wc = sides * (gamma * (ya + rn * rho) + up * rn * rho + hu);
+    if (wc > 0 && err / wc > r.max_worst_case_over) r.max_worst_case_over = err / wc;
+    if (err <= bound) continue;
+    ++r.beyond;
+    BoundElement el{i, av, bv, bound, x, over, ulp_distance(static_cast<float>(av), static_cast<float>(bv), o.dtype)};
+    r.max_failing_ulp = std::max(r.max_failing_ulp, el.ulp);
+    if (x && std::fabs(av - *x) < std::fabs(bv - *x)) ++r.ref_nearer;
+    if (r.worst.size() < keep || worse(el, r.worst.back())) {
+      if (r.worst.size() == keep) r.worst.pop_back();
+      r.worst.insert(std::upper_bound(r.worst.begin(), r.worst.end(), el, worse), el);
+    }
+  }
+}
+
+// The common case, two float32 runs that agree: one branch-free pass the compiler vectorizes. It
+// answers only when no element of [lo, hi) is beyond its bound and every value is finite;
+// otherwise (false) the chunk takes bound_pass, which names the failing elements.
+bool fast_pass(const ArrayView& ref, const ArrayView& run, const ArrayView& scale, const BoundOptions& o,
+               std::int64_t lo, std::int64_t hi, BoundResult& r) {
+  const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
+              *ps = reinterpret_cast<const float*>(scale.data);
+  const double ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
+  const double a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
+  const double nu = o.n * kU, gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  double max_over = 0, max_wc = 0;
+  std::int64_t beyond = 0;
+  bool finite = true;
+  for (std::int64_t i = lo; i < hi; ++i) {
+    const double av = pr[i], bv = pu[i], rho = ps[i], ya = std::fabs(av);
+    const double hu = ud * ya + eta;
+    const double bound = 2 * (a * (ya + rho) + c * rho + hu);
+    const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
+    const double err = std::fabs(bv - av);
+    const double over = err / bound, w = err / wc;
+    max_over = over > max_over ? over : max_over;
+    max_wc = w > max_wc ? w : max_wc;
+    beyond += err > bound;
+    finite &= (err - err == 0) & (rho - rho == 0);  // false for NaN and infinities
+  }
+  if (beyond || !finite) return false;
+  r.checked += hi - lo;
+  r.max_over = std::max(r.max_over, max_over);
+  r.max_worst_case_over = std::max(r.max_worst_case_over, max_wc);
+  return true;
+}
+
+}  // namespace
+
+Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+                                 const ArrayView* exact, const BoundOptions& o, std::size_t keep, int threads) {
+  if (ref.numel != run.numel || scale.numel != ref.numel || (exact && exact->numel != ref.numel))
+    return Error{"error-bound check: element counts differ"};
+  if (keep == 0) keep = 1;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::int64_t n = ref.numel, chunk = std::int64_t(1) << 18;
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
+  std::vector<BoundResult> parts(static_cast<std::size_t>(std::max<std::int64_t>(chunks, 1)));
+  std::atomic<std::int64_t> next{0};
+  auto work = [&] {
+    for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) {
+      const std::int64_t lo = k * chunk, hi = std::min(n, lo + chunk);
+      auto& part = parts[static_cast<std::size_t>(k)];
+      // Float32 storage is read directly (the common case); other storages per element.
+      if (!exact && ref.storage == DType::float32 && run.storage == DType::float32 &&
+          scale.storage == DType::float32 && fast_pass(ref, run, scale, o, lo, hi, part))
+        continue;
+      if (ref.storage == DType::float32 && run.storage == DType::float32 && scale.storage == DType::float32) {
+        const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
+                    *ps = reinterpret_cast<const float*>(scale.data);
+        bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },
+                   [pu](std::int64_t i) { return static_cast<double>(pu[i]); },
+                   [ps](std::int64_t i) { return static_cast<double>(ps[i]); }, exact, o, lo, hi, keep, part);
+      } else {
+        bound_pass([&](std::int64_t i) { return element(ref, i); }, [&](std::int64_t i) { return element(run, i); },
+                   [&](std::int64_t i) { return element(scale, i); }, exact, o, lo, hi, keep, part);
+      }
+    }
+  };
+  const int nt = static_cast<int>(std::min<std::int64_t>(threads, chunks));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < nt; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  // Merged in chunk order: the result does not depend on the thread count.
+  BoundResult r;
+  r.against_exact = exact != nullptr;
+  auto worse = [](const BoundElement& x, const BoundElement& y) {
+    return x.over != y.over ? x.over > y.over : x.index < y.index;
+  };
+  for (auto& p : parts) {
+    r.checked += p.checked;
+    r.beyond += p.beyond;
+    r.ref_nearer += p.ref_nearer;
+    r.max_over = std::max(r.max_over, p.max_over);
+    r.max_worst_case_over = std::max(r.max_worst_case_over, p.max_worst_case_over);
+    r.max_failing_ulp = std::max(r.max_failing_ulp, p.max_failing_ulp);
+    r.worst.insert(r.worst.end(), p.worst.begin(), p.worst.end());
+  }
+  std::sort(r.worst.begin(), r.worst.end(), worse);
+  if (r.worst.size() > keep) r.worst.resize(keep);
+  return r;
+}
+
+double legacy_rtol(const std::string& dtype, bool gradient) {
+  if (dtype == "bfloat16") return 4e-2;
+  if (dtype == "float16") return gradient ? 3e-2 : 1e-2;
+  return 5e-4;
+}
+
+}  // namespace validate::compare

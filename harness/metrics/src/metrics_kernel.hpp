@@ -1,0 +1,92 @@
+#pragma once
+// Internal to the metric engine: partial statistics of a chunk and the per-ISA block kernels.
+// metrics_kernel.inc is compiled per instruction set (generic and, on x86, AVX2 and AVX-512F) and
+// picked at run time, so a binary built for any x86-64 uses the widest vectors the CPU has. No
+// -mfma: fused multiply-adds would change rounding and make results depend on the machine.
+#include <cstdint>
+#include <vector>
+
+#include "validate/metrics/metrics.hpp"
+#include "validate/metrics/ulp_histogram.hpp"
+
+namespace validate::compare::detail {
+
+constexpr int kBlock = 1024;  // elements per block: both sides of a block stay in L1
+
+// Means, sums of squared deviations and co-deviation of the reference r and the difference
+// e = run - r (Chan et al. pairwise merge). Pearson(r, run) follows: var(run) = V + 2C + E,
+// cov(r, run) = V + C with V, C, E = m2r, cre, m2e.
+struct Moments {
+  double n = 0, mr = 0, me = 0, m2r = 0, m2e = 0, cre = 0;
+  void merge(const Moments& b) {
+    if (b.n == 0) return;
+    if (n == 0) {
+      *this = b;
+      return;
+    }
+    const double nn = n + b.n, dr = b.mr - mr, de = b.me - me, f = n * b.n / nn;
+    m2r += b.m2r + dr * dr * f;
+    m2e += b.m2e + de * de * f;
+    cre += b.cre + dr * de * f;
+    mr += dr * (b.n / nn);
+    me += de * (b.n / nn);
+    n = nn;
+  }
+};
+
+struct KernelParams {
+  float floor = 0;  // near-zero floor
+  float atol = 0;   // +inf and rtol 0 when the tolerance test is off
+  float rtol = 0;
+  std::uint32_t max_ulp = 0xffffffffu;
+  int prefetch = 0;  // elements ahead to prefetch (the caller knows where the data ends; 0 = off)
+};
+
+struct Partial {
+  std::int64_t compared = 0;
+  std::int64_t zeros = 0;  // finite elements whose reference is +-0
+  double sum_abs = 0, sum_rel = 0;
+  float max_abs = 0, max_rel = 0;
+  float ref_max = 0;  // max |ref| over finite reference values (checks the metadata's max_abs)
+  // ULP distances above UlpHistogram::kExact, per class ([0] regular, [1] near-zero): counts,
+  // maxima and sums up to kExact are read from the exact bins of the histogram instead.
+  std::uint32_t large_max[2] = {0, 0};
+  std::uint64_t large_sum[2] = {0, 0};
+  Moments mom;
+  NonFinite nf;
+  std::int64_t beyond = 0, first_beyond = -1;
+  Element worst_abs, worst_ulp;  // index -1: none yet
+
+  void merge(const Partial& o);  // o covers later elements than *this
+};
+
+// Fine ULP histograms of the two classes plus a dump slot, in kCopies interleaved copies so runs of
+// equal distances do not serialise on one counter; flushed into UlpHistograms after each chunk.
+struct HistScratch {
+  static constexpr int kSlots = 2 * UlpHistogram::kFineBins + 1;
+  static constexpr int kCopies = 16;  // >= the widest kernel's lanes
+  std::vector<std::uint32_t> h = std::vector<std::uint32_t>(kCopies * kSlots, 0);
+  void flush(UlpHistogram& regular, UlpHistogram& near_zero);
+};
+
+// n <= kBlock elements starting at flat index `base`.
+using BlockFn = void (*)(const float* ref, const float* run, int n, std::int64_t base,
+                         const KernelParams& p, Partial& out, HistScratch& hist);
+using ScanFn = void (*)(const float* ref, std::int64_t n, float& max_abs, std::int64_t& zeros);
+using HalfToFloatFn = void (*)(const std::uint16_t* in, float* out, int n);
+
+struct KernelTable {
+  const char* isa;
+  BlockFn block[3];  // logical float32, bfloat16, float16
+  ScanFn scan;
+  HalfToFloatFn half_to_float;
+};
+
+const KernelTable& kernels_generic();
+#if defined(VALIDATE_HAVE_X86_KERNELS)
+const KernelTable& kernels_avx2();
+const KernelTable& kernels_avx512();
+#endif
+const KernelTable& kernels();  // best for this CPU
+
+}  // namespace validate::compare::detail

@@ -1,0 +1,86 @@
+// A generated set is the same bytes on every run, under --only and across shards, and shards merge
+// to the unsharded set's bytes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/temp_dir.hpp"
+#include "generate/generate_fixture.hpp"
+#include "validate/cases/merge.hpp"
+#include "validate/cases/verify.hpp"
+#include "validate/generate/generate.hpp"
+
+using namespace validate;
+namespace stdfs = std::filesystem;
+using validate::testing::write_case_file;
+using validate::testing::options;
+using validate::testing::expect_same_tensors;
+
+TEST(Generate, DeterministicAcrossRunsOnlyAndShards) {
+  validate::testing::TempDir tmp("det");
+  const std::string dir = tmp.path();
+  std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  auto a = generate::generate(options(cf, dir + "/a"), log);
+  ASSERT_TRUE(a) << a.message();
+  EXPECT_EQ(a->cases_ok, 8);
+  auto b = generate::generate(options(cf, dir + "/b"), log);
+  ASSERT_TRUE(b) << b.message();
+  expect_same_tensors(dir + "/a", dir + "/b", true);
+
+  auto only = options(cf, dir + "/only");
+  only.only = "^bfloat16/k0036_ic004$";
+  auto o = generate::generate(only, log);
+  ASSERT_TRUE(o) << o.message();
+  EXPECT_EQ(o->cases_ok, 1);
+  expect_same_tensors(dir + "/a", dir + "/only", false);
+
+  int total = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto sh = options(cf, dir + "/shard" + std::to_string(i));
+    sh.shard = {i, 3};
+    auto s = generate::generate(sh, log);
+    ASSERT_TRUE(s) << s.message();
+    total += s->cases_ok;
+    expect_same_tensors(dir + "/a", sh.out, false);
+  }
+  EXPECT_EQ(total, 8);
+  auto rep = cases::verify_set(dir + "/a");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
+  // 6 sweep cases with bias: 4 conv inputs + 3 matmul; 2 grouped cases without bias: 3 + 3.
+  EXPECT_EQ(rep->inputs_checked, 6u * 7u + 2u * 6u);
+}
+
+TEST(Merge, ShardsMergeToTheUnshardedBytesAndOverlapIsRefused) {
+  validate::testing::TempDir tmp("merge");
+  const std::string dir = tmp.path();
+  std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  ASSERT_TRUE(generate::generate(options(cf, dir + "/full"), log));
+  std::vector<std::string> shards;
+  for (int i = 0; i < 3; ++i) {
+    auto sh = options(cf, dir + "/s" + std::to_string(i));
+    sh.shard = {i, 3};
+    ASSERT_TRUE(generate::generate(sh, log));
+    shards.push_back(sh.out);
+  }
+  auto m = cases::merge_sets(dir + "/merged", shards);
+  ASSERT_TRUE(m) << m.message();
+  EXPECT_EQ(m->cases, 8u);
+  expect_same_tensors(dir + "/full", dir + "/merged", false);
+  expect_same_tensors(dir + "/merged", dir + "/full", false);
+  auto rep = cases::verify_set(dir + "/merged");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
+  auto overlap = cases::merge_sets(dir + "/bad", {shards[0], shards[1], shards[0]});
+  ASSERT_FALSE(overlap);
+  EXPECT_NE(overlap.message().find("overlap"), std::string::npos) << overlap.message();
+  stdfs::remove(shards[2] + "/manifest.json");
+  auto incomplete = cases::merge_sets(dir + "/bad2", shards);
+  ASSERT_FALSE(incomplete);
+  EXPECT_NE(incomplete.message().find("incomplete"), std::string::npos) << incomplete.message();
+}

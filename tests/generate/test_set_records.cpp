@@ -1,0 +1,124 @@
+// What a generated set records beside its tensors: each result's max |value| in the metadata, the
+// BLAS and threads in force, and why a CUDA request fell back to the CPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "common/temp_dir.hpp"
+#include "generate/generate_fixture.hpp"
+#include "validate/core/json_io.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/generate/generate.hpp"
+
+using namespace validate;
+using validate::testing::write_case_file;
+using validate::testing::options;
+
+// Results carry max|value| in their metadata (compare's near-zero floor without a pre-pass);
+// it must be the maximum of the file's values, and inputs carry none.
+TEST(Generate, MetadataRecordsMaxAbsOfEveryResult) {
+  validate::testing::TempDir tmp("maxabs");
+  std::string cf = write_case_file(tmp.path());
+  std::ostringstream log;
+  auto o = options(cf, tmp.path() + "/ref");
+  o.only = "^(float32|bfloat16)/g2$";
+  ASSERT_TRUE(generate::generate(o, log));
+  int checked = 0;
+  for (const char* dt : {"float32", "bfloat16"}) {
+    const std::string dir = tmp.path() + "/ref/" + dt;
+    auto meta = read_json(dir + "/g2_metadata.json");
+    ASSERT_TRUE(meta) << meta.message();
+    for (const auto& [op, opj] : (*meta)["ops"].items())
+      for (const auto& [name, tj] : opj["tensors"].items()) {
+        auto t = npy::read(dir + "/" + tj["file"].get<std::string>());
+        ASSERT_TRUE(t) << t.message();
+        double want = 0;
+        for (std::int64_t i = 0; i < t->numel(); ++i) want = std::max(want, std::abs(t->get(i)));
+        if (tj["role"] == "input") {
+          EXPECT_FALSE(tj.contains("max_abs")) << dt << " " << op << "." << name;
+          continue;
+        }
+        ASSERT_TRUE(tj.contains("max_abs")) << dt << " " << op << "." << name;
+        EXPECT_EQ(tj["max_abs"].get<double>(), want) << dt << " " << op << "." << name;
+        EXPECT_GT(want, 0) << dt << " " << op << "." << name;
+        ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 2 * (4 + 4));  // no bias: conv output, loss, grad_input, grad_weight; matmul 4
+}
+
+// system_info.json says which BLAS computed the set and on how many threads: references made with
+// the reference BLAS and with OpenBLAS differ by tens of ULP. The library is checked against this
+// process's own /proc/self/maps (LibTorch is loaded here too), not against the code that wrote it.
+TEST(Generate, SystemInfoRecordsTheBlasAndThreadsInForce) {
+  validate::testing::TempDir tmp("sysinfo");
+  std::string cf = write_case_file(tmp.path());
+  std::ostringstream log;
+  auto o = options(cf, tmp.path() + "/ref");
+  o.only = "^float32/g2$";
+  o.threads = 2;
+  ASSERT_TRUE(generate::generate(o, log));
+  auto sys = read_json(tmp.path() + "/ref/system_info.json");
+  ASSERT_TRUE(sys) << sys.message();
+  EXPECT_EQ((*sys)["threads"], 2);
+  EXPECT_EQ((*sys)["threads_source"], "--threads");
+  ASSERT_TRUE((*sys).contains("blas")) << sys->dump(2);
+  const Json& blas = (*sys)["blas"];
+  ASSERT_TRUE(blas["library"].is_string()) << blas.dump();
+  EXPECT_EQ(blas["omp_max_threads"], 2);  // LibTorch and OpenBLAS-OpenMP share libgomp's count
+  std::set<std::string> mapped;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    // Debian's LibTorch uses libblas.so.3; PyPI's has its BLAS inside libtorch_cpu.so: either way
+    // the library named must be one this process has mapped.
+    if (path.find("libblas") != std::string::npos || path.find("libtorch_cpu") != std::string::npos)
+      mapped.insert(std::filesystem::canonical(path).string());
+  }
+  EXPECT_EQ(mapped.count(blas["library"].get<std::string>()), 1u) << blas.dump();
+  if (blas["name"] == "OpenBLAS") {
+    EXPECT_EQ(blas["openblas_threads"], 2) << blas.dump();
+  }
+}
+
+// --device cuda on a machine LibTorch finds no usable device on (every CI machine): the set is made on
+// the CPU and system_info.json says so with the reason; the TF32 and cuDNN flags are the ones the
+// options set (run twice, TF32 on then off, so a flag left at a default cannot pass both).
+TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
+  for (const bool tf32 : {true, false}) {
+    validate::testing::TempDir tmp("cudafallback");
+    std::string cf = write_case_file(tmp.path());
+    std::ostringstream log;
+    auto o = options(cf, tmp.path() + "/ref");
+    o.only = "^float32/g2$";
+    o.device = "cuda";
+    o.allow_tf32 = tf32;
+    ASSERT_TRUE(generate::generate(o, log));
+    auto sys = read_json(tmp.path() + "/ref/system_info.json");
+    ASSERT_TRUE(sys) << sys.message();
+    if ((*sys)["cuda_available"] == true) GTEST_SKIP() << "this machine has a usable CUDA device";
+    EXPECT_EQ((*sys)["device_requested"], "cuda");
+    EXPECT_EQ((*sys)["device"], "cpu");
+    const std::string why = (*sys).value("device_fallback", std::string());
+    EXPECT_EQ(why.rfind("no usable CUDA device: ", 0), 0u) << why;
+    // A CUDA LibTorch names the driver-side cause; a CPU one says it has no CUDA.
+    if (!(*sys)["libtorch_cuda"].is_null()) {
+      EXPECT_EQ(why.find("built without CUDA"), std::string::npos) << why;
+    } else {
+      EXPECT_NE(why.find("built without CUDA"), std::string::npos) << why;
+    }
+    EXPECT_EQ((*sys)["tf32"]["cudnn"], tf32);
+    EXPECT_EQ((*sys)["tf32"]["cublas"], tf32);
+    EXPECT_EQ((*sys)["cudnn_deterministic"], true);
+    EXPECT_EQ((*sys)["cudnn_benchmark"], false);
+  }
+}

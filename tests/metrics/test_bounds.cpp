@@ -1,0 +1,127 @@
+// The per-element error bound (bounds.hpp), against values worked out by hand from its formula
+// (docs/compare.md, "Error bounds"), and the three-way rule of the oracle.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "validate/metrics/bounds.hpp"
+
+using validate::DType;
+using namespace validate::compare;
+
+namespace {
+
+ArrayView view(const std::vector<float>& v) {
+  return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float32,
+                   static_cast<std::int64_t>(v.size()), false};
+}
+ArrayView view(const std::vector<double>& v) {
+  return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float64,
+                   static_cast<std::int64_t>(v.size()), false};
+}
+
+}  // namespace
+
+TEST(Bounds, DtypeUlpByHand) {
+  EXPECT_EQ(dtype_ulp(1.0, DType::float32), std::ldexp(1.0, -23));
+  EXPECT_EQ(dtype_ulp(1.5, DType::bfloat16), std::ldexp(1.0, -7));
+  EXPECT_EQ(dtype_ulp(-3.0, DType::bfloat16), std::ldexp(1.0, -6));   // 3 = 1.5 * 2^1
+  EXPECT_EQ(dtype_ulp(1000.0, DType::float16), 0.5);                   // 2^9 <= 1000 < 2^10: 2^(9-10)
+  EXPECT_EQ(dtype_ulp(1e-9, DType::float16), std::ldexp(1.0, -24));   // subnormal spacing
+  EXPECT_EQ(dtype_ulp(0.0, DType::float32), std::ldexp(1.0, -149));
+}
+
+TEST(Bounds, SideBoundByHand) {
+  // float32 output, n = 16 products, lambda 8, y = 2, rho = 1:
+  // 8 (2^-24 * 4 * (2 + 1) + 2^-24 * 1) + 2^-24 * 2 + 2^-150 + 16 * 2^-150
+  BoundOptions o;
+  o.n = 16;
+  const double u = std::ldexp(1.0, -24);
+  EXPECT_DOUBLE_EQ(side_bound(2.0, 1.0, o), 8 * (u * 4 * 3 + u) + u * 2 + 17 * std::ldexp(1.0, -150));
+  // bfloat16 gradient: dL/dy rounded to bfloat16 contributes lambda * 2^-8 * rho.
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.n = 100;
+  EXPECT_DOUBLE_EQ(side_bound(-0.75, 0.5, o),
+                   8 * (u * 10 * 1.25 + std::ldexp(1.0, -8) * 0.5) + std::ldexp(1.0, -8) * 0.75 +
+                       std::ldexp(1.0, -134) + 100 * std::ldexp(1.0, -150));
+  // The worst case is never below the probabilistic bound's rounding part, and grows like n.
+  EXPECT_GT(worst_case_bound(-0.75, 0.5, o), std::ldexp(1.0, -8) * std::sqrt(100.0) * 0.5);
+}
+
+TEST(Bounds, TheFailingElementOfALargeBfloat16GradientPassesItsBound) {
+  // A bfloat16 grad_weight element summed over n = 2048 * 9 products whose cancellation leaves
+  // -5.6e-4: reference -5.379e-4 (dL/dy rounded first), run -5.646e-4, exact -5.627e-4. With the
+  // products' root-sum-square rho = 2e-3, lambda * u_d * rho = 6.25e-5 per side covers the
+  // reference's 2.5e-5 error; the fixed rtol 4e-2 on a 5% floor of max|ref| did not.
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.n = 2048 * 9;
+  std::vector<float> ref{-5.379e-4f, 0.25f}, run{-5.646e-4f, 0.25f}, rho{2e-3f, 0.3f};
+  auto r = check_bounds(view(ref), view(run), view(rho), nullptr, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->beyond, 0);
+  EXPECT_EQ(r->checked, 2);
+  EXPECT_LT(r->max_over, 1.0);
+  // Against the exact value, the run (1.9e-6 away) passes and its ratio is small.
+  std::vector<double> exact{-5.627e-4, 0.25};
+  const ArrayView xv = view(exact);
+  auto t = check_bounds(view(ref), view(run), view(rho), &xv, o);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->beyond, 0);
+  EXPECT_TRUE(t->against_exact);
+}
+
+TEST(Bounds, AFailingElementIsNamedWithItsDistances) {
+  // float32 output, n = 9, rho = |y|: the per-side bound is 8 * 2^-24 * (3 * 2 + 1) * |y| + ulp/2,
+  // about 3.4e-6 |y|; element 2 is 1e-4 relative off (TF32-sized), element 0 exact.
+  BoundOptions o;
+  o.n = 9;
+  std::vector<float> ref{1.0f, -2.0f, 3.0f, 0.5f}, run{1.0f, -2.0f, 3.0003f, 0.5f}, rho{1, 2, 3, 0.5f};
+  auto r = check_bounds(view(ref), view(run), view(rho), nullptr, o);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->beyond, 1);
+  ASSERT_EQ(r->worst.size(), 1u);
+  const BoundElement& el = r->worst[0];
+  EXPECT_EQ(el.index, 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(el.run), 3.0003f);
+  const double side = side_bound(3.0, 3.0, o);
+  EXPECT_DOUBLE_EQ(el.bound, 2 * side);
+  EXPECT_NEAR(el.over, std::fabs(3.0003f - 3.0) / (2 * side), 1e-9);
+  EXPECT_GT(el.over, 10);
+}
+
+TEST(Bounds, ARunAtLeastAsCloseToExactAsTheReferenceNeverFails) {
+  // The reference is far from exact (beyond any bound); the run is as far on the other side: it
+  // passes against the oracle. A run further from exact than both fails, with both distances.
+  BoundOptions o;
+  o.n = 4;
+  std::vector<float> ref{1.001f, 1.001f}, run{0.999f, 1.01f}, rho{1, 1};
+  std::vector<double> exact{1.0, 1.0};
+  const ArrayView xv = view(exact);
+  auto r = check_bounds(view(ref), view(run), view(rho), &xv, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->beyond, 1);
+  ASSERT_EQ(r->worst.size(), 1u);
+  EXPECT_EQ(r->worst[0].index, 1);
+  ASSERT_TRUE(r->worst[0].exact);
+  EXPECT_EQ(r->ref_nearer, 1);
+  // Without the oracle the first element fails too: the two sides differ by 2e-3.
+  auto two = check_bounds(view(ref), view(run), view(rho), nullptr, o);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(two->beyond, 2);
+}
+
+TEST(Bounds, NonFiniteElementsAreLeftToTheirOwnGate) {
+  BoundOptions o;
+  std::vector<float> ref{NAN, 1.0f}, run{1.0f, 1.0f}, rho{1, 1};
+  auto r = check_bounds(view(ref), view(run), view(rho), nullptr, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->checked, 1);
+  EXPECT_EQ(r->beyond, 0);
+  std::vector<float> shorter{1.0f};
+  EXPECT_FALSE(check_bounds(view(ref), view(run), view(shorter), nullptr, o));
+}
