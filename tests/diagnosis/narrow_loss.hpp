@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the loss-side narrow-accumulation tests (test_diagnosis.cpp for conv2d,
+// Shared by the loss-side narrow-accumulation tests (test_diagnosis_accumulation.cpp for conv2d,
 // test_diagnosis_conv_transpose.cpp): rounding to bfloat16 from the definition, and the check
 // that the loss entry of a bfloat16 case whose output was summed with a bfloat16 accumulator
 // (channels innermost) names that accumulator.
