@@ -44,7 +44,11 @@
 ! the classic: the conv2d update applies dW in the KRSC filter layout to weights
 ! stored OIHW, so step 0 matches and step 1 does not (examples/README.md);
 ! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype;
-! CONV_RUNNER_BUG=no_weight_decay ignores the case's weight decay.
+! CONV_RUNNER_BUG=no_weight_decay ignores the case's weight decay;
+! CONV_RUNNER_BUG=no_momentum trains with momentum 0 whatever the case says;
+! CONV_RUNNER_BUG=no_zero_grad never zeroes the gradients between steps (each
+! step's gradient is added to the previous ones, as PyTorch's .grad without
+! optimizer.zero_grad()), and writes and applies those sums.
 !
 ! Exit codes: 0 success, 2 bad environment or I/O problem (message on stderr).
 ! An op other than conv2d and matmul is answered with unsupported.txt and exit 0
@@ -578,11 +582,14 @@ program conv_runner
   ! applies each conv2d update with dW in the KRSC filter layout to weights stored OIHW;
   ! CONV_RUNNER_BUG=narrow_masters keeps the conv2d masters in the case dtype (a bfloat16 or
   ! float16 case rounds them after every update: the "pure bfloat16" optimizer);
-  ! CONV_RUNNER_BUG=no_weight_decay trains without the case's weight decay.
+  ! CONV_RUNNER_BUG=no_weight_decay trains without the case's weight decay; no_momentum without its
+  ! momentum; no_zero_grad accumulates the gradients across steps.
   bug = ''
   if (env_is_set('CONV_RUNNER_BUG')) bug = env_str('CONV_RUNNER_BUG')
-  if (bug /= '' .and. bug /= 'update_dw_krsc' .and. bug /= 'narrow_masters' .and. bug /= 'no_weight_decay') &
-    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc, narrow_masters, no_weight_decay)')
+  if (bug /= '' .and. bug /= 'update_dw_krsc' .and. bug /= 'narrow_masters' .and. bug /= 'no_weight_decay' &
+      .and. bug /= 'no_momentum' .and. bug /= 'no_zero_grad') &
+    call fail('CONV_RUNNER_BUG="'//bug//'" is not a known bug (update_dw_krsc, narrow_masters, no_weight_decay, '// &
+              'no_momentum, no_zero_grad)')
   select case (op)
   case ('conv2d')
     if (protocol == 2) then
@@ -722,6 +729,10 @@ contains
     sgd%weight_decay = real(env_real('VALIDATE_WEIGHT_DECAY'), real32)
     if (bug == 'no_weight_decay') sgd%weight_decay = 0   ! the planted bug: the case's decay ignored
     sgd%nesterov = env_int('VALIDATE_NESTEROV') /= 0
+    if (bug == 'no_momentum') then                        ! the planted bug: plain SGD
+      sgd%momentum = 0
+      sgd%nesterov = .false.
+    end if
     n = env_int('VALIDATE_NCHECKPOINTS')
     if (n < 1) call fail('VALIDATE_NCHECKPOINTS must be >= 1')
     allocate (checkpoints(n))
@@ -776,7 +787,7 @@ contains
     integer :: nx, nw, ny, s, i
     real(dp), allocatable :: x(:), wf(:), b(:), t(:), y(:), dy(:), gx(:), gwf(:), gb(:)
     real(real32), allocatable :: w32(:), b32(:), gw32(:), gb32(:), upd(:), bufw(:), bufb(:), bufw2(:), bufb2(:), &
-                                 losses(:)
+                                 losses(:), accw(:), accb(:)
     real(dp) :: loss
 
     call read_conv_geometry()
@@ -786,6 +797,9 @@ contains
     ny = nb*o*hout*wout
     allocate (x(nx), wf(nw), b(o), t(ny), y(ny), dy(ny), gx(nx), gwf(nw), gb(o))
     allocate (w32(nw), b32(o), gw32(nw), gb32(o), upd(nw), bufw(nw), bufb(o), bufw2(nw), bufb2(o), losses(steps))
+    allocate (accw(nw), accb(o))
+    accw = 0
+    accb = 0
     call read_tensor(dir, 'weight', dtype, nw, wf)
     w32 = real(wf, real32)
     b32 = 0
@@ -809,6 +823,12 @@ contains
                            x, wf, dy, gx, gwf, gb)
       gw32 = real([(round_to_dtype(gwf(i), dtype), i=1, nw)], real32)
       gb32 = real([(round_to_dtype(gb(i), dtype), i=1, o)], real32)
+      if (bug == 'no_zero_grad') then  ! the buffers keep every earlier step's gradient
+        accw = accw + gw32
+        accb = accb + gb32
+        gw32 = accw
+        gb32 = accb
+      end if
       losses(s + 1) = real(loss, real32)
       if (s == 0) then  ! step 0 is the single-step case: its results as protocol 1 writes them
         call write_tensor(dir, 'output', dtype, ny, y)
@@ -844,13 +864,14 @@ contains
   subroutine train_matmul()
     integer :: m, k, n, s, i, j
     real(dp), allocatable :: a(:, :), b(:, :), t(:, :), y(:, :), dy(:, :), gb(:, :)
-    real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), bufb2(:, :), losses(:)
+    real(real32), allocatable :: b32(:, :), gb32(:, :), bufb(:, :), bufb2(:, :), losses(:), accb(:, :)
     real(dp) :: loss
 
     m = env_int('VALIDATE_M'); k = env_int('VALIDATE_K'); n = env_int('VALIDATE_NCOLS')
     call read_schedule()
     allocate (a(m, k), b(k, n), t(m, n), y(m, n), dy(m, n), gb(k, n))
-    allocate (b32(k, n), gb32(k, n), bufb(k, n), bufb2(k, n), losses(steps))
+    allocate (b32(k, n), gb32(k, n), bufb(k, n), bufb2(k, n), losses(steps), accb(k, n))
+    accb = 0
     call read_tensor(dir, 'B', dtype, k*n, b)
     b32 = real(b, real32)
     bufb = 0
@@ -871,6 +892,10 @@ contains
           gb32(i, j) = real(round_to_dtype(gb(i, j), dtype), real32)
         end do
       end do
+      if (bug == 'no_zero_grad') then
+        accb = accb + gb32
+        gb32 = accb
+      end if
       losses(s + 1) = real(loss, real32)
       if (s == 0) then
         call write_tensor(dir, 'output', dtype, m*n, y)

@@ -17,6 +17,8 @@
 #   first update named as applied with dW in the filter layout; with CONV_RUNNER_BUG=narrow_masters
 #   (masters kept in the case dtype) step 1's checkpoints fail in both dtypes, named narrow_master;
 #   with CONV_RUNNER_BUG=no_weight_decay step 1 fails in both ops and dtypes, named optimizer_settings.
+#   wrong_update also plants CONV_RUNNER_BUG=no_momentum (named momentum missing at step 2) and
+#   CONV_RUNNER_BUG=no_zero_grad (named gradients accumulated across steps at step 1).
 # adam: the same with torch.optim.Adam, in float32 and bfloat16.
 # Exit 0 when every expectation holds, 1 with a FAIL line otherwise.
 set -eu
@@ -123,6 +125,37 @@ wrong_update)
   n=$(grep -Ec "first bad checkpoint step1_weight \(step 1\): update applied with dW in OHWI" "$work/bug.txt" || true)
   [ "$n" -ge 2 ] ||
     fail "compare does not name the update applied with dW in the filter layout in both cases ($n): $(cat "$work/bug.txt")"
+  # Momentum ignored (plain SGD on a case with momentum 0.9): the first update is the same, the
+  # second is named from the run's own steps 0 and 1 (check_own_update). The Nesterov case's first
+  # update already differs (lr (1 + mu) g): named at step 1 as Nesterov momentum missing.
+  run nomom "$example {dir}" CONV_RUNNER_BUG=no_momentum || fail "validate run: $(tail -5 "$work/nomom.log")"
+  if compare nomom; then fail "compare PASSED a program that ignores the momentum: a false pass; report: $(cat "$work/nomom.txt")"; fi
+  expect_verdict nomom "$wd" conv2d passed step0_weight step1_weight
+  expect_verdict nomom "$wd" conv2d failed step2_weight
+  for op in conv2d matmul; do
+    grep -A1 -E "^  float32/$wd/$op +FAILED at " "$work/nomom.txt" |
+      grep -Eq "first bad checkpoint step2_[a-zA-Z]+ \(step 2\): momentum missing" ||
+      fail "compare does not name the missing momentum of $wd $op at step 2: $(cat "$work/nomom.txt")"
+    grep -A1 -E "^  float32/$nesterov/$op +FAILED at " "$work/nomom.txt" |
+      grep -Eq "first bad checkpoint step1_[a-zA-Z]+ \(step 1\): .*Nesterov momentum missing" ||
+      fail "compare does not name the missing Nesterov momentum of $nesterov $op at step 1: $(cat "$work/nomom.txt")"
+  done
+  # Gradients never zeroed (no zero_grad): step 1's gradient is g0 + g1, written and applied; the
+  # first update (g0 alone) is right. Named on step1_grad_<param>, never read as a layout.
+  run acc "$example {dir}" CONV_RUNNER_BUG=no_zero_grad || fail "validate run: $(tail -5 "$work/acc.log")"
+  if compare acc; then fail "compare PASSED a program that never zeroes its gradients: a false pass; report: $(cat "$work/acc.txt")"; fi
+  for c in "$wd" "$nesterov"; do
+    expect_verdict acc "$c" conv2d passed step0_grad_weight step1_weight
+    expect_verdict acc "$c" conv2d failed step1_grad_weight
+    for op in conv2d matmul; do
+      grep -A1 -E "^  float32/$c/$op +FAILED at " "$work/acc.txt" |
+        grep -Eq "first bad checkpoint step1_grad_[a-zA-Z]+ \(step 1\): gradients accumulated across steps" ||
+        fail "compare does not name the gradients accumulated across steps of $c $op at step 1: $(cat "$work/acc.txt")"
+    done
+  done
+  if grep -E "swapped|flipped" "$work/acc.txt" "$work/nomom.txt" | grep -v "^ *$" | grep -q "step[0-9]"; then
+    fail "a layout is offered for an optimizer-state mistake: $(grep -E "swapped|flipped" "$work/acc.txt" "$work/nomom.txt")"
+  fi
   ;;
 mixed | adam)
   if [ "$mode" = mixed ]; then c=tmixed_conv_n2_c6_h7_w9_o4_g2 dtypes="bfloat16 float16"; else c=tadam_conv_n2_c6_h7_w9_o4_g2 dtypes="float32 bfloat16"; fi

@@ -113,6 +113,37 @@ TEST(Diagnosis, WeightDeclaredWhioFReadAsHwio) {
   EXPECT_EQ(dx.named()->params["declared"], "WHIO:F");
 }
 
+// A Fortran program's input x(C,H,W,N) (declared CHWN:F) read with H and W exchanged: the mistake
+// is spelt in the declaration's notation, CWHN:F, with the C-order name of the same bytes after it.
+TEST(Diagnosis, FortranInputReadHwSwappedIsSpeltInFortranNotation) {
+  const Conv g = kOdd;
+  ASSERT_NE(g.H, g.W);
+  Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 31), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 32);
+  const std::int64_t I = g.C / g.G;
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return x.get(((n * g.C + c) * g.H + h) * g.W + ww);
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return w.get(((o * I + c) * g.KH + u) * g.KW + v);
+  };
+  // The file: x in CHWN:F, byte position c + C (h + H (w + W n)). The program reads (n,c,h,w) at
+  // c + C (w + W (h + H n)) — the CWHN:F offset — and gets whatever the file holds there.
+  auto Xread = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    const std::int64_t p = c + g.C * (ww + g.W * (h + g.H * n));
+    const std::int64_t c2 = p % g.C, r = p / g.C, h2 = r % g.H, r2 = r / g.H, w2 = r2 % g.W, n2 = r2 / g.W;
+    return X(n2, c2, h2, w2);
+  };
+  Tensor ref = g.run(X, Wt, nullptr), run = g.run(Xread, Wt, nullptr);
+  auto in = conv_input(g, ref, run, x, w, nullptr);
+  in.declared = {{"input", "CHWN:F"}, {"weight", "OIHW"}};
+  auto dx = diagnose(in);
+  ASSERT_NE(dx.named(), nullptr) << dx.summary;
+  EXPECT_EQ(dx.named()->tensor, "input") << dx.summary;
+  EXPECT_NE(dx.named()->description.find("it read the bytes as CWHN:F (NHWC in C order)"), std::string::npos)
+      << dx.named()->description;
+  EXPECT_EQ(dx.named()->params["read_as"], "NHWC");  // the JSON keeps the C spelling
+}
+
 TEST(Diagnosis, BiasMissingAndTf32Inputs) {
   const Conv g{3, 5, 11, 6, 7, 2, 3, 1, 2, 0, 1, 2, 1, 1};  // odd_n3_c5_h11_w6
   Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 27), w = random_tensor({g.O, g.C, g.KH, g.KW}, 28),

@@ -202,6 +202,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
         if (!named_diagnosis) named_diagnosis = std::move(o->diagnosis);
       }
     }
+    // A failing step<k>_grad_<param> that is the reference's plus the run's previous gradient.
+    if (!gr.passed() && !named_diagnosis && opt_.diagnose) named_diagnosis = diagnose_accumulated_gradient(ctx);
   }
   e.checks = gr.checks;
   if (!gr.passed()) {

@@ -68,6 +68,7 @@ void refine_op_diagnoses(std::vector<Entry>& entries) {
       h.max_abs = 0;
       dx.matches.push_back(h);
       dx.ambiguous = false;
+      dx.follows_from = out->tensor;
       dx.summary = diagnosis_summary(dx, e->tensor);
       e->diagnosis = std::move(dx);
     }

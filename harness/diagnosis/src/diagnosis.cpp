@@ -65,12 +65,11 @@ std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
   }
   std::string fams;
   for (const auto& f : dx.families) fams += (fams.empty() ? "" : ", ") + f;
-  std::string s = fmt::format("no hypothesis explains {}: tried {} ({})", subject, dx.tried, fams);
-  if (dx.closest)
-    s += fmt::format("; the best residual, {:.3g} against {:.3g} as read, is {} ({}, {})",
-                     dx.closest->max_abs, dx.baseline_max_abs, dx.closest->description,
-                     dx.closest->code, dx.closest->tensor);
-  return s;
+  // The hypothesis with the smallest residual is not offered as a lead: none explains the run, and
+  // a layout that halves a residual is no evidence of a layout mistake (a missing zero_grad read
+  // best as "I and H swapped"). JSON keeps it, as "closest", for tools.
+  return fmt::format("no hypothesis explains {}: tried {} ({}); the mistake is none of these", subject, dx.tried,
+                     fams);
 }
 
 Diagnosis diagnose(const DiagnosisInput& in) {

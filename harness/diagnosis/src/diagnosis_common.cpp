@@ -150,6 +150,21 @@ std::string spec_of(const layout::Placement& m, const std::string& axes) {
   return s;
 }
 
+std::string in_notation_of(const std::string& spec, const std::string& declared, const std::string& axes,
+                           bool with_other) {
+  auto sp = layout::parse_spec(spec, axes);
+  auto dp = layout::parse_spec(declared, axes);
+  if (!sp || !dp || sp->is_scalar() || sp->fortran == dp->fortran) return spec;
+  // The same bytes in the other memory order's notation: the axes reversed, the flips unchanged
+  // (a flip is of a canonical axis, whatever the order).
+  layout::Spec other = *sp;
+  other.axes.assign(sp->axes.rbegin(), sp->axes.rend());
+  other.fortran = !sp->fortran;
+  if (!with_other) return layout::to_string(other);
+  return layout::to_string(other) + " (" + layout::to_string(*sp) + " in " + (sp->fortran ? "Fortran" : "C") +
+         " order)";
+}
+
 std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
                           const std::string& axes) {
   auto it = in.declared.find(tensor);

@@ -69,7 +69,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
       what += std::string(what.empty() ? "" : " and ") + "with " + axis_words(rd.flips) + " flipped";
     h.description = fmt::format("your program read input.bin {} (declared {}, it read the bytes as "
                                 "{}); the output bytes are fine",
-                                what, S.dx_decl, rd.spec);
+                                what, S.dx_decl, in_notation_of(rd.spec, S.dx_decl, "NCHW"));
     h.cause = rd.perm_code == "fortran_order" ? "a C-order file read as column-major, or the reverse"
               : rd.perm_code.empty()          ? "a spatial flip applied to the data"
                                               : "an index expression that does not match the layout";
@@ -95,7 +95,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     if (rd.perm_code.empty()) {
       h.description = fmt::format(
           "your program read weight.bin with {} flipped (declared {}, it read the bytes as {})",
-          axis_words(rd.flips), S.dw_decl, rd.spec);
+          axis_words(rd.flips), S.dw_decl, in_notation_of(rd.spec, S.dw_decl, "OIHW"));
       h.cause = rd.flips == "HW" ? "a convolution where PyTorch computes a cross-correlation "
                                    "(CUDNN_CONVOLUTION mode with an unflipped filter, or a "
                                    "pre-flipped filter flipped again)"
@@ -104,12 +104,12 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
               "): un-flip it, or use CUDNN_CROSS_CORRELATION";
     } else {
       // The same bytes have a C and a Fortran spelling (OIHW = WHIO:F); give both.
-      std::string fspell;
-      if (rd.flips.empty() && rd.spec.find(':') == std::string::npos)
-        fspell = " (the same bytes as " + std::string(rd.spec.rbegin(), rd.spec.rend()) + ":F)";
+      // For a Fortran declaration, in its notation first.
+      std::string as_read = in_notation_of(rd.spec, S.dw_decl, "OIHW");
+      if (as_read == rd.spec && rd.flips.empty() && rd.spec.find(':') == std::string::npos)
+        as_read += " (the same bytes as " + std::string(rd.spec.rbegin(), rd.spec.rend()) + ":F)";
       h.description =
-          fmt::format("your program read weight.bin as {}{} while the layout file declares {}",
-                      rd.spec, fspell, S.dw_decl);
+          fmt::format("your program read weight.bin as {} while the layout file declares {}", as_read, S.dw_decl);
       h.cause = "a weight-layout confusion (OIHW / IOHW / HWIO / WHIO / OHWI)";
       h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + S.dw_decl;
     }

@@ -53,7 +53,8 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
       h.fix = "index the weight as w[in][out/groups][kh][kw] (PyTorch's ConvTranspose2d.weight), or declare "
               "weight as OIHW in the layout file if the program really stores it that way";
     } else {
-      h.description = fmt::format("your program read weight.bin as {} while the layout file declares {}", rd.spec,
+      h.description = fmt::format("your program read weight.bin as {} while the layout file declares {}",
+                                  in_notation_of(rd.spec, S.dw_decl, "IOHW"),
                                   S.dw_decl);
       h.cause = "a weight-layout confusion (IOHW / OIHW / HWIO / flips)";
       h.fix = "declare weight as " + rd.spec + " in the layout file, or index it as " + S.dw_decl;
@@ -71,7 +72,8 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
     h.spec = rd.spec;
     h.rank = 10 + rd.rank;
     h.params = {{"declared", S.dx_decl}, {"read_as", rd.spec}};
-    h.description = fmt::format("your program read input.bin as {} (declared {})", rd.spec, S.dx_decl);
+    h.description = fmt::format("your program read input.bin as {} (declared {})",
+                                in_notation_of(rd.spec, S.dx_decl, "NCHW"), S.dx_decl);
     h.cause = "an index expression that does not match the layout";
     h.fix = "check the loop order (or the index expression) where you read input.bin; it is " + S.dx_decl;
     add_aliases(rd, h);

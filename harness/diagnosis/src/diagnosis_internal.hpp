@@ -122,6 +122,11 @@ Eval eval_recompute(const DiagnosisInput& in, const ElementTest& t,
 }
 void finish_recompute(Hypothesis& h, const Eval& e, std::int64_t numel);
 std::string spec_of(const layout::Placement& m, const std::string& axes);
+// `spec` written in the notation of the declaration: for a Fortran declaration (CHWN:F) the bytes
+// spec_of spells NHWC read "CWHN:F (NHWC in C order)"; unchanged when both are in one order.
+// `with_other` false: the declaration's spelling alone (for a fix: "declare it as CWHN:F").
+std::string in_notation_of(const std::string& spec, const std::string& declared, const std::string& axes,
+                           bool with_other = true);
 std::string declared_name(const DiagnosisInput& in, const std::string& tensor,
                           const std::string& axes);
 

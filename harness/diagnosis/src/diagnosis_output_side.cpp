@@ -67,21 +67,23 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
   for (std::size_t j = 0; j < rd.m.memory_axes.size(); ++j)
     if (rd.m.memory_axes[j] != decl.memory_axes[j]) moved.push_back(j);
   const std::string flipw = rd.flips.empty() ? "" : axis_words(rd.flips) + " flipped";
+  const std::string bytes = in_notation_of(rd.spec, declared, in.axes);  // the declaration's notation
+  const std::string spell = in_notation_of(rd.spec, declared, in.axes, false);
   std::string what;
   if (moved.empty())
     what = "with " + flipw;
   else if (rd.perm_code == "fortran_order")
     what = "read in Fortran (column-major) order" + (flipw.empty() ? "" : " with " + flipw);
   else if (rd.perm_code == "fortran_order+hw_swapped")
-    what = "read in the opposite memory order with H and W exchanged (its bytes are " + rd.spec +
+    what = "read in the opposite memory order with H and W exchanged (its bytes are " + bytes +
            ")" + (flipw.empty() ? "" : " and " + flipw);
   else if (moved.size() == 2)
     what = fmt::format("with {} and {} swapped (its bytes are {})",
                        in.axes[static_cast<std::size_t>(decl.memory_axes[moved[0]])],
-                       in.axes[static_cast<std::size_t>(decl.memory_axes[moved[1]])], rd.spec) +
+                       in.axes[static_cast<std::size_t>(decl.memory_axes[moved[1]])], bytes) +
            (flipw.empty() ? "" : " and " + flipw);
   else
-    what = "read as " + rd.spec + (flipw.empty() ? "" : " with " + flipw);
+    what = "read as " + bytes + (flipw.empty() ? "" : " with " + flipw);
   if (declared != in.axes) what += " (declared " + declared + ")";
   h.description = what;
   if (filter_desc) {
@@ -91,14 +93,14 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
                               : ")") +
               " instead of the declared " + declared;
     h.fix = "convert the gradient to " + declared + " before writing " + file +
-            ", or declare grad_weight as " + rd.spec + " in the layout file";
+            ", or declare grad_weight as " + spell + " in the layout file";
   } else if (rd.perm_code == "fortran_order") {
     h.cause = "a column-major (Fortran) array handed over as C order, or the reverse";
-    h.fix = "declare " + in.tensor + " as " + rd.spec + " or transpose it before writing " + file;
+    h.fix = "declare " + in.tensor + " as " + spell + " or transpose it before writing " + file;
   } else if (rd.perm_code == "channels_order") {
     h.cause = "channels-first and channels-last confused (NCHW vs NHWC)";
     h.fix = "write " + file + " as " + declared + " (move the channel loop), or declare it as " +
-            rd.spec;
+            spell;
   } else if (rd.perm_code == "fortran_order+hw_swapped") {
     h.cause = "a column-major array handed over as C order (or the reverse) whose H and W loops "
               "were exchanged as well";
@@ -112,10 +114,10 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
     h.cause = in.axes == "KN"   ? "a [K,N] matrix returned as [N,K] (a Linear weight's [out,in])"
               : in.axes == "MN" ? "the output written transposed"
                                 : "a transposed matrix (the C-vs-Fortran order of a 2-D array)";
-    h.fix = "write " + file + " as " + declared + ", or declare it as " + rd.spec;
+    h.fix = "write " + file + " as " + declared + ", or declare it as " + spell;
   } else if (!rd.perm_code.empty()) {
-    h.cause = "the bytes are in " + rd.spec + " layout";
-    h.fix = "write " + file + " as " + declared + ", or declare it as " + rd.spec;
+    h.cause = "the bytes are in " + bytes + " layout";
+    h.fix = "write " + file + " as " + declared + ", or declare it as " + spell;
   } else {
     if (rd.flips == "HW" && in.axes == "OIHW")
       h.cause = in.tensor.rfind("grad", 0) == 0
@@ -127,7 +129,7 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
     else
       h.cause = "a flip applied to one spatial axis";
     h.fix = "remove (or add) the flip of " + axis_words(rd.flips) + " where you write " + file +
-            ", or declare it as " + rd.spec;
+            ", or declare it as " + spell;
   }
 }
 

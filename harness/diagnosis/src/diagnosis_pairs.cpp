@@ -100,7 +100,7 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       h.params = {{"read", rp}, {"write", wp}};
       h.description = fmt::format(
           "two mistakes at once: (1) {}; (2) it wrote {}.bin {} (declared {}, the bytes are {})",
-          read_words(rh), in.tensor, write_words(w), declared, w.spec);
+          read_words(rh), in.tensor, write_words(w), declared, in_notation_of(w.spec, declared, in.axes));
       h.cause = rh.cause + ", and the result written in another layout than declared";
       h.fix = rh.fix + "; and write " + in.tensor + ".bin as " + declared +
               " (check the loop order where you write it)";

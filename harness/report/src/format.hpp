@@ -149,6 +149,49 @@ inline std::string group_title(const std::pair<std::string, std::string>& k) {
   return k.second + (k.first.empty() ? "" : " [variant " + k.first + "]");
 }
 
+// A failure the diagnosis attributes to another entry's named mistake (Diagnosis::follows_from).
+inline bool is_consequence(const compare::Entry& e) {
+  return e.diagnosis && !e.diagnosis->follows_from.empty() && compare::is_failure(e.verdict);
+}
+
+// A named mistake, with the failing tensors of one op it was named on: "what went wrong".
+struct RootCause {
+  std::string where;                 // "[variant] dtype/case/op"
+  std::vector<std::string> tensors;  // in report order
+  const compare::Hypothesis* h = nullptr;
+  std::string sentence;  // the first tensor's diagnosis
+};
+
+// The root causes of a report: failing entries whose diagnosis names a mistake of their own (not
+// one that follows from another entry), one per op and mistake code.
+inline std::vector<RootCause> root_causes(const compare::Report& r) {
+  std::vector<RootCause> out;
+  for (const auto& e : r.entries) {
+    if (!compare::is_failure(e.verdict) || !e.diagnosis || is_consequence(e)) continue;
+    const compare::Hypothesis* h = e.diagnosis->named();
+    if (!h || h->params.contains("follows_from")) continue;
+    const std::string where = (e.variant.empty() ? "" : "[" + e.variant + "] ") + e.dtype + "/" + e.case_name + "/" + e.op_name();
+    auto it = std::find_if(out.begin(), out.end(), [&](const RootCause& c) { return c.where == where && c.h->code == h->code; });
+    if (it == out.end()) {
+      out.push_back(RootCause{where, {e.tensor}, h, e.diagnosis->summary});
+    } else {
+      it->tensors.push_back(e.tensor);
+    }
+  }
+  return out;
+}
+
+inline std::size_t consequence_count(const compare::Report& r) {
+  return static_cast<std::size_t>(std::count_if(r.entries.begin(), r.entries.end(), is_consequence));
+}
+
+// "float32/c/conv2d step1_grad_weight, step1_grad_bias: <the diagnosis>"
+inline std::string root_cause_line(const RootCause& c) {
+  std::string t;
+  for (const auto& x : c.tensors) t += (t.empty() ? "" : ", ") + x;
+  return c.where + " " + t + ": " + c.sentence;
+}
+
 inline bool shows_details(const compare::Entry& e) {
   return compare::is_failure(e.verdict) || e.verdict == compare::Verdict::invalid;
 }

@@ -111,6 +111,17 @@ std::string render_html(const compare::Report& r) {
   if (c.skipped + c.unsupported) card("notrun", "skipped / unsupported", c.skipped + c.unsupported);
   if (c.invalid) card("invalid", "invalid inputs", c.invalid);
   o << "</div>\n";
+  // The named mistakes, before everything they explain.
+  const auto causes = detail::root_causes(r);
+  if (!causes.empty()) {
+    o << "<h2 id=\"what-went-wrong\">What went wrong</h2>\n<ul>\n";
+    for (const auto& c : causes)
+      o << "<li class=\"v-failed\">" << escape(detail::root_cause_line(c)) << " <code>" << escape(c.h->code)
+        << "</code></li>\n";
+    const std::size_t n = detail::consequence_count(r);
+    if (n > 0) o << "<li>" << n << " more failure" << (n == 1 ? "" : "s") << " follow from them (below)</li>\n";
+    o << "</ul>\n";
+  }
 
   // Training trajectories: per op that trained, its verdict, both loss curves, and their relative
   // difference per step under the gate r0 * sqrt(1 + step).

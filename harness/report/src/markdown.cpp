@@ -92,14 +92,23 @@ std::string render_markdown(const compare::Report& r) {
   if (!r.self_check.empty()) o << "> **Self-check:** " << md_escape(r.self_check) << "\n\n";
   for (const auto& w : r.warnings) o << "> **Warning:** " << md_escape(w) << "\n\n";
 
-  std::vector<const Entry*> bad, all;
+  // The named mistakes first; the failures that follow from them are folded below the others.
+  const auto causes = detail::root_causes(r);
+  if (!causes.empty()) {
+    o << "#### What went wrong\n\n";
+    for (const auto& c : causes) o << "- ❌ " << md_escape(detail::root_cause_line(c)) << " `" << c.h->code << "`\n";
+    o << "\n";
+  }
+  std::vector<const Entry*> bad, follows, all;
   for (const auto& e : r.entries) {
     all.push_back(&e);
-    if (detail::shows_details(e) || e.verdict == Verdict::mistrusted) bad.push_back(&e);
+    if (detail::is_consequence(e))
+      follows.push_back(&e);
+    else if (detail::shows_details(e) || e.verdict == Verdict::mistrusted)
+      bad.push_back(&e);
   }
-  if (!bad.empty()) {
-    o << "#### Needs attention\n\n";
-    for (const Entry* e : bad) {
+  auto detail_lines = [&](const std::vector<const Entry*>& rows) {
+    for (const Entry* e : rows) {
       o << "- " << mark(e->verdict) << " **"
         << md_escape((e->variant.empty() ? "" : "[" + e->variant + "] ") + e->id()) << "** ("
         << compare::verdict_name(e->verdict) << "): " << md_escape(e->message) << "\n";
@@ -112,6 +121,16 @@ std::string render_markdown(const compare::Report& r) {
           << detail::sci(e->oracle->run_max_abs) << " max abs from exact (" << e->oracle->closer
           << " closer)\n";
       if (!e->repro.empty()) o << "  - Repro: " << code(e->repro) << "\n";
+    }
+  };
+  if (!bad.empty() || !follows.empty()) {
+    o << "#### Needs attention\n\n";
+    detail_lines(bad);
+    if (!follows.empty()) {
+      o << "\n<details><summary>" << follows.size() << " more failure" << (follows.size() == 1 ? "" : "s")
+        << " that follow from the mistakes named above</summary>\n\n";
+      detail_lines(follows);
+      o << "\n</details>\n";
     }
     o << "\n";
   }

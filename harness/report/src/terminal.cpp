@@ -66,6 +66,22 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
   out << p.bold(head) << "\n";
   if (!r.self_check.empty()) out << p("SELF-CHECK: ", "\033[1;36m") << r.self_check << "\n";
   for (const auto& w : r.warnings) out << p("warning: ", "\033[33m") << w << "\n";
+  // The named mistakes first (and again last): what a user fixes, before the tables and the
+  // failures that follow from them.
+  const auto causes = detail::root_causes(r);
+  const std::size_t folded = opt.verbose ? 0 : detail::consequence_count(r);
+  auto what_went_wrong = [&] {
+    if (causes.empty()) return;
+    out << "\n" << p.bold(fmt::format("what went wrong ({} named mistake{})", causes.size(), causes.size() == 1 ? "" : "s"))
+        << "\n";
+    for (const auto& c : causes) out << "  " << p("- ", colour_of(Verdict::failed)) << detail::root_cause_line(c) << "\n";
+    const std::size_t n = detail::consequence_count(r);
+    if (n > 0)
+      out << "  " << p.dim(fmt::format("{} more failure{} follow{} from {}{}", n, n == 1 ? "" : "s", n == 1 ? "s" : "",
+                                       causes.size() == 1 ? "it" : "them", opt.verbose ? "" : " (--verbose details them)"))
+          << "\n";
+  };
+  what_went_wrong();
 
   const bool oracle = !r.oracle_dir.empty();
   for (const auto& [key, entries] : detail::groups(r)) {
@@ -106,7 +122,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
   for (const auto& e : r.entries) {
     const bool show = detail::shows_details(e) || (opt.verbose && e.verdict != Verdict::passed) ||
                       e.verdict == Verdict::mistrusted;
-    if (!show) continue;
+    if (!show || (folded && detail::is_consequence(e))) continue;
     if (!any_details) out << "\n";
     any_details = true;
     const std::string label = (e.variant.empty() ? "" : "[" + e.variant + "] ") + e.id();
@@ -134,6 +150,11 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
           << "\n";
     if (!e.repro.empty()) out << "  " << p.dim("repro: " + e.repro) << "\n";
   }
+  if (folded)
+    out << p.dim(fmt::format("({} failure{} that follow{} from the mistakes named above not detailed: --verbose)", folded,
+                             folded == 1 ? "" : "s", folded == 1 ? "s" : ""))
+        << "\n";
+  what_went_wrong();
   const auto c = r.counts();
   const char* col = r.exit_code() == 0   ? "\033[1;32m"
                     : r.exit_code() == 1 ? "\033[1;31m"

@@ -72,10 +72,16 @@ std::vector<T> reinterpret_oihw(const std::vector<T>& g, const std::vector<int>&
   return out;
 }
 
+// How a training loop treats its gradient buffers between steps: zeroed (correct), never zeroed
+// (each backward adds into them: the sums are written and applied, a missing zero_grad), or each
+// step's own gradient written while the update applies the sum.
+enum class GradBuffers { zeroed, accumulated, accumulated_update_only };
+
 // T = double: the exact trajectory; T = float: a float32 stack; `bytes_as` non-empty: the planted
-// mistake (the update reads dW in that layout's bytes).
+// mistake (the update reads dW in that layout's bytes); `buffers`: see GradBuffers.
 template <class T>
-TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as = {}) {
+TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as = {},
+                          GradBuffers buffers = GradBuffers::zeroed) {
   const cases::Case c = training_case(s);
   const auto keep = train::checkpoint_steps(*c.train);
   // float32-representable data, identical for every precision (references and runs read the same
@@ -93,6 +99,7 @@ TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as 
   for (auto& v : w) v = static_cast<T>(draw(init, 0.3));
   for (auto& v : b) v = static_cast<T>(draw(init, 0.1));
   train::SgdState<T> sw, sb;
+  std::vector<T> sum_w, sum_b;  // the never-zeroed gradient buffers (GradBuffers)
   TrajectoryValues out;
   auto& loss_curve = out[train::kLossCurve];
   auto conv = [&](const std::vector<double>& x, const auto& wt, const auto& bt, std::int64_t n, std::int64_t o,
@@ -149,13 +156,21 @@ TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as 
       gb[static_cast<std::size_t>(o)] = scale * acc;
     }
     loss_curve.push_back(static_cast<double>(loss));
+    std::vector<T> gw_step = gw, gb_step = gb;  // this step's own gradients
+    if (buffers != GradBuffers::zeroed) {
+      if (sum_w.empty()) sum_w.assign(nw, T(0)), sum_b.assign(kTO, T(0));
+      for (std::size_t i = 0; i < nw; ++i) gw[i] = sum_w[i] = sum_w[i] + gw[i];
+      for (std::size_t i = 0; i < gb.size(); ++i) gb[i] = sum_b[i] = sum_b[i] + gb[i];
+    }
+    const std::vector<T>& gw_out = buffers == GradBuffers::accumulated_update_only ? gw_step : gw;
+    const std::vector<T>& gb_out = buffers == GradBuffers::accumulated_update_only ? gb_step : gb;
     if (std::find(keep.begin(), keep.end(), step) != keep.end()) {
       // What the stack reports: its parameters as this step's forward used them, its gradients
       // (correctly converted, even in the planted case).
       out[train::checkpoint_tensor(step, "weight")].assign(w.begin(), w.end());
       out[train::checkpoint_tensor(step, "bias")].assign(b.begin(), b.end());
-      out[train::checkpoint_tensor(step, "grad_weight")].assign(gw.begin(), gw.end());
-      out[train::checkpoint_tensor(step, "grad_bias")].assign(gb.begin(), gb.end());
+      out[train::checkpoint_tensor(step, "grad_weight")].assign(gw_out.begin(), gw_out.end());
+      out[train::checkpoint_tensor(step, "grad_bias")].assign(gb_out.begin(), gb_out.end());
     }
     const std::vector<T> applied = bytes_as.empty() ? gw : reinterpret_oihw(gw, bytes_as);
     train::sgd_step(w.data(), applied.data(), w.size(), sw, *c.train);

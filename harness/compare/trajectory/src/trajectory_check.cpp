@@ -229,7 +229,15 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
       ++t.checkpoints_failed;
       const auto c = train::parse_checkpoint_tensor(e->tensor);
       const std::int64_t s = c ? c->step : -1;
-      if (!first || s < first_step) {
+      // At one step, a named mistake before an unnamed one, and a parameter before the gradients
+      // computed from it (a wrong parameter at step k makes its gradients wrong too).
+      auto rank = [](const Entry* x) {
+        const bool named = x->diagnosis && x->diagnosis->named();
+        const auto cx = train::parse_checkpoint_tensor(x->tensor);
+        const bool gradient = cx && cx->tensor.rfind("grad_", 0) == 0;
+        return (named ? 0 : 2) + (gradient ? 1 : 0);
+      };
+      if (!first || s < first_step || (s == first_step && rank(e) < rank(first))) {
         first = e;
         first_step = s;
       }
@@ -254,6 +262,7 @@ void refine_trajectories(std::vector<Entry>& entries, std::vector<std::string>& 
       Diagnosis dx;
       dx.tried = e->diagnosis ? e->diagnosis->tried : 0;
       dx.families = e->diagnosis ? e->diagnosis->families : std::vector<std::string>{};
+      dx.follows_from = first->tensor;
       dx.summary = fmt::format("follows from the trajectory parting at step {} (first bad checkpoint {}{}): a checkpoint "
                                "at or after it differs by consequence",
                                first_step, first->tensor, named ? ": " + named->code : std::string());

@@ -100,15 +100,17 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   // only the last update is judged, with the momentum buffer the earlier ones built. Replayed again
   // with every gradient moved by the case dtype's rounding either way, for the tolerance.
   using StepFn = void (*)(float*, const float*, std::size_t, train::SgdState<float>&, const train::TrainConfig&);
-  // `scaled`: the step whose gradient is multiplied by `scale` (-1: none).
-  auto replay = [&](StepFn fn, std::int64_t scaled = -1, double scale = 1) {
+  // `scaled`: the step whose gradient is multiplied by `scale` (-1: none). `accumulated`: each
+  // step applies the sum of the gradients so far (the buffers never zeroed), in float32.
+  auto replay = [&](StepFn fn, std::int64_t scaled = -1, double scale = 1, bool accumulated = false) {
     train::SgdState<float> state;
-    std::vector<float> p(n), g(n);
+    std::vector<float> p(n), g(n), sum(n, 0.0f);
     for (std::int64_t j = 0; j < k; ++j) {
       const double f = j == scaled ? scale : 1.0;
       for (std::size_t i = 0; i < n; ++i) {
         p[i] = static_cast<float>(ws[static_cast<std::size_t>(j)].get(static_cast<std::int64_t>(i)));
         g[i] = static_cast<float>(gs[static_cast<std::size_t>(j)].get(static_cast<std::int64_t>(i)) * f);
+        if (accumulated) g[i] = sum[i] = sum[i] + g[i];
       }
       fn(p.data(), g.data(), n, state, tc);
     }
@@ -117,7 +119,7 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   // Per element: 4 float32 ULP of the largest operand, plus each gradient's rounding moved alone
   // either way (the gradients round independently, so their effects add).
   const Tensor& wprev = ws.back();
-  auto tolerance = [&](StepFn fn, const std::vector<float>& base) {
+  auto tolerance = [&](StepFn fn, const std::vector<float>& base, bool accumulated = false) {
     std::vector<double> t(n);
     for (std::size_t i = 0; i < n; ++i) {
       const double wi = wprev.get(static_cast<std::int64_t>(i)), ei = base[i];
@@ -125,7 +127,7 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
     }
     if (u > 0)
       for (std::int64_t j = 0; j < k; ++j) {
-        const std::vector<float> up = replay(fn, j, 1 + u), down = replay(fn, j, 1 - u);
+        const std::vector<float> up = replay(fn, j, 1 + u, accumulated), down = replay(fn, j, 1 - u, accumulated);
         for (std::size_t i = 0; i < n; ++i)
           t[i] += std::max(std::fabs(static_cast<double>(up[i]) - base[i]), std::fabs(static_cast<double>(down[i]) - base[i]));
       }
@@ -161,9 +163,19 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
       e[static_cast<std::size_t>(worst)], wk->get(worst));
 
   if (k == 2) {
-    // Weight decay added after the momentum, not to the gradient before it (the trap sgd.hpp
-    // names): the same first update, a different second one.
-    if (tc.momentum == 0 || tc.weight_decay == 0) return out;
+    // The second update is the first that reads state the earlier steps left: the momentum buffer
+    // and, in a loop that never zeroes them, the gradient buffers. Each classic way of getting that
+    // state wrong gives the same first update and a different second one; one is named when the
+    // run's step 2 is that variant replayed from its own steps 0 and 1 on every element (within
+    // twice the tolerance of the case's own replay).
+    auto fits = [&](StepFn fn, bool accumulated) {
+      const std::vector<float> v = replay(fn, -1, 1, accumulated);
+      const std::vector<double> vt = tolerance(fn, v, accumulated);
+      for (std::size_t i = 0; i < n; ++i)
+        if (!(std::fabs(wk->get(static_cast<std::int64_t>(i)) - v[i]) <= 2 * vt[i])) return false;
+      return true;
+    };
+    // Weight decay added after the momentum, not to the gradient before it (the trap sgd.hpp names).
     const StepFn decay_after = [](float* p, const float* g, std::size_t m, train::SgdState<float>& st,
                                   const train::TrainConfig& cfg) {
       train::TrainConfig no_decay = cfg;
@@ -173,18 +185,49 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
       const float lr = static_cast<float>(cfg.lr), wd = static_cast<float>(cfg.weight_decay);
       for (std::size_t i = 0; i < m; ++i) p[i] = static_cast<float>(p[i] - static_cast<float>(lr * static_cast<float>(wd * before[i])));
     };
-    const std::vector<float> v = replay(decay_after);
-    const std::vector<double> vt = tolerance(decay_after, v);
-    for (std::size_t i = 0; i < n; ++i)
-      if (!(std::fabs(wk->get(static_cast<std::int64_t>(i)) - v[i]) <= 2 * vt[i])) return out;
-    Hypothesis h = optimizer_settings(param, {{"variant", "weight_decay_after_momentum"}});
-    h.description = fmt::format("the second update of {} applies the weight decay after the momentum: {} is the "
-                                "case's SGD step with weight_decay·{} added to the update instead of to the gradient",
-                                param, in.tensor, param);
-    h.cause = "torch.optim.SGD adds weight_decay·p to the gradient before the momentum buffer, so the decay is "
-              "accumulated (1/(1 − momentum) times larger); added after it, the first update is the same and the "
-              "trajectories part from step 2";
-    h.fix = "add weight_decay·p to the gradient before updating the momentum buffer";
+    // No momentum (momentum=0 where the case has one, or the buffer rebuilt every step): each
+    // update is lr (g + wd w) alone.
+    const StepFn no_momentum = [](float* p, const float* g, std::size_t m, train::SgdState<float>& st,
+                                  const train::TrainConfig& cfg) {
+      train::TrainConfig plain = cfg;
+      plain.momentum = 0;
+      plain.dampening = 0;
+      plain.nesterov = false;
+      train::sgd_step(p, g, m, st, plain);
+    };
+    Hypothesis h;
+    if (tc.momentum != 0 && tc.weight_decay != 0 && fits(decay_after, false)) {
+      h = optimizer_settings(param, {{"variant", "weight_decay_after_momentum"}});
+      h.description = fmt::format("the second update of {} applies the weight decay after the momentum: {} is the "
+                                  "case's SGD step with weight_decay·{} added to the update instead of to the gradient",
+                                  param, in.tensor, param);
+      h.cause = "torch.optim.SGD adds weight_decay·p to the gradient before the momentum buffer, so the decay is "
+                "accumulated (1/(1 − momentum) times larger); added after it, the first update is the same and the "
+                "trajectories part from step 2";
+      h.fix = "add weight_decay·p to the gradient before updating the momentum buffer";
+    } else if (tc.momentum != 0 && fits(no_momentum, false)) {
+      h = optimizer_settings(param, {{"variant", "momentum_missing"}, {"momentum_case", tc.momentum}});
+      h.description = fmt::format("momentum missing: the second update of {} is lr·(gradient + weight_decay·{}) alone, "
+                                  "the case's SGD step with momentum 0 instead of {} ({} from the run's own {} and {})",
+                                  param, param, tc.momentum, in.tensor, train::checkpoint_tensor(1, param),
+                                  train::checkpoint_tensor(1, "grad_" + param));
+      h.cause = "the optimizer is built without the case's momentum (SGD's momentum defaults to 0), or its momentum "
+                "buffer is not kept between steps; the first update of SGD with momentum equals the plain one, so "
+                "the trajectories part from step 2";
+      h.fix = fmt::format("use momentum {} (dampening {}{}) and keep the momentum buffer from one step to the next",
+                          tc.momentum, tc.dampening, tc.nesterov ? ", Nesterov" : "");
+    } else if (fits(torch_sgd, true)) {
+      h = optimizer_settings(param, {{"variant", "gradients_accumulated"}});
+      h.code = "gradients_accumulated";
+      h.description = fmt::format("gradients accumulated across steps: the second update of {} applies {} + {} (the "
+                                  "gradients the run wrote), the case's SGD step on their sum",
+                                  param, train::checkpoint_tensor(1, "grad_" + param), g0_name);
+      h.cause = "the gradient buffers are not zeroed between steps (a missing optimizer.zero_grad(): each backward "
+                "adds into .grad), while the gradients written out are each step's own";
+      h.fix = "zero the gradients before each step's backward (optimizer.zero_grad(), or reset the accumulator to 0)";
+    } else {
+      return out;
+    }
     out.diagnosis = detail::named_on_every_element(std::move(h), static_cast<std::int64_t>(n));
     return out;
   }
@@ -220,7 +263,9 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
     else
       named.push_back(fmt::format("learning rate {:.6g} instead of {}", f.a / nesterov_factor, tc.lr));
   }
-  if (!(std::fabs(wd_run - tc.weight_decay) <= 0.05 * std::max(tc.weight_decay, 1e-6))) {
+  // Within 5% of the case's, or 1e-5 absolute: the fit's b carries the float32 rounding of the
+  // stored weights (~6e-8 |w|), which reads as a weight decay of ~1e-6 at lr 0.1 on a case with none.
+  if (!(std::fabs(wd_run - tc.weight_decay) <= std::max(0.05 * tc.weight_decay, 1e-5))) {
     if (tc.weight_decay != 0 && std::fabs(wd_run) <= 0.05 * tc.weight_decay)
       named.push_back(fmt::format("weight decay missing (the case's is {})", tc.weight_decay));
     else
@@ -247,6 +292,50 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
                       tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov ? ", Nesterov" : "");
   out.diagnosis = detail::named_on_every_element(std::move(h), static_cast<std::int64_t>(n));
   return out;
+}
+
+std::optional<Diagnosis> diagnose_accumulated_gradient(const CheckpointDiagnosisInput& in) {
+  if (!in.ref || !in.ref->c.train) return std::nullopt;
+  const cases::Case& c = in.ref->c;
+  const auto name = train::parse_checkpoint_tensor(in.tensor);
+  if (!name || name->step < 1 || name->tensor.rfind("grad_", 0) != 0) return std::nullopt;
+  const std::string prev = train::checkpoint_tensor(name->step - 1, name->tensor);
+  if (!detail::produced(in.run, prev)) return std::nullopt;
+  const auto all = c.tensors(in.op);
+  const cases::TensorInfo* info = detail::find_tensor(all, in.tensor);
+  if (!info) return std::nullopt;
+  const CaseFiles files{in};
+  auto ref_k = files.ref(in.tensor, info->shape), run_k = files.run(in.tensor, info->shape),
+       run_p = files.run(prev, info->shape);
+  if (!ref_k || !run_k || !run_p) return std::nullopt;
+  const std::int64_t n = ref_k->numel();
+  double max_ref = 0, max_prev = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref_k->get(i)));
+    max_prev = std::max(max_prev, std::fabs(run_p->get(i)));
+  }
+  const double rtol = std::max(in.gates.rtol.value_or(0), 1e-3);
+  const double floor = std::max(in.gates.near_zero * max_ref, 1e-30);
+  // Nothing to tell apart when the previous gradient is below the tolerance itself.
+  if (!(max_prev > rtol * std::max(max_ref, floor))) return std::nullopt;
+  const double u = c.dtype == DType::float32 ? std::ldexp(1.0, -24) : gradient_rounding(c.dtype);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double r = ref_k->get(i), a = run_k->get(i), p = run_p->get(i);
+    const double tol = rtol * std::max(std::fabs(r), floor) + u * (std::fabs(a) + std::fabs(p)) +
+                       4 * float32_ulp(std::max(std::fabs(a), std::fabs(p)));
+    if (!(std::fabs((a - p) - r) <= tol)) return std::nullopt;
+  }
+  const std::string param = name->tensor.substr(5);
+  Hypothesis h = optimizer_settings(param, {{"variant", "gradients_accumulated"}, {"step", name->step}});
+  h.code = "gradients_accumulated";
+  h.tensor = name->tensor;
+  h.description = fmt::format("gradients accumulated across steps: {} is the reference's step-{} gradient plus the "
+                              "run's {} (every element of {})",
+                              in.tensor, name->step, prev, n);
+  h.cause = "the gradient buffers are not zeroed between steps (a missing optimizer.zero_grad(): each backward adds "
+            "into .grad, so every update applies the sum of all gradients so far)";
+  h.fix = "zero the gradients before each step's backward (optimizer.zero_grad(), or reset the accumulator to 0)";
+  return detail::named_on_every_element(std::move(h), n);
 }
 
 }  // namespace validate::compare

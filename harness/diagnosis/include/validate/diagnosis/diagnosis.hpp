@@ -66,6 +66,10 @@ struct Diagnosis {
   std::vector<std::string> families;  // families searched, in order
   double baseline_max_abs = 0;        // on the sample, as read
   bool ambiguous = false;             // two or more different mistakes fit equally
+  // A consequence: the tensor (of the same op) whose named mistake this failure follows from —
+  // the output a gradient was computed from, the first bad checkpoint of a trajectory. Reports fold
+  // these under their cause.
+  std::string follows_from;
   const Hypothesis* named() const { return matches.empty() ? nullptr : &matches.front(); }
 };
 

@@ -86,11 +86,22 @@ std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisI
 // after the momentum; against the run's own gradients none of that blurs them. Checks
 // own_first_update_beyond_tolerance / own_second_update_beyond_tolerance (elements, limit 0).
 // Diagnosis optimizer_settings: at step 1, when w0 − w1 = a·g + b·w0 fits every element, the
-// learning rate, weight decay, dampening or Nesterov the run used; at step 2, weight decay added
-// after the momentum, when that variant fits every element. Not for Adam: its first update is
+// learning rate, weight decay, dampening or Nesterov the run used; at step 2, the variant that fits
+// every element: weight decay added after the momentum, momentum missing (momentum_missing), or
+// the update applying the sum of the gradients so far (code gradients_accumulated: no zero_grad,
+// each step's own gradient written out). Not for Adam: its first update is
 // nearly lr·sign(g), and variants users port legitimately (eps before the bias correction, as
 // Keras places it) move it by more than rounding where |g| nears eps.
 std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& in);
+
+// step<k>_grad_<param>, k >= 1, that failed its gate, with the run's step<k-1>_grad_<param>: when
+// the run's gradient minus its previous one is the reference's gradient on every element (the
+// tensor's rtol, at least 1e-3, of the reference, plus the case dtype's rounding of both run
+// gradients and 4 float32 ULP), the gradients were accumulated across steps — a missing
+// zero_grad — named gradients_accumulated. At step 1 the run's parameters are still the
+// reference's (the first update applied step 0's gradient alone), so the test is exact up to
+// rounding; later steps compare gradients of parted trajectories and follow from step 1.
+std::optional<Diagnosis> diagnose_accumulated_gradient(const CheckpointDiagnosisInput& in);
 
 // step<k>_<param> with an earlier checkpoint j in both sets: the update step<k> - step<j> of the
 // run against the reference's, on the parameter's canonical axes; a layout reading that explains
