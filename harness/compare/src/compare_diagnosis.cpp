@@ -14,7 +14,6 @@
 
 #include "validate/metrics/ulp.hpp"
 
-#include "validate/metrics/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/ops/registry.hpp"
 
