@@ -80,6 +80,10 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
       # links LibTorch (the modules are unaffected: the binary's libstdc++ is already global).
       # Debian's LibTorch needs neither, and an ASan build needs its runtime, not libstdc++, first.
       target_link_options(validate_torch_deps INTERFACE "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+      # Installed, the torch module must still find the wheel's libraries (torch/lib, with
+      # libtorch_cuda.so; rarely on the loader's path). INSTALL_RPATH_USE_LINK_PATH leaves out the
+      # folders of imported targets, so harness/backends/torch adds this one to its install run path.
+      set(VALIDATE_TORCH_WHEEL_LIBDIR "${TORCH_INSTALL_PREFIX}/lib")
     endif()
     message(STATUS "validate: LibTorch ${Torch_VERSION} found")
   else()
