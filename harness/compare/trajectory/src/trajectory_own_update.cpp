@@ -42,6 +42,21 @@ Hypothesis optimizer_settings(const std::string& param, nlohmann::json params) {
   return h;
 }
 
+// The gradients_accumulated hypothesis (no zero_grad) on `tensor`, with its own description and
+// the end of its cause: named from a gradient checkpoint or from the second update.
+Hypothesis gradients_accumulated(const std::string& param, const std::string& tensor, nlohmann::json params,
+                                 std::string description, const std::string& cause_tail) {
+  Hypothesis h = optimizer_settings(param, std::move(params));
+  h.params["variant"] = "gradients_accumulated";
+  h.code = "gradients_accumulated";
+  h.tensor = tensor;
+  h.description = std::move(description);
+  h.cause = "the gradient buffers are not zeroed between steps (a missing optimizer.zero_grad(): each backward adds "
+            "into .grad" + cause_tail;
+  h.fix = "zero the gradients before each step's backward (optimizer.zero_grad(), or reset the accumulator to 0)";
+  return h;
+}
+
 struct Fit {
   double a = 0, b = 0;  // w0 - w1 = a g + b w0
   bool ok = false;
@@ -217,14 +232,12 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
       h.fix = fmt::format("use momentum {} (dampening {}{}) and keep the momentum buffer from one step to the next",
                           tc.momentum, tc.dampening, tc.nesterov ? ", Nesterov" : "");
     } else if (fits(torch_sgd, true)) {
-      h = optimizer_settings(param, {{"variant", "gradients_accumulated"}});
-      h.code = "gradients_accumulated";
-      h.description = fmt::format("gradients accumulated across steps: the second update of {} applies {} + {} (the "
-                                  "gradients the run wrote), the case's SGD step on their sum",
-                                  param, train::checkpoint_tensor(1, "grad_" + param), g0_name);
-      h.cause = "the gradient buffers are not zeroed between steps (a missing optimizer.zero_grad(): each backward "
-                "adds into .grad), while the gradients written out are each step's own";
-      h.fix = "zero the gradients before each step's backward (optimizer.zero_grad(), or reset the accumulator to 0)";
+      h = gradients_accumulated(
+          param, param, nlohmann::json::object(),
+          fmt::format("gradients accumulated across steps: the second update of {} applies {} + {} (the gradients "
+                      "the run wrote), the case's SGD step on their sum",
+                      param, train::checkpoint_tensor(1, "grad_" + param), g0_name),
+          "), while the gradients written out are each step's own");
     } else {
       return out;
     }
@@ -326,15 +339,12 @@ std::optional<Diagnosis> diagnose_accumulated_gradient(const CheckpointDiagnosis
     if (!(std::fabs((a - p) - r) <= tol)) return std::nullopt;
   }
   const std::string param = name->tensor.substr(5);
-  Hypothesis h = optimizer_settings(param, {{"variant", "gradients_accumulated"}, {"step", name->step}});
-  h.code = "gradients_accumulated";
-  h.tensor = name->tensor;
-  h.description = fmt::format("gradients accumulated across steps: {} is the reference's step-{} gradient plus the "
-                              "run's {} (every element of {})",
-                              in.tensor, name->step, prev, n);
-  h.cause = "the gradient buffers are not zeroed between steps (a missing optimizer.zero_grad(): each backward adds "
-            "into .grad, so every update applies the sum of all gradients so far)";
-  h.fix = "zero the gradients before each step's backward (optimizer.zero_grad(), or reset the accumulator to 0)";
+  Hypothesis h = gradients_accumulated(
+      param, name->tensor, {{"step", name->step}},
+      fmt::format("gradients accumulated across steps: {} is the reference's step-{} gradient plus the run's {} "
+                  "(every element of {})",
+                  in.tensor, name->step, prev, n),
+      ", so every update applies the sum of all gradients so far)");
   return detail::named_on_every_element(std::move(h), n);
 }
 
