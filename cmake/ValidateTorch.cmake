@@ -29,6 +29,13 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
         else()
           message(STATUS "validate: python's ${_torch_desc} at ${_torch_prefix}")
           list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+          # TorchConfig finds libtorch.so with find_library, which searches the system's folders
+          # before torch's own: with Debian's libtorch-dev installed it would take 1.13's. Name the
+          # wheel's first.
+          get_filename_component(_torch_libdir "${_torch_prefix}/../../lib" ABSOLUTE)
+          if(EXISTS "${_torch_libdir}/libtorch.so")
+            set(TORCH_LIBRARY "${_torch_libdir}/libtorch.so" CACHE FILEPATH "LibTorch's libtorch.so")
+          endif()
         endif()
       elseif(VALIDATE_TORCH_PYTHON)
         message(FATAL_ERROR "validate: VALIDATE_TORCH_PYTHON=${VALIDATE_TORCH_PYTHON} has no torch (run scripts/install-torch.sh)")

@@ -11,6 +11,8 @@
 # gives no leak report. On the 2-core CI machine a clean build takes about 8 minutes and the suite
 # 5 (docs/reliability.md). VALIDATE_SANITIZE_TORCH=OFF|AUTO overrides it. CUDA stays OFF: the
 # sanitizer flags would reach nvcc, and the CUDA runtime needs protect_shadow_gap=0 under ASan.
+# VALIDATE_TORCH_PYTHON=.deps/torch-2.11/bin/python (scripts/install-torch.sh) builds against PyPI's
+# LibTorch 2.11 instead of Debian's 1.13; pair it with VALIDATE_SANITIZE_BUILD=build-asan211.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -20,7 +22,8 @@ build=${VALIDATE_SANITIZE_BUILD:-build-asan}
 cmake -S . -B "$build" -DVALIDATE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DCMAKE_Fortran_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DVALIDATE_TORCH="$torch" -DVALIDATE_CUDA=OFF -DVALIDATE_BUILD_BENCH=OFF
+  -DVALIDATE_TORCH="$torch" -DVALIDATE_CUDA=OFF -DVALIDATE_BUILD_BENCH=OFF \
+  ${VALIDATE_TORCH_PYTHON:+-DVALIDATE_TORCH_PYTHON="$VALIDATE_TORCH_PYTHON"}
 cmake --build "$build" -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
