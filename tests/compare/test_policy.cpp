@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "validate/compare/policy.hpp"
+#include "validate/metrics/bounds.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/ops/registry.hpp"
 
@@ -24,7 +25,8 @@ TEST(Policy, BuiltinDefaults) {
   EXPECT_DOUBLE_EQ(*loss.loss_abs, 1e-6);
   EXPECT_FALSE(loss.rtol);
   // Outputs and gradients: the per-element error bound (lambda 8, docs/compare.md "Error
-  // bounds"), no fixed rtol; checkpoints keep the fixed rtol.
+  // bounds"), no fixed rtol; so do training checkpoints ("Checkpoint bounds"), whose fixed rtol
+  // compare applies only to a set without their scales.
   const Gates out = p.resolve(key("float32", "matmul", "output", "output"));
   ASSERT_TRUE(out.bound && out.min_pcc);
   EXPECT_DOUBLE_EQ(*out.bound, 8);
@@ -37,8 +39,11 @@ TEST(Policy, BuiltinDefaults) {
   EXPECT_DOUBLE_EQ(bf.near_zero, 0.05);
   EXPECT_FALSE(loss.bound);
   const Gates ck = p.resolve(key("bfloat16", "conv2d", "checkpoint", "step1_weight"));
-  EXPECT_FALSE(ck.bound);
-  EXPECT_DOUBLE_EQ(*ck.rtol, 4e-2);
+  ASSERT_TRUE(ck.bound && ck.min_pcc);
+  EXPECT_DOUBLE_EQ(*ck.bound, 8);
+  EXPECT_DOUBLE_EQ(*ck.min_pcc, 0.999);
+  EXPECT_FALSE(ck.rtol);
+  EXPECT_DOUBLE_EQ(compare::legacy_rtol("bfloat16", true), 4e-2);  // without scales
   EXPECT_DOUBLE_EQ(bf.mistrust_zeros, 0.9);
 }
 

@@ -70,6 +70,11 @@ bool Case::master_copy(Role role, const std::string& name) {
   return cp && cp->tensor.rfind("grad_", 0) != 0;
 }
 
+bool Case::has_bound_scale(const TensorInfo& t) const {
+  if (t.role == Role::output || t.role == Role::grad) return true;
+  return t.role == Role::checkpoint && train && train->optimizer == train::Optimizer::sgd;
+}
+
 DType Case::storage(const TensorInfo& t) const {
   if (t.role == Role::loss || t.role == Role::loss_curve || master_copy(t.role, t.name)) return DType::float32;
   return storage_dtype(dtype);

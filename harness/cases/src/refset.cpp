@@ -45,14 +45,16 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
     }
     opj["tensors"] = tensors;
     // Error-bound scales (docs/compare.md, "Error bounds"): one float32 file per output and
-    // gradient, listed here and in the manifest; sets made before them have none.
+    // gradient, listed here and in the manifest; sets made before them have none. A training
+    // checkpoint's is its bound per unit lambda ("Checkpoint bounds"), another quantity.
     Json scales = Json::object();
     for (const auto& t : c.tensors(op)) {
-      if (t.role != Role::output && t.role != Role::grad) continue;
+      if (!c.has_bound_scale(t)) continue;
       const std::string file = c.file_name(op, t.name + "_scale");
       auto it = records.find(file);
       if (it != records.end())
-        scales[t.name] = {{"file", file}, {"sha256", it->second.sha256}, {"quantity", "rss_products"}};
+        scales[t.name] = {{"file", file}, {"sha256", it->second.sha256},
+                          {"quantity", t.role == Role::checkpoint ? kCheckpointBoundQuantity : "rss_products"}};
     }
     if (!scales.empty()) opj["scales"] = scales;
     meta["ops"][on] = opj;

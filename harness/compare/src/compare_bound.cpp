@@ -7,6 +7,7 @@
 
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
+#include "validate/train/tensor_names.hpp"
 
 namespace validate::compare::detail {
 
@@ -38,6 +39,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   o.gradient = e.role == ops::Role::grad;
   o.n = reduction_length(it, e);
   o.lambda = *gt.bound;
+  o.per_lambda = e.role == ops::Role::checkpoint;  // a checkpoint's scale is its bound per lambda
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;
   if (oracle_) {
@@ -65,10 +67,14 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
                           g(std::fabs(el.run - *el.exact)), g(std::fabs(el.ref - *el.exact)));
     list += fmt::format(", bound {} ({:.3g}x over, {} ULP)", g(el.bound), el.over, el.ulp);
   }
-  gr.reasons.push_back(fmt::format(
-      "{} of {} elements beyond the error bound (lambda {}, {} products per element{}); {}", r->beyond,
-      r->checked, g(o.lambda), g(o.n), r->against_exact ? ", run against the oracle's exact values" : "",
-      list));
+  const auto cp = train::parse_checkpoint_tensor(it.tensor);
+  const std::string what =
+      o.per_lambda && cp ? fmt::format("the trajectory's error bound (lambda {}, every gradient's rounding over {} "
+                                       "step(s) carried through the optimizer",
+                                       g(o.lambda), cp->step)
+                         : fmt::format("the error bound (lambda {}, {} products per element", g(o.lambda), g(o.n));
+  gr.reasons.push_back(fmt::format("{} of {} elements beyond {}{}); {}", r->beyond, r->checked, what,
+                                   r->against_exact ? ", run against the oracle's exact values" : "", list));
 
   // A precision-level disagreement: every failing element within a few ULPs of the case dtype,
   // on at most 0.1% of the tensor. A layout mistake moves nearly every element by about its own

@@ -76,14 +76,22 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     compare_oracle(it, e, *ref, *run_arr, logical);
     return;
   }
-  if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
-  // Per-element error bounds (bounds.hpp) for outputs and gradients: the set's scale of this
-  // tensor. A set made before scales existed is gated by the old fixed rtol, with a note.
+  // Per-element error bounds (bounds.hpp) for outputs, gradients and training checkpoints: the
+  // set's scale of this tensor. A set made before scales existed is gated by the old fixed rtol,
+  // with a note; so are an Adam trajectory's checkpoints, which have none.
   std::optional<Mapped> scale;
-  const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad;
+  const bool checkpoint = e.role == ops::Role::checkpoint;
+  const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad || checkpoint;
   if (e.gates->bound && bounded_role) {
     const Json* sf = find_path(it.ref->metadata,
                                {"ops", e.op_name().c_str(), "scales", it.tensor.c_str(), "file"});
+    const Json* sq = find_path(it.ref->metadata,
+                               {"ops", e.op_name().c_str(), "scales", it.tensor.c_str(), "quantity"});
+    const std::string want = checkpoint ? cases::kCheckpointBoundQuantity : "rss_products";
+    if (sf && sf->is_string() && !(sq && sq->is_string() && sq->get<std::string>() == want))
+      return invalid(e, fmt::format("reference: the error-bound scale of {} is not listed as \"{}\" in {}'s "
+                                    "metadata (ops.{}.scales.{}.quantity)",
+                                    it.tensor, want, it.ref->c.name, e.op_name(), it.tensor));
     if (sf && sf->is_string()) {
       const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
       auto sm = open_npy(f);
@@ -96,16 +104,26 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
       scale = std::move(*sm);
     } else {
       if (!e.gates->atol && !e.gates->rtol)
-        e.gates->rtol = legacy_rtol(it.dtype, e.role == ops::Role::grad);
+        e.gates->rtol = legacy_rtol(it.dtype, e.role != ops::Role::output);
       e.gates->bound.reset();
+      const bool adam = it.ref->c.train && it.ref->c.train->optimizer == train::Optimizer::adam;
       const std::string note =
-          "the reference set has no error-bound scales (made before validate stored them): outputs and "
-          "gradients are gated by the fixed rtol of docs/compare.md (\"Sets without scales\"); "
-          "regenerate it for per-element error bounds";
+          checkpoint && adam
+              ? "Adam trajectories' checkpoints are gated by the fixed rtol growing as sqrt(1 + k): "
+                "no error bound is derived for Adam's update (docs/compare.md, \"Checkpoint bounds\")"
+          : checkpoint
+              ? "the reference set has no error-bound scales for its training checkpoints (made before "
+                "validate stored them): they are gated by the fixed rtol growing as sqrt(1 + k) "
+                "(docs/compare.md, \"Checkpoint bounds\"); regenerate it for per-element bounds"
+              : "the reference set has no error-bound scales (made before validate stored them): outputs and "
+                "gradients are gated by the fixed rtol of docs/compare.md (\"Sets without scales\"); "
+                "regenerate it for per-element error bounds";
       if (std::find(report_.warnings.begin(), report_.warnings.end(), note) == report_.warnings.end())
         report_.warnings.push_back(note);
     }
   }
+  // A checkpoint's atol, rtol and max_ulp grow as sqrt(1 + k); its bound carries its steps itself.
+  if (checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
   const Gates& gt = *e.gates;
   // A tensor the policy leaves without any gate would pass whatever it holds (a policy gating only
   // the loss passed a float32 output flipped along W): it fails, as an ungated loss curve does.
@@ -232,12 +250,17 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
 }
 
 CheckpointDiagnosisInput Comparer::checkpoint_context(const PairItem& it, const Gates& gt) const {
+  // The update checks and the update's diagnosis have their own tolerances, relative to the
+  // update (docs/compare.md, "Training trajectories"): a checkpoint gated by its bound alone
+  // gives them the fixed rtol it would have without one.
+  Gates g = gt;
+  if (!g.rtol && !g.atol) g.rtol = legacy_rtol(it.dtype, true) * checkpoint_tolerance_factor(it.tensor);
   return CheckpointDiagnosisInput{it.ref,
                                   *it.op,
                                   it.tensor,
                                   stdfs::path(it.run_file).parent_path().string(),
                                   it.run ? it.run->op(*it.op) : nullptr,
-                                  gt,
+                                  g,
                                   opt_.threads};
 }
 

@@ -30,21 +30,21 @@ constexpr const char* kBuiltin = R"({
   "format": "validate-policy/1",
   "rules": [
     {"near_zero": 0.01, "mistrust_zeros": 0.9},
-    {"role": ["output", "grad"], "bound": 8},
+    {"role": ["output", "grad", "checkpoint"], "bound": 8},
     {"dtype": "float32", "role": ["output", "grad"], "min_pcc": 0.99999},
     {"dtype": "float32", "role": "loss", "loss_abs": 1e-6},
     {"dtype": "float32", "role": "loss_curve", "loss_rel": 1e-6},
-    {"dtype": "float32", "role": "checkpoint", "rtol": 5e-4, "min_pcc": 0.99999},
+    {"dtype": "float32", "role": "checkpoint", "min_pcc": 0.99999},
     {"dtype": "bfloat16", "near_zero": 0.05},
     {"dtype": "bfloat16", "role": ["output", "grad"], "min_pcc": 0.999},
     {"dtype": "bfloat16", "role": "loss", "loss_abs": 1e-4},
     {"dtype": "bfloat16", "role": "loss_curve", "loss_rel": 1e-3},
-    {"dtype": "bfloat16", "role": "checkpoint", "rtol": 4e-2, "min_pcc": 0.999},
+    {"dtype": "bfloat16", "role": "checkpoint", "min_pcc": 0.999},
     {"dtype": "float16", "near_zero": 0.05},
     {"dtype": "float16", "role": ["output", "grad"], "min_pcc": 0.9999},
     {"dtype": "float16", "role": "loss", "loss_abs": 1e-5},
     {"dtype": "float16", "role": "loss_curve", "loss_rel": 2e-4},
-    {"dtype": "float16", "role": "checkpoint", "rtol": 3e-2, "min_pcc": 0.9999}
+    {"dtype": "float16", "role": "checkpoint", "min_pcc": 0.9999}
   ]
 })";
 

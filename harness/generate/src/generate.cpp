@@ -93,7 +93,7 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
     }
     // The case's error-bound scales (a case without them was made by an older generate: redo it).
     for (const auto& t : c.tensors(op)) {
-      if (t.role != cases::Role::output && t.role != cases::Role::grad) continue;
+      if (!c.has_bound_scale(t)) continue;
       const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
       if (!sj.is_object() || !sj.contains("sha256") || !sj["sha256"].is_string()) return false;
       const std::string rel = dir + "/" + c.file_name(op, t.name + "_scale");
@@ -297,7 +297,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
           auto ttr = Clock::now();
           auto traj = torch_trajectory(c, op, view, [&](std::int64_t s) {
             return make_inputs(c, op, seed, opt.fill, dev->threads, s);
-          }, *dev);
+          }, *dev, nullptr, /*scales=*/true);
           sum.compute_seconds += since(ttr);
           if (!traj) {
             log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), traj.message());

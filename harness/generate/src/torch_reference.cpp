@@ -20,6 +20,7 @@
 
 #include "validate/core/blas_info.hpp"
 #include "validate/core/cuda_unusable.hpp"
+#include "validate/metrics/bounds.hpp"
 #include "validate/ops/registry.hpp"
 #include "validate/ops/torch_forward.hpp"
 #include "validate/train/tensor_names.hpp"
@@ -154,6 +155,89 @@ std::string torch_cuda_unusable_reason() {
   return why;
 }
 
+// The error-bound scale pass (docs/compare.md, "Error bounds"). Every element of the output and of
+// each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the same
+// bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term), and each
+// gradient the backward of that forward with the squared dL/dy magnitude m^2. m is |dL/dy| widened
+// by what may move dL/dy = 2 (y - t) / N between two correct stacks, in units of the case dtype's
+// unit roundoff u_d (compare multiplies the scale by u_d): the stored output's rounding (one ULP of
+// the case dtype, <= 2 u_d |y|), the forward's float32 accumulation (sqrt(K + 1) u (|y| + rho_y),
+// the bound's own model), and dL/dy's rounding to the case dtype where it is subnormal (an absolute
+// half spacing). float32 throughout: a scale needs a few digits, and all its terms are positive.
+// Returns the output's squared scale; the gradients' are the grads of `sq` (the squared leaves;
+// with `only` non-empty, only those leaves get one).
+at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
+                      const at::Tensor& target, DType d, cases::Op op, const std::vector<std::string>& only,
+                      ops::TorchLeaves& sq) {
+  const double u = std::ldexp(1.0, -24);
+  const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
+  const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+  const double k = static_cast<double>(ops::find(op).reduction_length(params)) + 1;
+  sq.clear();
+  for (const auto& [name, t] : leaves) {
+    at::Tensor s2 = t.detach().to(at::kFloat).square();
+    const bool want = only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    sq.emplace(name, want ? s2.requires_grad_(true) : s2);
+  }
+  at::Tensor y2 = ops::torch_forward(params, sq);
+  at::Tensor rho_y = y2.detach().clamp_min(0).sqrt();
+  at::Tensor yv = y.detach().to(at::kFloat).abs();
+  const double n_out = static_cast<double>(yv.numel());
+  const double round_out = d == DType::float32 ? 0.0 : 2.0;
+  at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
+  at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
+  y2.backward(m.square());
+  return y2;
+}
+
+// |H| v for the MSE loss of an op that is linear in its parameters (conv2d, conv_transpose2d,
+// matmul; the bias too): H = (2/N) J^T J with J = dy/dparams, which holds the data inputs' values,
+// so |H| v <= (2/N) |J|^T (|J| v), the op's forward with |data| and v as parameters, then the
+// backward of (2/N) <z, forward> with respect to them. `data` are the non-parameter leaves; v and
+// the result are CPU float64 tensors shaped like the parameters.
+std::map<std::string, at::Tensor> abs_hessian_times(const ops::OpParams& params, const ops::TorchLeaves& data,
+                                                    const std::map<std::string, at::Tensor>& v, double n_out,
+                                                    const at::Device& dev) {
+  ops::TorchLeaves in;
+  for (const auto& [name, t] : data) in.emplace(name, t.detach().to(at::kFloat).abs());
+  for (const auto& [name, t] : v) in.emplace(name, t.to(dev, at::kFloat).requires_grad_(true));
+  at::Tensor z = ops::torch_forward(params, in);
+  z.backward(z.detach() * (2.0 / n_out));
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : v) out.emplace(name, in.at(name).grad().detach().to(at::kCPU, at::kDouble));
+  return out;
+}
+
+// f applied to every element of a CPU float64 tensor (a fresh one, same shape).
+template <class F>
+at::Tensor map_elements(const at::Tensor& t, F f) {
+  at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous();
+  at::Tensor out = at::empty_like(c);
+  const double* p = c.data_ptr<double>();
+  double* q = out.data_ptr<double>();
+  for (std::int64_t i = 0, n = c.numel(); i < n; ++i) q[i] = f(p[i], i);
+  return out;
+}
+
+// The two-stack bounds of an SGD trajectory's checkpoints (docs/compare.md, "Checkpoint bounds"):
+// how far two correct stacks that start from the same parameters and batches may be apart at step
+// k, element by element. Each step's gradient is held to twice its single-step bound (metrics
+// bounds.hpp, at lambda = kCheckpointLambda, from the scale pass at the reference's point); that
+// difference is carried through the case's SGD (momentum, dampening, Nesterov) and the steps add
+// in root-sum-square, plus the float32 roundings of each update. What a parameter difference does
+// to the later gradients, H e (and weight decay's wd e), is left out of the sum: on this convex
+// loss a converging SGD shrinks it along every stiff direction and keeps it along the flat ones
+// (stated in docs/compare.md, and checked by the correct stacks of the training workflows). Mixed precision adds one term that is
+// not small: the forward sees the masters cast to the case dtype, and two masters a hair apart on
+// either side of a rounding midpoint cast one ULP apart, so every step s >= 1 adds |H| ulp_d(w).
+constexpr double kCheckpointLambda = 8;
+struct TrajectoryBounds {
+  std::map<std::string, at::Tensor> e;  // parameter difference bound (CPU float64)
+  // Running sums of the steps' squared gradient bounds, weighted as torch_trajectory says, and
+  // the update roundings' linear sum.
+  std::map<std::string, at::Tensor> a0, a1, a2, linear;
+};
+
 }  // namespace
 
 Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
@@ -248,31 +332,8 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       else if (t.role == cases::Role::grad) out.emplace(t.name, result(leaves.at(t.name.substr(5)).grad()));
     }
     if (scales) {
-      // Error-bound scales (docs/compare.md, "Error bounds"). Every element of the output and of
-      // each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the
-      // same bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term),
-      // and each gradient the backward of that forward with the squared dL/dy magnitude m^2.
-      // m is |dL/dy| widened by what may move dL/dy = 2 (y - t) / N between two correct stacks,
-      // in units of the case dtype's unit roundoff u_d (compare multiplies the scale by u_d): the
-      // stored output's rounding (one ULP of the case dtype, <= 2 u_d |y|), the forward's float32
-      // accumulation (sqrt(K + 1) u (|y| + rho_y), the bound's own model), and dL/dy's rounding to
-      // the case dtype where it is subnormal (an absolute half spacing). float32 throughout: a scale
-      // needs a few digits, and all its terms are positive.
-      const DType d = c.dtype;
-      const double u = std::ldexp(1.0, -24);
-      const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
-      const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
-      const double k = static_cast<double>(ops::find(op).reduction_length(inst->params)) + 1;
       ops::TorchLeaves sq;
-      for (const auto& [name, t] : leaves) sq.emplace(name, t.detach().to(at::kFloat).square().requires_grad_(true));
-      at::Tensor y2 = ops::torch_forward(inst->params, sq);
-      at::Tensor rho_y = y2.detach().clamp_min(0).sqrt();
-      at::Tensor yv = y.detach().to(at::kFloat).abs();
-      const double n_out = static_cast<double>(yv.numel());
-      const double round_out = d == DType::float32 ? 0.0 : 2.0;
-      at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
-      at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
-      y2.backward(m.square());
+      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, sq);
       auto scale = [&](const at::Tensor& sq_sum) {
         return timed([&] { return adopt_from_torch(sq_sum.detach().clamp_min(0).sqrt().contiguous(), DType::float32); });
       };
@@ -301,7 +362,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
 Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cases::Op op,
                                                        const std::map<std::string, const Tensor*>& in,
                                                        const StepInputs& step_inputs, const TorchDevice& device,
-                                                       TorchTimes* times) {
+                                                       TorchTimes* times, bool scales) {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   const std::string where = std::string("LibTorch trajectory of ") + c.name + " " + cases::op_name(op);
@@ -345,6 +406,19 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
         break;
     }
     torch::optim::Optimizer& opt = *optimizer;
+    // Checkpoint bounds: SGD only (Adam divides each update by the root of its second moment, which
+    // near eps turns a gradient's rounding into an update of any size: its checkpoints keep the
+    // fixed gate).
+    const bool bound = scales && tc.optimizer == train::Optimizer::sgd;
+    const bool narrow = c.dtype != DType::float32;
+    const double u = std::ldexp(1.0, -24);
+    const double k_op = static_cast<double>(ops::find(op).reduction_length(inst->params));
+    TrajectoryBounds tb;
+    if (bound)
+      for (const auto& [name, p] : params) {
+        for (auto* m : {&tb.e, &tb.a0, &tb.a1, &tb.a2, &tb.linear})
+          m->emplace(name, at::zeros(p.sizes(), at::TensorOptions().dtype(at::kDouble)));
+      }
     Tensor losses(DType::float32, Shape{tc.steps});
     for (std::int64_t s = 0; s < tc.steps; ++s) {
       std::map<std::string, Tensor> drawn;
@@ -368,12 +442,92 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       const float l = loss.item<float>();
       if (!std::isfinite(l)) return Error{where + ": the loss is " + std::to_string(l) + " at step " + std::to_string(s) + " (the trajectory diverged)"};
       losses.data<float>()[s] = l;
-      if (std::binary_search(keep.begin(), keep.end(), s)) {
+      const bool kept = std::binary_search(keep.begin(), keep.end(), s);
+      if (kept) {
         for (const auto& [name, p] : params) out.emplace(train::checkpoint_tensor(s, name), from_torch(p, DType::float32));
         for (const auto& [name, p] : params)
           out.emplace(train::checkpoint_tensor(s, "grad_" + name), from_torch(p.grad(), plan.storage));
       }
+      std::map<std::string, at::Tensor> delta, w_before;  // this step's gradient bound, two stacks
+      if (bound) {
+        ops::TorchLeaves data, sq;
+        for (const auto& [name, t] : leaves)
+          if (!params.count(name)) data.emplace(name, t);
+        std::vector<std::string> names;
+        for (const auto& [name, p] : params) names.push_back(name);
+        scale_pass(inst->params, leaves, y, target, c.dtype, op, names, sq);
+        const double n_out = static_cast<double>(y.numel());
+        std::map<std::string, at::Tensor> cast;  // mixed precision: a cast one ULP apart (s >= 1)
+        for (const auto& [name, p] : params) {
+          w_before.emplace(name, p.detach().to(at::kCPU, at::kDouble));
+          const at::Tensor g = p.grad().detach().to(at::kCPU, at::kDouble).contiguous();
+          const at::Tensor rho = sq.at(name).grad().detach().clamp_min(0).sqrt().to(at::kCPU, at::kDouble).contiguous();
+          const double mine = static_cast<double>(std::max<std::int64_t>(p.numel(), 1));
+          compare::BoundOptions o;
+          o.dtype = c.dtype;
+          o.gradient = true;
+          o.n = std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));  // as compare counts
+          o.lambda = kCheckpointLambda;
+          const double* pr = rho.data_ptr<double>();
+          delta.emplace(name, map_elements(g, [&](double v, std::int64_t i) { return 2 * compare::side_bound(v, pr[i], o); }));
+          if (narrow && s >= 1)
+            cast.emplace(name, map_elements(w_before.at(name), [&](double v, std::int64_t) { return compare::dtype_ulp(v, c.dtype); }));
+        }
+        if (!cast.empty()) {
+          const auto hc = abs_hessian_times(inst->params, data, cast, n_out, dev);
+          for (auto& [name, d] : delta) d.add_(hc.at(name));
+        }
+        if (kept) {
+          // The parameter: the difference carried so far, plus each side's float32 storage. Its
+          // gradient: this step's own bound, plus what the parameters' difference (and a cast one
+          // ULP apart) moves it by, |H| (e + ulp_d).
+          std::map<std::string, at::Tensor> apart;
+          for (const auto& [name, e] : tb.e) apart.emplace(name, cast.count(name) ? e + cast.at(name) : e.clone());
+          const auto he = abs_hessian_times(inst->params, data, apart, n_out, dev);
+          // Stored per unit lambda and per side: compare's two-stack bound is 2 lambda scale, this
+          // bound at lambda = 8 (rounded up into float32).
+          auto stored = [&](const at::Tensor& b, const at::Tensor& like) {
+            return adopt_from_torch((b * ((1 + 0x1p-20) / (2 * kCheckpointLambda))).to(at::kFloat).reshape(like.sizes()).contiguous(),
+                                    DType::float32);
+          };
+          for (const auto& [name, p] : params) {
+            const at::Tensor pb = tb.e.at(name) + 2 * u * w_before.at(name).abs();
+            out.emplace(train::checkpoint_tensor(s, name) + "_scale", stored(pb, p));
+            out.emplace(train::checkpoint_tensor(s, "grad_" + name) + "_scale", stored(delta.at(name) + he.at(name), p));
+          }
+        }
+      }
       opt.step();
+      if (bound) {
+        // Gradient s reaches the parameter at step k through every update from s to k - 1:
+        // torch.optim.SGD's buffer takes it whole at step 0 and (1 - dampening) of it later, and
+        // keeps mu^(t - s) of it at step t; the update is lr times the buffer (Nesterov: lr (g + mu
+        // buf)). So its weight in step k's parameter is lr C(k, s), C = a + b (1 - mu^(k - s)),
+        // a = 1 for Nesterov (else 0), b = (mu for Nesterov, else 1) (1 - d_s) / (1 - mu); C = 1
+        // without momentum. The steps' bounds add in root-sum-square (their roundings are
+        // independent, the model of every bound here): sum_s lr^2 C^2 delta_s^2 =
+        // lr^2 (A0 - 2 A1 + A2), A0 = sum (a + b)^2 delta^2, A1 = sum (a + b) b mu^(k - s) delta^2,
+        // A2 = sum b^2 mu^(2 (k - s)) delta^2, kept as running sums. Weight decay acts on the
+        // parameters' difference as a contraction (-lr wd e), like H, and is left out with it.
+        // The float32 roundings of each update add linearly (tiny): the stored parameter, and the
+        // product, the buffer's add and the step's subtraction on the update's size, the buffer's
+        // carried up to 1 / (1 - mu) times.
+        const double mu = tc.momentum, carry = mu < 1 ? 1 / (1 - mu) : 1;
+        const double damp = s == 0 ? 0 : tc.dampening;
+        const double a = mu > 0 && tc.nesterov ? 1 : 0;
+        const double b = mu > 0 ? (tc.nesterov ? mu : 1) * (1 - damp) / (1 - mu) : 0;
+        const double c0 = mu > 0 ? a + b : 1;
+        for (const auto& [name, p] : params) {
+          const at::Tensor d2 = delta.at(name).square();
+          tb.a0.at(name) += c0 * c0 * d2;
+          tb.a1.at(name) = mu * (tb.a1.at(name) + c0 * b * d2);
+          tb.a2.at(name) = mu * mu * (tb.a2.at(name) + b * b * d2);
+          const at::Tensor w_after = p.detach().to(at::kCPU, at::kDouble);
+          tb.linear.at(name) += 2 * u * (w_after.abs() + (3 + carry) * (w_after - w_before.at(name)).abs());
+          tb.e.at(name) = tc.lr * (tb.a0.at(name) - 2 * tb.a1.at(name) + tb.a2.at(name)).clamp_min(0).sqrt() +
+                          tb.linear.at(name);
+        }
+      }
     }
     out.emplace(train::kLossCurve, std::move(losses));
   } catch (const c10::Error& e) {

@@ -70,6 +70,7 @@ double rounding_floor(DType d, double n) {
 }
 
 double side_bound(double y, double rho, const BoundOptions& o) {
+  if (o.per_lambda) return o.lambda * rho;
   const double ud = unit_roundoff(o.dtype);
   const double up = o.gradient ? ud : kU;
   return o.lambda * (kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho) + ud * std::fabs(y) +
@@ -77,6 +78,7 @@ double side_bound(double y, double rho, const BoundOptions& o) {
 }
 
 double worst_case_bound(double y, double rho, const BoundOptions& o) {
+  if (o.per_lambda) return o.lambda * rho;  // a checkpoint's bound has no worst-case counterpart
   const double ud = unit_roundoff(o.dtype);
   const double up = o.gradient ? ud : kU;
   const double nu = o.n * kU;
@@ -87,13 +89,29 @@ double worst_case_bound(double y, double rho, const BoundOptions& o) {
 
 namespace {
 
+// The constants of one side's bound a (|y| + rho) + c rho + ud |y| + eta and of its worst case
+// gamma (|y| + rn rho) + up rn rho + ud |y| + eta. Per unit lambda (a checkpoint's scale): c rho
+// alone, c = lambda, and the worst case the same.
+struct BoundConstants {
+  double ud, up, rn, a, c, eta, gamma;
+  explicit BoundConstants(const BoundOptions& o) {
+    if (o.per_lambda) {
+      ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda;
+      return;
+    }
+    ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
+    a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
+    const double nu = o.n * kU;
+    gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  }
+};
+
 // The pass over [lo, hi): one chunk's partial result.
 template <class Ref, class Run, class Scale>
 void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const BoundOptions& o, std::int64_t lo,
                 std::int64_t hi, std::size_t keep, BoundResult& r) {
-  const double ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
-  const double a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
-  const double nu = o.n * kU, gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  const BoundConstants k(o);
+  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma;
   const double sides = exact ? 1 : 2;
   auto worse = [](const BoundElement& x, const BoundElement& y) {
     return x.over != y.over ? x.over > y.over : x.index < y.index;
@@ -144,9 +162,8 @@ bool fast_pass(const ArrayView& ref, const ArrayView& run, const ArrayView& scal
                std::int64_t lo, std::int64_t hi, BoundResult& r) {
   const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
               *ps = reinterpret_cast<const float*>(scale.data);
-  const double ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
-  const double a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
-  const double nu = o.n * kU, gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
+  const BoundConstants k(o);
+  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma;
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;

@@ -78,6 +78,10 @@ struct Case {
   static bool master_copy(Role role, const std::string& name);
   // "<case>_<op>_<tensor>.npy"
   std::string file_name(Op op, const std::string& tensor) const;
+  // Whether generate stores an error-bound scale beside the tensor (<tensor>_scale): every output
+  // and gradient, and the checkpoints of an SGD trajectory (docs/compare.md, "Error bounds",
+  // "Checkpoint bounds"; Adam's checkpoints keep the fixed gate).
+  bool has_bound_scale(const TensorInfo& t) const;
 
  private:
   const OpInstance& find_asserted(Op op) const;

@@ -14,6 +14,9 @@
 namespace validate::cases {
 
 inline constexpr const char* kReferenceFormat = "validate-reference/1";
+// The "quantity" of a scale listed under ops.<op>.scales: the root-sum-square of an output's or a
+// gradient's products, or a training checkpoint's two-stack bound per unit lambda and per side.
+inline constexpr const char* kCheckpointBoundQuantity = "checkpoint_bound_per_lambda";
 inline constexpr const char* kRunFormat = "validate-run/1";
 
 struct TensorRecord {

@@ -29,6 +29,9 @@ struct BoundOptions {
   bool gradient = false;          // u_p = u_d (dL/dy in the case dtype) instead of u
   double n = 1;                   // reduction length of the element (largest over the tensor)
   double lambda = 8;              // the policy's `bound`
+  // The scale is a bound per unit lambda and per side (a training checkpoint's, docs/compare.md
+  // "Checkpoint bounds"): one side's bound is lambda * scale, nothing added.
+  bool per_lambda = false;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
