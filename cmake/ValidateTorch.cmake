@@ -29,13 +29,19 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
         else()
           message(STATUS "validate: python's ${_torch_desc} at ${_torch_prefix}")
           list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
-          # TorchConfig finds libtorch.so with find_library, which searches the system's folders
-          # before torch's own: with Debian's libtorch-dev installed it would take 1.13's. Name the
-          # wheel's first.
+          # TorchConfig finds libtorch.so and libc10.so with find_library, which searches the
+          # system's folders before torch's own: with Debian's libtorch-dev installed it would
+          # take 1.13's (the link line then held both c10s). Name the wheel's first.
           get_filename_component(_torch_libdir "${_torch_prefix}/../../lib" ABSOLUTE)
-          if(EXISTS "${_torch_libdir}/libtorch.so")
-            set(TORCH_LIBRARY "${_torch_libdir}/libtorch.so" CACHE FILEPATH "LibTorch's libtorch.so")
-          endif()
+          foreach(_lib torch c10)
+            set(_var ${_lib}_LIBRARY)
+            if(_lib STREQUAL "torch")
+              set(_var TORCH_LIBRARY)
+            endif()
+            if(EXISTS "${_torch_libdir}/lib${_lib}.so")
+              set(${_var} "${_torch_libdir}/lib${_lib}.so" CACHE FILEPATH "LibTorch's lib${_lib}.so")
+            endif()
+          endforeach()
         endif()
       elseif(VALIDATE_TORCH_PYTHON)
         message(FATAL_ERROR "validate: VALIDATE_TORCH_PYTHON=${VALIDATE_TORCH_PYTHON} has no torch (run scripts/install-torch.sh)")

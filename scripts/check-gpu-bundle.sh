@@ -62,6 +62,12 @@ base_libs=" libc.so.6 libm.so.6 libgcc_s.so.1 libstdc++.so.6 ld-linux-x86-64.so.
 for f in "${elves[@]}"; do
   [[ $f == */syslib/* ]] && continue
   for lib in $(readelf -d "$f" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $5); print $5 }'); do
+    # The wheel's torch libraries have unversioned sonames; a versioned one (libc10.so.1.13) is a
+    # Debian LibTorch that the build picked up from the system's folders.
+    if [[ ($lib == libtorch* || $lib == libc10*) && $lib == *.so.* ]]; then
+      bad "${f#$b/} needs $lib: a system LibTorch, not the wheel's"
+      continue
+    fi
     [[ $base_libs == *" $lib "* || -e $b/build-gpu/syslib/$lib || $lib == libtorch* || $lib == libc10* ||
        $lib == libcud* || $lib == libcublas* ]] && continue
     bad "${f#$b/} needs $lib, which is neither base system, torch/nvidia nor carried in build-gpu/syslib"
