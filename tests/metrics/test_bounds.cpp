@@ -125,3 +125,27 @@ TEST(Bounds, NonFiniteElementsAreLeftToTheirOwnGate) {
   std::vector<float> shorter{1.0f};
   EXPECT_FALSE(check_bounds(view(ref), view(run), view(shorter), nullptr, o));
 }
+
+TEST(Bounds, APerLambdaScaleIsTheBoundItself) {
+  // A training checkpoint's scale (docs/compare.md, "Checkpoint bounds"): one side's bound is
+  // lambda * scale, nothing added for the dtype or the reduction. lambda 8, scale 1e-3: two stacks
+  // may differ by 1.6e-2, a run by 8e-3 from exact (or as far as the reference is).
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.per_lambda = true;
+  o.n = 1e6;  // ignored
+  EXPECT_DOUBLE_EQ(side_bound(5.0, 1e-3, o), 8e-3);
+  std::vector<float> ref{1.0f, 1.0f, 0.0f}, run{1.0155f, 1.0165f, 0.0f}, scale{1e-3f, 1e-3f, 0.0f};
+  auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->beyond, 1);  // 0.0165 > 0.016; 0.0155 passes; a zero scale holds an exact element
+  ASSERT_EQ(r->worst.size(), 1u);
+  EXPECT_EQ(r->worst[0].index, 1);
+  EXPECT_NEAR(r->worst[0].bound, 1.6e-2, 1e-9);
+  std::vector<double> exact{1.0, 1.01, 0.0};
+  const ArrayView xv = view(exact);
+  auto t = check_bounds(view(ref), view(run), view(scale), &xv, o);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->beyond, 1);  // |1.0155 - 1| = 0.0155 > max(8e-3, 0); |1.0165 - 1.01| = 0.0065 passes
+  EXPECT_EQ(t->worst[0].index, 0);
+}
