@@ -10,6 +10,8 @@
 #        PANEL_C       the C program (default build/tests/panel/validate_panel_c)
 #        PANEL_REF     an existing reference set of cases/default.json (default: generated)
 #        PANEL_CASES   the case file when generating (default cases/default.json)
+#        PANEL_TIMEOUT seconds one program may take (default 3600: the C variants' loops need more
+#                      than validate run's 600 s on the K = 73728 cases of a shared 2-core box)
 #        PANEL_WORK    scratch directory (default build/panel_bench; removed at the end unless
 #                      PANEL_KEEP=1)
 set -euo pipefail
@@ -37,6 +39,6 @@ echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cores, $(awk '/model name/{sub(
 echo "# validate $("$bin" --version 2>/dev/null | head -1), ref $ref"
 start=$(date +%s)
 "$python" tests/panel/panel.py sweep "$@" --validate "$bin" --panel-c "$panel_c" --python "$python" \
-  --ref "$ref" --work "$work/runs"
+  --ref "$ref" --work "$work/runs" --timeout "${PANEL_TIMEOUT:-3600}"
 echo "# total $(( $(date +%s) - start )) s"
 [ "${PANEL_KEEP:-0}" = 1 ] || rm -rf "$work"

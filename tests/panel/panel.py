@@ -83,8 +83,9 @@ def run_variant(args, name, program, arg):
     shutil.rmtree(out, ignore_errors=True)
     cmd, layouts = command(args, program, arg)
     t0 = time.monotonic()
+    timeout = ["--timeout", str(args.timeout)] if args.timeout else []
     rc = validate(args, "run", "--backend", "exec", "--progress", "0", "--cmd", cmd, "--layout", layouts,
-                  "--ref", args.ref, "--out", out, log=out + ".run.log")
+                  "--ref", args.ref, "--out", out, *timeout, log=out + ".run.log")
     seconds = time.monotonic() - t0
     if rc != 0:
         die(f"{name}: validate run exited {rc}: {open(out + '.run.log').read()[-2000:]}")
@@ -216,6 +217,9 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--known", default=os.path.join(HERE, "known_failures.txt"))
     p.add_argument("--keep", action="store_true", help="keep the runs (the default deletes each after comparing)")
+    p.add_argument("--timeout", type=int, default=0,
+                   help="seconds one program may take (validate run --timeout; default: run's own, 600 s): the "
+                        "C variants' naive loops take longer on the default sweep's largest cases")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     args.work = os.path.abspath(args.work)
