@@ -164,16 +164,17 @@ std::string torch_cuda_unusable_reason() {
 // the case dtype, <= 2 u_d |y|), the forward's float32 accumulation (sqrt(K + 1) u (|y| + rho_y),
 // the bound's own model), and dL/dy's rounding to the case dtype where it is subnormal (an absolute
 // half spacing). float32 throughout: a scale needs a few digits, and all its terms are positive.
-// Returns the output's squared scale; the gradients' are the grads of `sq` (the squared leaves;
-// with `only` non-empty, only those leaves get one).
+// Returns the output's squared scale; `grads` receives the gradients' (with `only` non-empty, only
+// those leaves'). The squared operands and the graph are gone when it returns: held until the
+// square roots, the largest op's scales kept five copies of its operand at the peak.
 at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
                       const at::Tensor& target, DType d, cases::Op op, const std::vector<std::string>& only,
-                      ops::TorchLeaves& sq) {
+                      std::map<std::string, at::Tensor>& grads) {
   const double u = std::ldexp(1.0, -24);
   const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
   const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
   const double k = static_cast<double>(ops::find(op).reduction_length(params)) + 1;
-  sq.clear();
+  ops::TorchLeaves sq;
   for (const auto& [name, t] : leaves) {
     at::Tensor s2 = t.detach().to(at::kFloat).square();
     const bool want = only.empty() || std::find(only.begin(), only.end(), name) != only.end();
@@ -187,7 +188,10 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
   at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
   y2.backward(m.square());
-  return y2;
+  grads.clear();
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) grads.emplace(name, t.grad());
+  return y2.detach();
 }
 
 // |H| v for the MSE loss of an op that is linear in its parameters (conv2d, conv_transpose2d,
@@ -332,14 +336,17 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       else if (t.role == cases::Role::grad) out.emplace(t.name, result(leaves.at(t.name.substr(5)).grad()));
     }
     if (scales) {
-      ops::TorchLeaves sq;
-      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, sq);
-      auto scale = [&](const at::Tensor& sq_sum) {
-        return timed([&] { return adopt_from_torch(sq_sum.detach().clamp_min(0).sqrt().contiguous(), DType::float32); });
+      std::map<std::string, at::Tensor> g2;
+      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2);
+      auto scale = [&](at::Tensor& sq_sum) {  // the root in place: no second copy of the largest
+        return timed([&] {
+          sq_sum.clamp_min_(0).sqrt_();
+          return adopt_from_torch(sq_sum.is_contiguous() ? sq_sum : sq_sum.contiguous(), DType::float32);
+        });
       };
       for (const auto& t : table) {
         if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2));
-        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(sq.at(t.name.substr(5)).grad()));
+        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(g2.at(t.name.substr(5))));
       }
     }
   } catch (const c10::Error& e) {
@@ -450,7 +457,8 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
       }
       std::map<std::string, at::Tensor> delta, w_before;  // this step's gradient bound, two stacks
       if (bound) {
-        ops::TorchLeaves data, sq;
+        ops::TorchLeaves data;
+        std::map<std::string, at::Tensor> sq;
         for (const auto& [name, t] : leaves)
           if (!params.count(name)) data.emplace(name, t);
         std::vector<std::string> names;
@@ -461,7 +469,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
         for (const auto& [name, p] : params) {
           w_before.emplace(name, p.detach().to(at::kCPU, at::kDouble));
           const at::Tensor g = p.grad().detach().to(at::kCPU, at::kDouble).contiguous();
-          const at::Tensor rho = sq.at(name).grad().detach().clamp_min(0).sqrt().to(at::kCPU, at::kDouble).contiguous();
+          const at::Tensor rho = sq.at(name).clamp_min(0).sqrt().to(at::kCPU, at::kDouble).contiguous();
           const double mine = static_cast<double>(std::max<std::int64_t>(p.numel(), 1));
           compare::BoundOptions o;
           o.dtype = c.dtype;
