@@ -205,7 +205,8 @@ TEST(CudnnConvAlgos, AllVariesOneDirectionAtATime) {
     ++ran;
     // FFT and Winograd round differently; everything is still float32-close.
     expect_close(r, ref, 1e-4, r.variant);
-    EXPECT_TRUE(r.info.contains("bitwise_deterministic")) << r.variant;
+    // --repeat 2: every variant records whether its repeats agreed bit for bit (RunNotes).
+    EXPECT_TRUE(r.notes.bitwise_deterministic.has_value()) << r.variant;
   }
   EXPECT_GE(ran, 3);
 }
@@ -303,7 +304,8 @@ TEST(CudnnRepeat, RepeatRecordsDeterminism) {
   auto r = run(o, *layout::load_layout("torch"), c, cases::Op::matmul, in);
   ASSERT_EQ(r[0].outcome, RunOutcome::ok) << r[0].message;
   EXPECT_EQ(r[0].info["repeat"], 3);
-  EXPECT_EQ(r[0].info["bitwise_deterministic"], true);
+  ASSERT_TRUE(r[0].notes.bitwise_deterministic.has_value());
+  EXPECT_TRUE(*r[0].notes.bitwise_deterministic);  // cuBLASLt matmul: deterministic
 }
 
 // conv_transpose2d is not implemented on cuDNN (backward-data as forward would do it): the runner

@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CORRECT = {
     "numpy_blas": ("numpy", "blas"),
     "numpy_blas_dyround": ("numpy", "blas_dyround"),
+    "numpy_bias_after": ("numpy", "bias_after"),
     "numpy_f64": ("numpy", "f64"),
     "c_naive": ("c", "naive"),
     "c_reversed": ("c", "reversed"),
@@ -41,6 +42,9 @@ WRONG = {
     "numpy_tf32": (("numpy", "tf32"), ("float32",)),
     "numpy_wtrans": (("numpy", "wtrans"), ("float32", "bfloat16", "float16")),
 }
+# A policy that must accept a wrong variant's float32 checks: policies/tf32.json is how a user says
+# "TF32 is intended", so TF32 operands must pass it (and still fail the default).
+ACCEPTED_BY = {"numpy_tf32": os.path.join(os.path.dirname(os.path.dirname(HERE)), "policies", "tf32.json")}
 MODES = ("plain", "oracle")
 
 
@@ -77,8 +81,9 @@ def oracle_run(args):
     return out
 
 
-def run_variant(args, name, program, arg):
-    """Runs one variant; returns {mode: (exit status, report)} and the run's seconds."""
+def run_variant(args, name, program, arg, policy=None):
+    """Runs one variant; returns {mode: (exit status, report)} and the run's seconds. With `policy`,
+    one more mode, "policy": the float32 checks compared under that policy file."""
     out = os.path.join(args.work, name)
     shutil.rmtree(out, ignore_errors=True)
     cmd, layouts = command(args, program, arg)
@@ -101,6 +106,11 @@ def run_variant(args, name, program, arg):
         if report["summary"]["exit_code"] != rc:
             die(f"{name} ({mode}): exit {rc} but the report's exit_code is {report['summary']['exit_code']}")
         reports[mode] = (rc, report)
+    if policy:
+        js = f"{out}.policy.json"
+        rc = validate(args, "compare", args.ref, out, "-q", "--only", "^float32/", "--policy", policy, "--json", js,
+                      log=f"{out}.policy.log")
+        reports["policy"] = (rc, json.load(open(js)) if os.path.exists(js) else {"summary": {"line": "no report"}})
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     return reports, seconds
@@ -160,7 +170,14 @@ def check(args):
 
 def wrong(args):
     (program, arg), dtypes = WRONG[args.variant]
-    reports, _ = run_variant(args, args.variant, program, arg)
+    policy = ACCEPTED_BY.get(args.variant)
+    reports, _ = run_variant(args, args.variant, program, arg, policy)
+    if policy:
+        rc, report = reports.pop("policy")
+        if rc != 0:
+            die(f"{args.variant}: compare --policy {policy} exited {rc}, expected 0 (the policy accepts it): "
+                f"{report['summary']['line']}")
+        print(f"{args.variant} (--policy {os.path.basename(policy)}): {report['summary']['line']}")
     for mode, (rc, report) in reports.items():
         if rc != 1:
             die(f"{args.variant} ({mode}): compare exited {rc}, expected 1: {report['summary']['line']}")

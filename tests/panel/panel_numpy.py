@@ -10,6 +10,9 @@ Usage: panel_numpy.py DIR VARIANT
   blas_dyround  the same with dL/dy rounded to the case dtype before the backward pass (what
                 LibTorch does for bfloat16 and float16; identical to blas on float32 cases)
   f64           float64 GEMMs and loss, each result rounded once to the case dtype
+  bias_after    blas_dyround with conv2d's sum rounded to the case dtype before the bias is added
+                and the result rounded again (cuDNN's cudnnAddTensor after the convolution, and
+                LibTorch on CUDA, do this)
 Deliberately wrong (the panel's negative controls):
   tf32          float32 GEMMs on operands rounded to 10 mantissa bits (TensorFloat-32)
   wtrans        the weight's memory read with its H and W axes swapped (OWHI for OHWI), and
@@ -20,7 +23,7 @@ import sys
 
 import numpy as np
 
-VARIANTS = ("blas", "blas_dyround", "f64", "tf32", "wtrans")
+VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans")
 # (significand bits including the implicit one, smallest normal exponent) of each dtype.
 FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14), "tf32": (11, -126)}
 
@@ -121,6 +124,8 @@ def conv2d(d, dtype, ar, dyround):
         y[:, gi * Og:(gi + 1) * Og] = ar.gemm(cg, wg.T)
         per_group.append((cg, wg))
     if g["BIAS"]:
+        if ar.variant == "bias_after":      # the sum stored in the case dtype, then the bias added
+            y = ar.arr(round_to(y, dtype))
         y += ar.arr(load(d, "bias"))
     y = y.reshape(N, HO, WO, O)
     loss, dy = loss_and_dy(ar, y, t, dtype, dyround)
@@ -176,9 +181,9 @@ def main():
     ar = Arith(variant)
     op = os.environ.get("VALIDATE_OP")
     if op == "conv2d":
-        conv2d(d, dtype, ar, variant == "blas_dyround")
+        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after"))
     elif op == "matmul":
-        matmul(d, dtype, ar, variant == "blas_dyround")
+        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after"))
     else:
         fail(f"VALIDATE_OP={op!r}: the panel computes conv2d and matmul")
 

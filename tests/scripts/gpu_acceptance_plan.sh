@@ -82,6 +82,25 @@ else
   echo "note: no validate CLI with generate given; the size model was not checked against it"
 fi
 
+# 7. Every regular expression the script gives compare (--only, --variant) is one RE2 accepts:
+#    lookaround is refused at the command line (exit 2), which made every gate of the first GPU
+#    acceptance fail before it compared anything. Statically: no lookaround in the
+#    script (sed's backreferences are not compare's). With a CLI: each pattern, with the script's own variables expanded, passes compare's
+#    check (which comes before the sets are read).
+grep -nE '\(\?[=!<]' "$script" | grep -v '^[0-9]*:#' && fail "lookaround in $script (RE2 has none)"
+if [[ -n $validate && -x $validate ]]; then
+  eval "$(VALIDATE_ACCEPTANCE_LIB=1 bash -c "source '$script' >/dev/null 2>&1; declare -p DIRECT_FWD DIRECT_BWD")"
+  [[ -n ${DIRECT_FWD:-} && -n ${DIRECT_BWD:-} ]] || fail "DIRECT_FWD/DIRECT_BWD are not defined when the script is sourced"
+  n=0
+  while IFS= read -r pat; do
+    n=$((n + 1))
+    pat=${pat//\$DIRECT_FWD/${DIRECT_FWD:-}}; pat=${pat//\$DIRECT_BWD/${DIRECT_BWD:-}}; pat=${pat//\\\$/\$}
+    msg=$("$validate" compare "$work/none-ref" "$work/none-run" --variant "$pat" --only "$pat" 2>&1)
+    grep -q 'regular expression' <<<"$msg" && fail "pattern $pat: $msg"
+  done < <(grep -oE -- "--(only|variant) (\"[^\"]*\"|'[^']*')" "$script" | sed -E "s/^--(only|variant) //; s/^[\"']//; s/[\"']\$//")
+  ((n >= 8)) || fail "found only $n --only/--variant patterns in $script"
+fi
+
 rm -rf "$work"
 ((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
 echo "gpu-acceptance plan: every check passed"

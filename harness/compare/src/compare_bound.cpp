@@ -7,11 +7,14 @@
 
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
+#include "validate/core/json_io.hpp"
 #include "validate/train/tensor_names.hpp"
 
 namespace validate::compare::detail {
 
 namespace {
+
+namespace stdfs = std::filesystem;
 
 std::string g(double v) { return fmt::format("{:.4g}", v); }
 
@@ -29,6 +32,24 @@ double reduction_length(const PairItem& it, const Entry& e) {
   return std::max(1.0, std::ceil(out * k / mine));
 }
 
+// max |bias| of the reference set's bias input of this op (0 when it has none): an output may be
+// stored in the case dtype before its bias is added (bounds.hpp, BoundOptions::added_after).
+Result<double> bias_magnitude(const PairItem& it, const Entry& e) {
+  const Json* f = find_path(it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", "bias", "file"});
+  const Json* role = find_path(it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", "bias", "role"});
+  if (!f || !f->is_string() || !role || !role->is_string() || role->get<std::string>() != "input") return 0.0;
+  const std::string path = (stdfs::path(it.ref_file).parent_path() / f->get<std::string>()).string();
+  auto m = open_npy(path);
+  if (!m) return Error{"reference: bias: " + m.message()};
+  const ArrayView v = m->view();
+  double most = 0;
+  for (std::int64_t i = 0; i < v.numel; ++i) {
+    const double b = std::fabs(static_cast<double>(value_at(v, i)));
+    if (std::isfinite(b)) most = std::max(most, b);
+  }
+  return most;
+}
+
 }  // namespace
 
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
@@ -40,6 +61,15 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   o.n = reduction_length(it, e);
   o.lambda = *gt.bound;
   o.per_lambda = e.role == ops::Role::checkpoint;  // a checkpoint's scale is its bound per lambda
+  if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));
+  if (e.role == ops::Role::output) {
+    auto b = bias_magnitude(it, e);
+    if (!b) {
+      invalid(e, b.message());
+      return std::nullopt;
+    }
+    o.added_after = *b;
+  }
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;
   if (oracle_) {

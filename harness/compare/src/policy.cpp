@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <cstdlib>
 #include <tuple>
@@ -164,7 +165,8 @@ bool any_of_or_empty(const std::vector<T>& sel, const std::optional<T>& v) {
 
 const std::vector<std::string>& Policy::keys() {
   static const std::vector<std::string> k = {"bound", "max_ulp",  "atol",     "rtol",      "min_pcc",
-                                             "loss_abs", "loss_rel", "near_zero", "mistrust_zeros"};
+                                             "loss_abs", "loss_rel", "near_zero", "mistrust_zeros",
+                                             "operand_bits"};
   return k;
 }
 
@@ -222,6 +224,8 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
       } else if (it.value().is_number()) {
         const double v = it.value().get<double>();
         if (!(v >= 0)) return Error{where + ": '" + k + "' must be a non-negative number"};
+        if (k == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
+          return Error{where + ": 'operand_bits' must be a whole number of significand bits from 2 to 24 (TF32: 11)"};
         rule.values[k] = v;
       } else {
         return Error{where + ": '" + k + "' must be a number or null"};
@@ -321,6 +325,8 @@ Status Policy::add_gate(const std::string& a) {
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || errno != 0 || !(v >= 0))
       return Error{where + ": '" + printable(value) + "' is not a non-negative number (or none)"};
+    if (key == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
+      return Error{where + ": operand_bits must be a whole number of significand bits from 2 to 24 (TF32: 11)"};
     rule.values[key] = v;
   }
   rules_.push_back(std::move(rule));
@@ -364,6 +370,7 @@ Gates Policy::resolve(const TensorKey& k) const {
   g.atol = get("atol");
   g.rtol = get("rtol");
   g.bound = get("bound");
+  g.operand_bits = get("operand_bits");
   g.min_pcc = get("min_pcc");
   g.loss_abs = get("loss_abs");
   g.loss_rel = get("loss_rel");

@@ -69,22 +69,35 @@ double rounding_floor(DType d, double n) {
   return half_sub + n * 0x1p-150;
 }
 
+// The roundings of the stored result that no lambda scales: u_d |y| (the result) and, with a bias
+// added after the sum, u_d (|y| + max |bias|) (the sum stored before the addition); eta below.
+double stored_rounding(double ya, const BoundOptions& o) {
+  const double ud = unit_roundoff(o.dtype);
+  const double stored = o.added_after > 0 ? 2 * ud * ya + ud * o.added_after : ud * ya;
+  return stored + rounding_floor(o.dtype, o.n);
+}
+
+// u_p: the relative error of one product term (bounds.hpp).
+double product_unit(const BoundOptions& o) {
+  const double base = o.gradient ? unit_roundoff(o.dtype) : kU;
+  if (o.operand_u <= 0) return base;
+  const double op = 2 * o.operand_u + o.operand_u * o.operand_u;  // both operands rounded
+  return base + (o.gradient ? 2 * op : op);
+}
+
 double side_bound(double y, double rho, const BoundOptions& o) {
   if (o.per_lambda) return o.lambda * rho;
-  const double ud = unit_roundoff(o.dtype);
-  const double up = o.gradient ? ud : kU;
-  return o.lambda * (kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho) + ud * std::fabs(y) +
-         rounding_floor(o.dtype, o.n);
+  const double up = product_unit(o);
+  return o.lambda * (kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho) + stored_rounding(std::fabs(y), o);
 }
 
 double worst_case_bound(double y, double rho, const BoundOptions& o) {
   if (o.per_lambda) return o.lambda * rho;  // a checkpoint's bound has no worst-case counterpart
-  const double ud = unit_roundoff(o.dtype);
-  const double up = o.gradient ? ud : kU;
+  const double up = product_unit(o);
   const double nu = o.n * kU;
   const double gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
   const double s = std::sqrt(o.n) * rho;  // sum |a_i b_i| <= sqrt(n) rho (Cauchy-Schwarz)
-  return gamma * (std::fabs(y) + s) + up * s + ud * std::fabs(y) + rounding_floor(o.dtype, o.n);
+  return gamma * (std::fabs(y) + s) + up * s + stored_rounding(std::fabs(y), o);
 }
 
 namespace {
@@ -99,8 +112,9 @@ struct BoundConstants {
       ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda;
       return;
     }
-    ud = unit_roundoff(o.dtype), up = o.gradient ? ud : kU, rn = std::sqrt(o.n);
+    ud = unit_roundoff(o.dtype), up = product_unit(o), rn = std::sqrt(o.n);
     a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
+    if (o.added_after > 0) eta += ud * o.added_after, ud *= 2;  // stored_rounding(): u_d counted twice
     const double nu = o.n * kU;
     gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
   }

@@ -32,6 +32,10 @@ struct Gates {
   // lambda of the per-element error bound (bounds.hpp), for outputs and gradients of a set with
   // error-bound scales; a set without them falls back to the old fixed rtol (legacy_rtol).
   std::optional<double> bound;
+  // Significand bits (the implicit one included) the products' operands were rounded to before
+  // the products, for a stack that is meant to run so: TF32 is 11 (policies/tf32.json). The error
+  // bound's product term grows to match (bounds.hpp, BoundOptions::operand_u); none: float32.
+  std::optional<double> operand_bits;
   double near_zero = 0.01;
   double mistrust_zeros = 0.9;
 };

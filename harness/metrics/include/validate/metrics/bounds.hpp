@@ -11,6 +11,9 @@
 // rho = sqrt(sum (a_i b_i)^2) (the set's scale tensor), u = 2^-24 (float32 accumulation),
 // u_p = u_d for a gradient (dL/dy rounded to the case dtype) and u for an output (products), eta
 // half the case dtype's subnormal spacing plus n half float32 subnormal spacings (underflow).
+// An output whose op adds a term after the sum (a bias) may also be rounded to the case dtype
+// before that addition (cuDNN's cudnnAddTensor after cudnnConvolutionForward, LibTorch on CUDA):
+// one more rounding of s = y - bias, at most u_d |s| <= u_d (|y| + max |bias|), added to b.
 // Two correct stacks differ by at most b_ref + b_run; with a float64 oracle the run alone is held
 // to b against the exact value, so a run at least as close to exact as the reference never fails.
 #include <cstdint>
@@ -32,6 +35,14 @@ struct BoundOptions {
   // The scale is a bound per unit lambda and per side (a training checkpoint's, docs/compare.md
   // "Checkpoint bounds"): one side's bound is lambda * scale, nothing added.
   bool per_lambda = false;
+  // max |bias| of an output whose op adds a bias after the sum (0: none): the sum may be stored in
+  // the case dtype before the bias is added, one more rounding, u_d (|y| + added_after).
+  double added_after = 0;
+  // Unit roundoff of the products' operands when a stack rounds them before multiplying (TF32:
+  // 2^-11; 0: float32 operands, exact products of case-dtype inputs). Each product then errs by up
+  // to 2 u_o + u_o^2, so u_p grows by that; a gradient's dL/dy also carries the forward's error,
+  // which the scale bounds by the same term once more (docs/compare.md, "TF32").
+  double operand_u = 0;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
