@@ -72,8 +72,10 @@ inline Tensor make_tensor(const cases::Case& c, cases::Op op, const cases::Tenso
 
 using TensorHook = std::function<void(const std::string& key, Tensor& t)>;
 
+// With `scales`, every output and gradient gets an error-bound scale (|x| + 1, float32), as a
+// set made by generate has; without, the set is one made before scales existed.
 inline void write_reference(const std::string& dir, const std::vector<cases::Case>& cs,
-                            const TensorHook& hook = {}) {
+                            const TensorHook& hook = {}, bool scales = false) {
   for (const auto& c : cs) {
     const std::string ddir = dir + "/" + std::string(dtype_name(c.dtype));
     (void)fs::make_dirs(ddir);
@@ -86,6 +88,13 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
         const std::string file = c.file_name(op, t.name);
         (void)npy::write(ddir + "/" + file, x);
         records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype(), std::nullopt};
+        if (scales && c.has_bound_scale(t)) {
+          Tensor s(DType::float32, x.shape());
+          for (std::int64_t i = 0; i < x.numel(); ++i) s.set(i, std::fabs(x.get(i)) + 1);
+          const std::string sf = c.file_name(op, t.name + "_scale");
+          (void)npy::write(ddir + "/" + sf, s);
+          records[sf] = cases::TensorRecord{tensor_sha256(s), DType::float32, std::nullopt};
+        }
         done.emplace(t.name, std::move(x));
       }
     }

@@ -100,6 +100,50 @@ TEST_F(CompareCli, Float32LossOffBy5e7Passes) {
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
+// A bfloat16 loss is held to the outputs' error bounds carried into the loss (bounds.hpp,
+// loss_bound; checked by hand in tests/metrics): the limit the report gives is the gate.
+TEST_F(CompareCli, Bfloat16LossIsHeldToTheOutputsBoundsCarriedIntoTheLoss) {
+  const std::string sref = tmp / "sref", srun = tmp / "srun", js = tmp / "loss.json";
+  write_reference(sref, {bf16}, {}, true);
+  write_run(sref, srun);
+  ASSERT_EQ(run_cli({"compare", sref, srun, "--json", js}).code, 0);
+  auto doc = read_json(js);
+  ASSERT_TRUE(doc) << doc.message();
+  double limit = -1;
+  for (const auto& e : (*doc)["entries"])
+    if (e["id"] == "bfloat16/k0018_ic002/conv2d/loss")
+      for (const auto& c : e["checks"])
+        if (c["name"] == "loss_bound") limit = c["limit"].get<double>();
+  ASSERT_GT(limit, 0);
+  // Far looser than bfloat16's old fixed 1e-4 would be unsound here: |y| ~ 1 outputs with a bias
+  // each carry two bfloat16 roundings of ~2^-8 relative, on 2 x 4 x 4 x 4 elements.
+  auto off = [&](double delta) {
+    RunSpec s;
+    s.mutate = [&](const std::string& key, Tensor& t) {
+      if (key == "bfloat16/k0018_ic002/conv2d/loss") t.set(0, t.get(0) + delta);
+    };
+    std::filesystem::remove_all(srun);
+    write_run(sref, srun, s);
+    return run_cli({"compare", sref, srun, "--color", "never"});
+  };
+  EXPECT_EQ(off(0.5 * limit).code, 0);
+  auto r = off(2 * limit);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "the outputs' error bounds carried into the loss")) << r.out;
+}
+
+TEST_F(CompareCli, Bfloat16LossOfASetWithoutScalesKeepsTheFixedGateWithANote) {
+  RunSpec s;
+  s.mutate = [&](const std::string& key, Tensor& t) {
+    if (key == "bfloat16/k0018_ic002/conv2d/loss") t.set(0, t.get(0) + 2e-4);
+  };
+  write_run(ref, run, s);
+  auto r = compare();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "(> 0.0001 absolute)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "losses are gated by the fixed loss_abs")) << r.out;
+}
+
 TEST_F(CompareCli, GateOverrideTightensTheLossGate) {
   loss_off_by(5e-7);
   auto r = compare({"--gate", "float32.loss.loss_abs=1e-7"});

@@ -88,7 +88,13 @@ TEST(Policy, GateSyntax) {
   Policy p = Policy::builtin();
   EXPECT_TRUE(p.add_gate("float32.loss.loss_abs=1e-7"));
   EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "loss", "loss")).loss_abs, 1e-7);
-  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "loss", "loss")).loss_abs, 1e-4);
+  // A float32 gate leaves the bfloat16 loss alone: its derived bound (lambda 8), no fixed loss_abs.
+  EXPECT_FALSE(p.resolve(key("bfloat16", "matmul", "loss", "loss")).loss_abs);
+  EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "matmul", "loss", "loss")).bound, 8);
+  EXPECT_TRUE(p.add_gate("float32.operand_bits=11"));
+  EXPECT_DOUBLE_EQ(*p.resolve(key("float32", "matmul", "output", "output")).operand_bits, 11);
+  EXPECT_FALSE(p.add_gate("float32.operand_bits=11.5"));  // significand bits are whole
+  EXPECT_FALSE(p.add_gate("float32.operand_bits=30"));    // more than float32's own
   EXPECT_TRUE(p.add_gate("bfloat16.conv2d.grad_weight.max_ulp=8"));
   EXPECT_DOUBLE_EQ(*p.resolve(key("bfloat16", "conv2d", "grad", "grad_weight")).max_ulp, 8);
   EXPECT_FALSE(p.resolve(key("bfloat16", "matmul", "grad", "grad_B")).max_ulp);

@@ -149,3 +149,68 @@ TEST(Bounds, APerLambdaScaleIsTheBoundItself) {
   EXPECT_EQ(t->beyond, 1);  // |1.0155 - 1| = 0.0155 > max(8e-3, 0); |1.0165 - 1.01| = 0.0065 passes
   EXPECT_EQ(t->worst[0].index, 0);
 }
+
+TEST(Bounds, ABiasAddedAfterTheSumAddsOneRoundingOfTheSum) {
+  // bfloat16 output of a conv with bias, max |bias| = 0.5, y = 0.25, rho = 1, n = 10: the sum
+  // s = y - bias may be stored in bfloat16 before the bias is added (cuDNN's AddTensor, LibTorch
+  // on CUDA), one more rounding u_d |s| <= u_d (|y| + 0.5), on top of the result's own u_d |y|.
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.n = 10;
+  const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 10 * std::ldexp(1.0, -150);
+  const double lam = 8 * (u * std::sqrt(10.0) * 1.25 + u * 1);
+  EXPECT_DOUBLE_EQ(side_bound(0.25, 1.0, o), lam + ud * 0.25 + eta);
+  o.added_after = 0.5;
+  EXPECT_DOUBLE_EQ(side_bound(0.25, 1.0, o), lam + ud * 0.25 + ud * (0.25 + 0.5) + eta);
+  const SideParts p = side_parts(0.25, 1.0, o);
+  EXPECT_DOUBLE_EQ(p.statistical * 8 + p.deterministic, side_bound(0.25, 1.0, o));
+  // The pass over arrays uses the same bound: an element 0.9 of a bias rounding off passes with the
+  // bias term and fails without it (the H200's bfloat16 conv outputs: ref -3.3e-4, run 0).
+  const std::vector<float> ref{-3.319e-4f}, run{0.0f}, scale{0.05f};
+  o.n = 73;
+  o.added_after = 0;
+  EXPECT_EQ(check_bounds(view(ref), view(run), view(scale), nullptr, o)->beyond, 1);
+  o.added_after = 0.2;  // |s| = |y - b| up to 0.2: its bfloat16 rounding is up to 7.8e-4
+  EXPECT_EQ(check_bounds(view(ref), view(run), view(scale), nullptr, o)->beyond, 0);
+}
+
+TEST(Bounds, TF32OperandsWidenTheProductTerm) {
+  // operand_u = 2^-11: each product errs by up to 2 u_t + u_t^2 more; a gradient counts it twice
+  // (its own operands, and dL/dy carrying the forward's error).
+  BoundOptions o;
+  o.n = 4;
+  const double u = std::ldexp(1.0, -24), ut = std::ldexp(1.0, -11), op = 2 * ut + ut * ut;
+  const double eta = std::ldexp(1.0, -150) + 4 * std::ldexp(1.0, -150);
+  o.operand_u = ut;
+  EXPECT_DOUBLE_EQ(side_bound(1.0, 2.0, o), 8 * (u * 2 * 3 + (u + op) * 2) + u * 1 + eta);
+  o.gradient = true;
+  EXPECT_DOUBLE_EQ(side_bound(1.0, 2.0, o), 8 * (u * 2 * 3 + (u + 2 * op) * 2) + u * 1 + eta);
+}
+
+TEST(Bounds, LossBoundByHand) {
+  // Two bfloat16 outputs y = (1, -2), scales (0.5, 1), targets (0, 0), n = 4, no bias, L = 2.5:
+  //   A_i = u sqrt(4) (|y_i| + rho_i) + u rho_i, D_i = u_d |y_i| + eta, side_i = 8 A_i + D_i,
+  //   c_i = 2 y_i / 2 = y_i; linear 8 sqrt(2 sum c_i^2 (A_i^2 + D_i^2)); quadratic mean (2 side_i)^2;
+  //   evaluation 2 (8 u sqrt(2) L + 2 u L).
+  const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 4 * std::ldexp(1.0, -150);
+  const double y[2] = {1, -2}, rho[2] = {0.5, 1};
+  double lin2 = 0, quad = 0;
+  for (int i = 0; i < 2; ++i) {
+    const double a = u * 2 * (std::fabs(y[i]) + rho[i]) + u * rho[i], d = ud * std::fabs(y[i]) + eta;
+    lin2 += y[i] * y[i] * (a * a + d * d);
+    quad += 4 * (8 * a + d) * (8 * a + d);
+  }
+  const double want = 8 * std::sqrt(2 * lin2) + quad / 2 + 2 * (8 * u * std::sqrt(2.0) * 2.5 + 2 * u * 2.5);
+  const std::vector<float> yv{1, -2}, sv{0.5f, 1}, tv{0, 0};
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.n = 4;
+  auto b = loss_bound(view(yv), view(sv), view(tv), o, 2.5);
+  ASSERT_TRUE(b) << b.message();
+  EXPECT_NEAR(b->bound, want, 1e-15);
+  EXPECT_NEAR(b->linear, 8 * std::sqrt(2 * lin2), 1e-15);
+  // About 8 sqrt(2) * u_d * sqrt(1 + 16): the outputs' storage roundings dominate.
+  EXPECT_NEAR(b->linear, 8 * std::sqrt(2.0) * ud * std::sqrt(17.0), 1e-6);
+  const std::vector<float> short_t{0};
+  EXPECT_FALSE(loss_bound(view(yv), view(sv), view(short_t), o, 2.5));
+}

@@ -32,11 +32,13 @@ double reduction_length(const PairItem& it, const Entry& e) {
   return std::max(1.0, std::ceil(out * k / mine));
 }
 
+}  // namespace
+
 // max |bias| of the reference set's bias input of this op (0 when it has none): an output may be
 // stored in the case dtype before its bias is added (bounds.hpp, BoundOptions::added_after).
-Result<double> bias_magnitude(const PairItem& it, const Entry& e) {
-  const Json* f = find_path(it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", "bias", "file"});
-  const Json* role = find_path(it.ref->metadata, {"ops", e.op_name().c_str(), "tensors", "bias", "role"});
+Result<double> bias_magnitude(const PairItem& it, const std::string& op) {
+  const Json* f = find_path(it.ref->metadata, {"ops", op.c_str(), "tensors", "bias", "file"});
+  const Json* role = find_path(it.ref->metadata, {"ops", op.c_str(), "tensors", "bias", "role"});
   if (!f || !f->is_string() || !role || !role->is_string() || role->get<std::string>() != "input") return 0.0;
   const std::string path = (stdfs::path(it.ref_file).parent_path() / f->get<std::string>()).string();
   auto m = open_npy(path);
@@ -50,7 +52,6 @@ Result<double> bias_magnitude(const PairItem& it, const Entry& e) {
   return most;
 }
 
-}  // namespace
 
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const Mapped& scale,
@@ -63,7 +64,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   o.per_lambda = e.role == ops::Role::checkpoint;  // a checkpoint's scale is its bound per lambda
   if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));
   if (e.role == ops::Role::output) {
-    auto b = bias_magnitude(it, e);
+    auto b = bias_magnitude(it, e.op_name());
     if (!b) {
       invalid(e, b.message());
       return std::nullopt;

@@ -39,6 +39,10 @@ Result<Mapped> open_npy(const std::string& path);
 float scalar_value(const ArrayView& v);
 float value_at(const ArrayView& v, std::int64_t i);
 
+// max |bias| of the reference set's bias input of `op` (0 when it has none): an output may be stored
+// in the case dtype before its bias is added (bounds.hpp, BoundOptions::added_after).
+Result<double> bias_magnitude(const PairItem& it, const std::string& op);
+
 class Comparer {
  public:
   Comparer(const CompareOptions& opt, Report& report) : opt_(opt), report_(report) {}

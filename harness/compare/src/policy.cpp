@@ -38,12 +38,12 @@ constexpr const char* kBuiltin = R"({
     {"dtype": "float32", "role": "checkpoint", "min_pcc": 0.99999},
     {"dtype": "bfloat16", "near_zero": 0.05},
     {"dtype": "bfloat16", "role": ["output", "grad"], "min_pcc": 0.999},
-    {"dtype": "bfloat16", "role": "loss", "loss_abs": 1e-4},
+    {"dtype": "bfloat16", "role": "loss", "bound": 8},
     {"dtype": "bfloat16", "role": "loss_curve", "loss_rel": 1e-3},
     {"dtype": "bfloat16", "role": "checkpoint", "min_pcc": 0.999},
     {"dtype": "float16", "near_zero": 0.05},
     {"dtype": "float16", "role": ["output", "grad"], "min_pcc": 0.9999},
-    {"dtype": "float16", "role": "loss", "loss_abs": 1e-5},
+    {"dtype": "float16", "role": "loss", "bound": 8},
     {"dtype": "float16", "role": "loss_curve", "loss_rel": 2e-4},
     {"dtype": "float16", "role": "checkpoint", "min_pcc": 0.9999}
   ]

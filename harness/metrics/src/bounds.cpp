@@ -85,10 +85,40 @@ double product_unit(const BoundOptions& o) {
   return base + (o.gradient ? 2 * op : op);
 }
 
-double side_bound(double y, double rho, const BoundOptions& o) {
-  if (o.per_lambda) return o.lambda * rho;
+SideParts side_parts(double y, double rho, const BoundOptions& o) {
+  if (o.per_lambda) return {rho, 0};
   const double up = product_unit(o);
-  return o.lambda * (kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho) + stored_rounding(std::fabs(y), o);
+  return {kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho, stored_rounding(std::fabs(y), o)};
+}
+
+double side_bound(double y, double rho, const BoundOptions& o) {
+  const SideParts p = side_parts(y, rho, o);
+  return o.lambda * p.statistical + p.deterministic;
+}
+
+Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const ArrayView& target,
+                             const BoundOptions& o, double loss) {
+  if (y.numel != scale.numel || y.numel != target.numel || y.numel == 0)
+    return Error{"loss bound: the output, its scale and the target differ in element count"};
+  const double n = static_cast<double>(y.numel);
+  double lin2 = 0, quad = 0;
+  for (std::int64_t i = 0; i < y.numel; ++i) {
+    const double yv = element(y, i), tv = element(target, i);
+    double rho = element(scale, i);
+    if (!std::isfinite(yv) || !std::isfinite(tv)) return Error{"loss bound: a non-finite output or target"};
+    if (!std::isfinite(rho)) rho = 0;
+    const SideParts p = side_parts(yv, rho, o);
+    const double c = 2 * (yv - tv) / n, side = o.lambda * p.statistical + p.deterministic;
+    lin2 += c * c * (p.statistical * p.statistical + p.deterministic * p.deterministic);
+    quad += 4 * side * side;
+  }
+  LossBound b;
+  b.linear = o.lambda * std::sqrt(2 * lin2);
+  b.quadratic = quad / n;
+  const double l = std::fabs(loss);
+  b.evaluation = 2 * (o.lambda * kU * std::sqrt(n) * l + 2 * kU * l);
+  b.bound = b.linear + b.quadratic + b.evaluation;
+  return b;
 }
 
 double worst_case_bound(double y, double rho, const BoundOptions& o) {
@@ -262,5 +292,7 @@ double legacy_rtol(const std::string& dtype, bool gradient) {
   if (dtype == "float16") return gradient ? 3e-2 : 1e-2;
   return 5e-4;
 }
+
+double legacy_loss_abs(const std::string& dtype) { return dtype == "float16" ? 1e-5 : 1e-4; }
 
 }  // namespace validate::compare

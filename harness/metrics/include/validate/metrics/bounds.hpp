@@ -49,6 +49,12 @@ struct BoundOptions {
 // against the exact value), and its worst-case counterpart: gamma_n (|y| + sqrt(n) rho) + u_p
 // sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
 double side_bound(double y, double rho, const BoundOptions& o);
+// side_bound = lambda * statistical + deterministic: the many accumulation and product roundings
+// (their root-sum-square per unit lambda) and the one or two roundings of the stored result.
+struct SideParts {
+  double statistical = 0, deterministic = 0;
+};
+SideParts side_parts(double y, double rho, const BoundOptions& o);
 double worst_case_bound(double y, double rho, const BoundOptions& o);
 // The spacing of the case dtype at |v| (its subnormal spacing below the normal range).
 double dtype_ulp(double v, DType d);
@@ -80,5 +86,21 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
 
 // The old fixed rtol of the built-in policy, used for a set without scales (made before bounds).
 double legacy_rtol(const std::string& dtype, bool gradient);
+// The old fixed loss_abs of a bfloat16 / float16 loss, for a set without scales.
+double legacy_loss_abs(const std::string& dtype);
+
+// The loss L = mean((y - t)^2), evaluated in float32 by two correct stacks from their own stored
+// outputs: how far apart the two values may be (docs/compare.md, "Loss bounds"). `y` is the
+// reference output, `scale` its error-bound scale, `target` the target, `o` the output's options
+// (lambda, n, dtype, added_after), `loss` the reference loss. With c_i = 2 (y_i - t_i) / N and
+// each side's error at y_i split as lambda A_i + D_i (side_parts), the first-order change is a sum
+// of independent rounding errors, held to lambda sqrt(2 sum c_i^2 (A_i^2 + D_i^2)) (Hoeffding, both
+// sides), the second-order term to mean((2 side_i)^2), and each side's float32 evaluation of L to
+// lambda u sqrt(N) L + 2 u L.
+struct LossBound {
+  double bound = 0, linear = 0, quadratic = 0, evaluation = 0;
+};
+Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const ArrayView& target,
+                             const BoundOptions& o, double loss);
 
 }  // namespace validate::compare
