@@ -378,7 +378,13 @@ if [[ ! -f $SUMMARY ]]; then
 fi
 {
   echo
-  echo "## \`--steps $STEPS\` at $(date -u +%H:%M:%SZ), commit \`$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\`$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  # The bundle has no git: its BUNDLE.txt names the commit it was built from.
+  if [[ -f $ROOT/BUNDLE.txt ]]; then
+    commit="$(sed -n 's/^commit: \(.\{12\}\).*/\1/p' "$ROOT/BUNDLE.txt" | head -1) (bundle)"
+  else
+    commit="$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' with uncommitted changes')"
+  fi
+  echo "## \`--steps $STEPS\` at $(date -u +%H:%M:%SZ), commit $commit"
   echo
   echo "Plan (estimates):"
   echo
