@@ -52,7 +52,6 @@ Result<double> bias_magnitude(const PairItem& it, const std::string& op) {
   return most;
 }
 
-
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const Mapped& scale,
                                                      const Gates& gt, GateResult& gr) {

@@ -41,7 +41,7 @@ struct BoundOptions {
   // Unit roundoff of the products' operands when a stack rounds them before multiplying (TF32:
   // 2^-11; 0: float32 operands, exact products of case-dtype inputs). Each product then errs by up
   // to 2 u_o + u_o^2, so u_p grows by that; a gradient's dL/dy also carries the forward's error,
-  // which the scale bounds by the same term once more (docs/compare.md, "TF32").
+  // which the scale bounds by the same term once more (docs/compare.md, "TF32 on purpose").
   double operand_u = 0;
 };
 
