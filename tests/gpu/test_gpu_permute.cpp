@@ -59,7 +59,23 @@ TEST(GpuPermutePlan, SubsampleAndShortRowsGather) {
 TEST(GpuPermutePlan, SizeOneAxesAreDropped) {
   auto p = plan_permute({1, 7, 1, 3}, {999, 1, 555, 7}, 0);
   EXPECT_EQ(p.shape, (Shape{7, 3}));
+  EXPECT_EQ(p.kernel, PermuteKernel::gather);  // a 7 x 3 transpose: both sides under half a tile
+  p = plan_permute({1, 70, 1, 3}, {999, 1, 555, 70}, 0);
+  EXPECT_EQ(p.shape, (Shape{70, 3}));
   EXPECT_EQ(p.kernel, PermuteKernel::tile);
+}
+
+// A weight's 3x3 planes transposed and flipped (OIHW -> HWIO:F+flip=HW): [O*I, W, H] read at
+// strides (9, -1, -3). A tile would hold 9 of its 32 x 32 slots; the gather runs it.
+TEST(GpuPermutePlan, SmallPlaneTransposesGather) {
+  const auto g = layout::to_layout_gather(
+      layout::placement(spec("HWIO:F+flip=HW", "OIHW"), "OIHW", {64, 48, 3, 3}));
+  auto p = plan_permute(g.dst_shape, g.src_strides, g.src_offset);
+  EXPECT_EQ(p.shape, (Shape{64 * 48, 3, 3}));
+  EXPECT_EQ(p.kernel, PermuteKernel::gather);
+  // OIHW -> OHWI keeps its tile: I is long, only the other side (H*W = 9) is short.
+  const auto o = layout::to_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {64, 48, 3, 3}));
+  EXPECT_EQ(plan_permute(o.dst_shape, o.src_strides, o.src_offset).kernel, PermuteKernel::tile);
 }
 
 // The layout -> layout gather, checked on the CPU against two CPU conversions: needs no device.
