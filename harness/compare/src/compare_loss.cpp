@@ -27,7 +27,7 @@ namespace {
 // The two-stack loss bound of an op from the reference set: its output, the output's error-bound
 // scale, the target and the bias (bounds.hpp, loss_bound). nullopt when the set has no output
 // scale (made before scales existed).
-std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const Entry& e, double lambda,
+std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const Entry& e, const Gates& gt,
                                                       double ref_loss) {
   const std::string op = e.op_name();
   const Json* sf = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", "output", "file"});
@@ -44,8 +44,9 @@ std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const 
   BoundOptions o;
   o.dtype = it.ref->c.dtype;
   o.n = static_cast<double>(std::max<std::int64_t>(e.K, 1)) + 1;  // the output's products and its bias
-  o.lambda = lambda;
+  o.lambda = *gt.bound;
   o.added_after = *b;
+  if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));  // TF32 on purpose
   return loss_bound(y->view(), s->view(), t->view(), o, ref_loss);
 }
 
@@ -81,7 +82,7 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
   // loss. A set without output scales falls back to the old fixed loss_abs, with a note.
   std::optional<double> loss_abs = gt.loss_abs;
   if (gt.bound && finite) {
-    if (auto lb = reference_loss_bound(it, e, *gt.bound, l.ref)) {
+    if (auto lb = reference_loss_bound(it, e, gt, l.ref)) {
       if (!*lb) return invalid(e, lb->message());
       const LossBound& b = **lb;
       if (!check("loss_bound", l.abs_diff, b.bound, true))
