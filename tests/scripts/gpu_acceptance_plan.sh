@@ -84,9 +84,9 @@ fi
 
 # 7. Every regular expression the script gives compare (--only, --variant) is one RE2 accepts:
 #    lookaround is refused at the command line (exit 2), which made every gate of the first GPU
-#    acceptance fail before it compared anything. Statically: no lookaround in the
-#    script (sed's backreferences are not compare's). With a CLI: each pattern, with the script's own variables expanded, passes compare's
-#    check (which comes before the sets are read).
+#    acceptance fail before it compared anything. Statically: no lookaround in the script (sed's
+#    backreferences are not compare's). With a CLI: each pattern, with the script's own variables
+#    expanded, passes compare's check (which comes before the sets are read).
 grep -nE '\(\?[=!<]' "$script" | grep -v '^[0-9]*:#' && fail "lookaround in $script (RE2 has none)"
 if [[ -n $validate && -x $validate ]]; then
   eval "$(VALIDATE_ACCEPTANCE_LIB=1 bash -c "source '$script' >/dev/null 2>&1; declare -p DIRECT_FWD DIRECT_BWD")"

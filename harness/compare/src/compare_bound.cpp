@@ -22,11 +22,11 @@ std::string g(double v) { return fmt::format("{:.4g}", v); }
 // effects of padding and stride): the op's K for the output (+1: the bias), for a gradient of an
 // operand L the op's multiply-adds shared among L's elements, numel(output) K / numel(L), and for
 // the bias gradient numel(output) / numel(bias).
-double reduction_length(const PairItem& it, const Entry& e) {
+double reduction_length(const PairItem& it, const Entry& e, ops::Role role) {
   double out = 0, k = static_cast<double>(std::max<std::int64_t>(e.K, 1));
   for (const auto& t : it.ref->c.tensors(*it.op))
     if (t.role == ops::Role::output) out = static_cast<double>(shape_numel(t.shape));
-  if (e.role == ops::Role::output) return k + 1;
+  if (role == ops::Role::output) return k + 1;
   const double mine = static_cast<double>(std::max<std::int64_t>(shape_numel(e.shape), 1));
   if (it.tensor == "grad_bias") return std::max(1.0, std::ceil(out / mine));
   return std::max(1.0, std::ceil(out * k / mine));
@@ -52,24 +52,31 @@ Result<double> bias_magnitude(const PairItem& it, const std::string& op) {
   return most;
 }
 
+Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role role, const Gates& gt) {
+  BoundOptions o;
+  o.dtype = it.ref->c.dtype;
+  o.gradient = role == ops::Role::grad;
+  o.n = reduction_length(it, e, role);
+  o.lambda = *gt.bound;
+  o.per_lambda = role == ops::Role::checkpoint;  // a checkpoint's scale is its bound per lambda
+  if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));  // TF32 on purpose
+  if (role == ops::Role::output) {
+    auto b = bias_magnitude(it, e.op_name());
+    if (!b) return b.status();
+    o.added_after = *b;
+  }
+  return o;
+}
+
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const Mapped& scale,
                                                      const Gates& gt, GateResult& gr) {
-  BoundOptions o;
-  o.dtype = it.ref->c.dtype;
-  o.gradient = e.role == ops::Role::grad;
-  o.n = reduction_length(it, e);
-  o.lambda = *gt.bound;
-  o.per_lambda = e.role == ops::Role::checkpoint;  // a checkpoint's scale is its bound per lambda
-  if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));
-  if (e.role == ops::Role::output) {
-    auto b = bias_magnitude(it, e.op_name());
-    if (!b) {
-      invalid(e, b.message());
-      return std::nullopt;
-    }
-    o.added_after = *b;
+  auto opts = bound_options(it, e, *e.role, gt);
+  if (!opts) {
+    invalid(e, opts.message());
+    return std::nullopt;
   }
+  const BoundOptions& o = *opts;
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;
   if (oracle_) {

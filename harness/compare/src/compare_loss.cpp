@@ -39,15 +39,9 @@ std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const 
   if (!s) return Result<LossBound>(Error{"reference: loss bound: " + s.message()});
   auto t = open_npy((dir / it.ref->c.file_name(*it.op, "target")).string());
   if (!t) return Result<LossBound>(Error{"reference: loss bound: " + t.message()});
-  auto b = bias_magnitude(it, op);
-  if (!b) return Result<LossBound>(Error{b.message()});
-  BoundOptions o;
-  o.dtype = it.ref->c.dtype;
-  o.n = static_cast<double>(std::max<std::int64_t>(e.K, 1)) + 1;  // the output's products and its bias
-  o.lambda = *gt.bound;
-  o.added_after = *b;
-  if (gt.operand_bits) o.operand_u = std::ldexp(1.0, -static_cast<int>(*gt.operand_bits));  // TF32 on purpose
-  return loss_bound(y->view(), s->view(), t->view(), o, ref_loss);
+  auto o = bound_options(it, e, ops::Role::output, gt);  // the output's, as its own gate has them
+  if (!o) return Result<LossBound>(o.status());
+  return loss_bound(y->view(), s->view(), t->view(), *o, ref_loss);
 }
 
 }  // namespace

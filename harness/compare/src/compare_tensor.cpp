@@ -128,8 +128,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   // A tensor the policy leaves without any gate would pass whatever it holds (a policy gating only
   // the loss passed a float32 output flipped along W): it fails, as an ungated loss curve does.
   const bool scalar = e.role == ops::Role::loss || e.shape.empty();
-  const bool loss_bound = e.role == ops::Role::loss && gt.bound;  // derived from the set, or legacy loss_abs
-  if (scalar ? !(gt.loss_abs || gt.loss_rel || loss_bound) : !(gt.atol || gt.rtol || gt.max_ulp || gt.min_pcc || (gt.bound && scale))) {
+  const bool loss_by_bound = e.role == ops::Role::loss && gt.bound;  // derived from the set, or legacy loss_abs
+  if (scalar ? !(gt.loss_abs || gt.loss_rel || loss_by_bound) : !(gt.atol || gt.rtol || gt.max_ulp || gt.min_pcc || (gt.bound && scale))) {
     const std::string sel =
         fmt::format("{}.{}", it.dtype, e.role ? std::string(ops::role_name(*e.role)) : it.tensor);
     e.verdict = Verdict::failed;

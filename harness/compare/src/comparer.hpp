@@ -20,6 +20,7 @@
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/pattern.hpp"
+#include "validate/metrics/bounds.hpp"
 
 namespace validate::compare::detail {
 
@@ -42,6 +43,9 @@ float value_at(const ArrayView& v, std::int64_t i);
 // max |bias| of the reference set's bias input of `op` (0 when it has none): an output may be stored
 // in the case dtype before its bias is added (bounds.hpp, BoundOptions::added_after).
 Result<double> bias_magnitude(const PairItem& it, const std::string& op);
+// The error-bound options of `e`'s op for a tensor of `role` (an output's serve its loss too): the
+// case dtype, the reduction length, the policy's lambda and operand_bits, and an output's bias.
+Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role role, const Gates& gt);
 
 class Comparer {
  public:

@@ -161,6 +161,13 @@ bool any_of_or_empty(const std::vector<T>& sel, const std::optional<T>& v) {
   return sel.empty() || (v && std::find(sel.begin(), sel.end(), *v) != sel.end());
 }
 
+// What is wrong with a non-negative value of gate `key`, if anything (a file's rule and --gate alike).
+std::optional<std::string> bad_gate_value(const std::string& key, double v) {
+  if (key == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
+    return std::string("'operand_bits' must be a whole number of significand bits from 2 to 24 (TF32: 11)");
+  return std::nullopt;
+}
+
 }  // namespace
 
 const std::vector<std::string>& Policy::keys() {
@@ -224,8 +231,7 @@ Status Policy::add_rule_json(const nlohmann::json& r, const std::string& where, 
       } else if (it.value().is_number()) {
         const double v = it.value().get<double>();
         if (!(v >= 0)) return Error{where + ": '" + k + "' must be a non-negative number"};
-        if (k == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
-          return Error{where + ": 'operand_bits' must be a whole number of significand bits from 2 to 24 (TF32: 11)"};
+        if (auto bad = bad_gate_value(k, v)) return Error{where + ": " + *bad};
         rule.values[k] = v;
       } else {
         return Error{where + ": '" + k + "' must be a number or null"};
@@ -325,8 +331,7 @@ Status Policy::add_gate(const std::string& a) {
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || errno != 0 || !(v >= 0))
       return Error{where + ": '" + printable(value) + "' is not a non-negative number (or none)"};
-    if (key == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
-      return Error{where + ": operand_bits must be a whole number of significand bits from 2 to 24 (TF32: 11)"};
+    if (auto bad = bad_gate_value(key, v)) return Error{where + ": " + *bad};
     rule.values[key] = v;
   }
   rules_.push_back(std::move(rule));

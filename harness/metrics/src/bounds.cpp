@@ -69,12 +69,20 @@ double rounding_floor(DType d, double n) {
   return half_sub + n * 0x1p-150;
 }
 
-// The roundings of the stored result that no lambda scales: u_d |y| (the result) and, with a bias
-// added after the sum, u_d (|y| + max |bias|) (the sum stored before the addition); eta below.
+// The roundings of the stored result that no lambda scales, as per_abs_y |y| + constant: u_d |y|
+// (the result), with a bias added after the sum u_d (|y| + max |bias|) more (the sum stored before
+// the addition), and the underflow floor eta.
+struct StoredRounding {
+  double per_abs_y, constant;
+  explicit StoredRounding(const BoundOptions& o)
+      : per_abs_y(unit_roundoff(o.dtype)), constant(rounding_floor(o.dtype, o.n)) {
+    if (o.added_after > 0) constant += per_abs_y * o.added_after, per_abs_y *= 2;
+  }
+};
+
 double stored_rounding(double ya, const BoundOptions& o) {
-  const double ud = unit_roundoff(o.dtype);
-  const double stored = o.added_after > 0 ? 2 * ud * ya + ud * o.added_after : ud * ya;
-  return stored + rounding_floor(o.dtype, o.n);
+  const StoredRounding s(o);
+  return s.per_abs_y * ya + s.constant;
 }
 
 // u_p: the relative error of one product term (bounds.hpp).
@@ -142,9 +150,9 @@ struct BoundConstants {
       ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda;
       return;
     }
-    ud = unit_roundoff(o.dtype), up = product_unit(o), rn = std::sqrt(o.n);
-    a = o.lambda * kU * rn, c = o.lambda * up, eta = rounding_floor(o.dtype, o.n);
-    if (o.added_after > 0) eta += ud * o.added_after, ud *= 2;  // stored_rounding(): u_d counted twice
+    const StoredRounding s(o);
+    ud = s.per_abs_y, eta = s.constant, up = product_unit(o), rn = std::sqrt(o.n);
+    a = o.lambda * kU * rn, c = o.lambda * up;
     const double nu = o.n * kU;
     gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
   }
