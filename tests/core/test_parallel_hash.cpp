@@ -214,6 +214,30 @@ TEST(Sha256Pair, TwoFilesOnOneCoreEqualOpenSsl) {
   }
 }
 
+// Both digests of one file with a visit per chunk (what generate writes each result through):
+// equal to OpenSSL's one-stream digests of header+payload and of the payload, every payload byte
+// visited once and in order, on the SHA-NI grid (header 128) and off it (10: the OpenSSL path).
+TEST(Sha256Pair, VisitedPairEqualsOpenSslAndVisitsEveryByteInOrder) {
+  SCOPED_TRACE(sha256_cpu_has_sha_ni() ? "SHA-NI path" : "OpenSSL fallback");
+  const std::size_t chunk = 256 << 10;
+  for (std::size_t n : {std::size_t{0}, std::size_t{63}, chunk - 1, chunk, chunk + 1, 3 * chunk + 4 * 37}) {
+    for (std::size_t h : {std::size_t{128}, std::size_t{10}}) {
+      auto d = random_bytes(h + n, static_cast<unsigned>(n + h));
+      std::vector<unsigned char> seen;
+      Sha256Visit m{d.data(), h, d.data() + h, n, [&](const void* p, std::size_t k) {
+                      EXPECT_EQ(p, d.data() + h + seen.size());
+                      EXPECT_LE(k, chunk);
+                      seen.insert(seen.end(), static_cast<const unsigned char*>(p), static_cast<const unsigned char*>(p) + k);
+                    }};
+      auto pr = sha256_header_payload_visit_pair(m);
+      EXPECT_EQ(pr.file, sha256_hex(d.data(), h + n)) << "n=" << n << " header=" << h;
+      EXPECT_EQ(pr.payload, sha256_hex(d.data() + h, n)) << "n=" << n << " header=" << h;
+      EXPECT_TRUE(std::equal(seen.begin(), seen.end(), d.begin() + static_cast<std::ptrdiff_t>(h)) && seen.size() == n)
+          << "n=" << n << " header=" << h;
+    }
+  }
+}
+
 // The vector path of fill_normal (AVX2 + libmvec, with its rounding-boundary fallback) must give
 // the scalar definition's bits at every offset, scale and block alignment.
 TEST(PhiloxVector, FillNormalEqualsTheScalarDefinitionBitForBit) {

@@ -33,26 +33,61 @@ Status write_all(int fd, const void* data, std::size_t size, const std::string& 
 }
 }  // namespace
 
-Status write_atomic(const std::string& path, const void* data, std::size_t size,
-                    std::string_view prefix) {
+Result<AtomicFile> AtomicFile::open(const std::string& path) {
   // Unique temporary name in the same directory so rename() is atomic on the same filesystem.
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Error{"cannot create " + tmp + ": " + errno_text()};
-  Status st = write_all(fd, prefix.data(), prefix.size(), path);
-  if (st) st = write_all(fd, data, size, path);
-  if (::close(fd) != 0 && st) st = Error{"closing " + tmp + ": " + errno_text()};
-  if (!st) {
-    ::unlink(tmp.c_str());
+  return AtomicFile(path, std::move(tmp), fd);
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_) {
+  o.fd_ = -1;
+  o.tmp_.clear();
+}
+
+AtomicFile::~AtomicFile() { abandon(); }
+
+void AtomicFile::abandon() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+}
+
+Status AtomicFile::write(const void* data, std::size_t size) {
+  if (fd_ < 0) return Error{"writing " + path_ + ": the file is already closed"};
+  Status st = write_all(fd_, data, size, path_);
+  if (!st) abandon();
+  return st;
+}
+
+Status AtomicFile::commit() {
+  if (fd_ < 0) return Error{"writing " + path_ + ": the file is already closed"};
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    Status st = Error{"closing " + tmp_ + ": " + errno_text()};
+    abandon();
     return st;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = "renaming " + tmp + " to " + path + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return Error{msg};
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    Status st = Error{"renaming " + tmp_ + " to " + path_ + ": " + errno_text()};
+    abandon();
+    return st;
   }
+  tmp_.clear();
   return Status::ok();
+}
+
+Status write_atomic(const std::string& path, const void* data, std::size_t size,
+                    std::string_view prefix) {
+  auto f = AtomicFile::open(path);
+  if (!f) return f.status();
+  VALIDATE_TRY(f->write(prefix.data(), prefix.size()));
+  VALIDATE_TRY(f->write(data, size));
+  return f->commit();
 }
 
 Status write_atomic(const std::string& path, std::string_view bytes) {

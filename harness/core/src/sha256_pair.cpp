@@ -38,6 +38,20 @@ std::string visit_openssl(const Sha256Visit& m) {
   return file.hex_digest();
 }
 
+// Both digests as two OpenSSL streams over the same chunk while it is still in cache.
+Sha256Pair visit_pair_openssl(const Sha256Visit& m) {
+  const auto* p = static_cast<const unsigned char*>(m.payload);
+  Sha256 file, pay;
+  file.update(m.header, m.header_size);
+  for (std::size_t off = 0; off < m.payload_size; off += kVisitChunk) {
+    const std::size_t n = m.payload_size - off < kVisitChunk ? m.payload_size - off : kVisitChunk;
+    file.update(p + off, n);
+    pay.update(p + off, n);
+    if (m.visit) m.visit(p + off, n);
+  }
+  return {file.hex_digest(), pay.hex_digest()};
+}
+
 }  // namespace
 
 #ifdef VALIDATE_SHA_NI
@@ -235,20 +249,24 @@ std::array<std::string, 2> sha256_header_payload_visit2(const Sha256Visit& a, co
   return {visit_rest(sa, a, off), visit_rest(sb, b, off)};
 }
 
-Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
-                                 std::size_t payload_size) {
-  if (sha256_cpu_has_sha_ni() && header_size % 64 == 0) {
-    State file, pay;
-    State* f[1] = {&file};
-    compress<1>(f, static_cast<const unsigned char*>(header), header_size / 64);
-    State* both[2] = {&file, &pay};
-    const auto* p = static_cast<const unsigned char*>(payload);
-    const std::size_t full = payload_size / 64;
-    compress<2>(both, p, full);
-    const unsigned char* tail = p + full * 64;
-    return {finish(file, tail, payload_size % 64, header_size + payload_size),
-            finish(pay, tail, payload_size % 64, payload_size)};
+Sha256Pair sha256_header_payload_visit_pair(const Sha256Visit& m) {
+  if (!sha256_cpu_has_sha_ni() || m.header_size % 64 != 0) return visit_pair_openssl(m);
+  State file, pay;
+  start(file, m);
+  State* both[2] = {&file, &pay};
+  const auto* p = static_cast<const unsigned char*>(m.payload);
+  std::size_t off = 0;
+  for (; off + kVisitChunk <= m.payload_size; off += kVisitChunk) {
+    compress<2>(both, p + off, kVisitChunk / 64);
+    if (m.visit) m.visit(p + off, kVisitChunk);
   }
+  const std::size_t rest = m.payload_size - off;
+  compress<2>(both, p + off, rest / 64);
+  if (rest && m.visit) m.visit(p + off, rest);
+  const unsigned char* tail = p + off + rest / 64 * 64;
+  return {finish(file, tail, rest % 64, m.header_size + m.payload_size), finish(pay, tail, rest % 64, m.payload_size)};
+}
+
 #else
 bool sha256_cpu_has_sha_ni() { return false; }
 std::string sha256_hex_ni(const void* data, std::size_t size) { return sha256_hex(data, size); }
@@ -256,20 +274,12 @@ std::string sha256_header_payload_visit(const Sha256Visit& m) { return visit_ope
 std::array<std::string, 2> sha256_header_payload_visit2(const Sha256Visit& a, const Sha256Visit& b) {
   return {visit_openssl(a), visit_openssl(b)};
 }
+Sha256Pair sha256_header_payload_visit_pair(const Sha256Visit& m) { return visit_pair_openssl(m); }
+#endif
+
 Sha256Pair sha256_header_payload(const void* header, std::size_t header_size, const void* payload,
                                  std::size_t payload_size) {
-#endif
-  // Two streams over the same chunk while it is still in cache.
-  Sha256 file, pay;
-  file.update(header, header_size);
-  const auto* p = static_cast<const unsigned char*>(payload);
-  constexpr std::size_t kChunk = 256 << 10;
-  for (std::size_t off = 0; off < payload_size; off += kChunk) {
-    const std::size_t n = payload_size - off < kChunk ? payload_size - off : kChunk;
-    file.update(p + off, n);
-    pay.update(p + off, n);
-  }
-  return {file.hex_digest(), pay.hex_digest()};
+  return sha256_header_payload_visit_pair({header, header_size, payload, payload_size, {}});
 }
 
 }  // namespace validate

@@ -13,6 +13,25 @@ namespace validate::fs {
 Status write_atomic(const std::string& path, std::string_view bytes);
 Status write_atomic(const std::string& path, const void* data, std::size_t size,
                     std::string_view prefix = {});  // prefix bytes (e.g. a .npy header) go first
+// The same, a piece at a time: open() makes the temporary file, write() appends, commit() renames
+// it into place. Destroyed without a successful commit(), it removes the temporary: nothing
+// half-written ever has the final name. generate streams each result through one while hashing it.
+class AtomicFile {
+ public:
+  static Result<AtomicFile> open(const std::string& path);
+  AtomicFile(AtomicFile&& o) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  ~AtomicFile();
+  Status write(const void* data, std::size_t size);
+  Status commit();
+
+ private:
+  AtomicFile(std::string path, std::string tmp, int fd) : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  void abandon();
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
 // A report the user names (--json, --md, --junit, --html): a new or regular file is written
 // atomically as above; a character device or FIFO (and /dev/stdout, /dev/stderr) is written
 // through directly and never renamed over; a symbolic link stays and its target is written by the

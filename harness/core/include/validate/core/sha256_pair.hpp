@@ -32,6 +32,10 @@ struct Sha256Visit {
   std::function<void(const void*, std::size_t)> visit;
 };
 std::string sha256_header_payload_visit(const Sha256Visit& m);
+// Both digests of sha256_header_payload, visiting each chunk after hashing it: generate writes
+// each chunk of a result to its file and scans its values while the chunk is in cache, instead of
+// reading the tensor from memory three times (hash, scan, the kernel's copy into the page cache).
+Sha256Pair sha256_header_payload_visit_pair(const Sha256Visit& m);
 // Two files at once on one core: with SHA-NI their round chains interleave (one chain is bound by
 // the instruction's latency), nearly doubling a core's rate while both last.
 std::array<std::string, 2> sha256_header_payload_visit2(const Sha256Visit& a, const Sha256Visit& b);
