@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "validate/core/dtype.hpp"
 
@@ -119,4 +120,34 @@ TEST(Dtype, RoundsOnceFromDouble) {
     ASSERT_EQ(round_to_dtype(static_cast<double>(f), DType::bfloat16), round_to_dtype(f, DType::bfloat16)) << f;
     ASSERT_EQ(round_to_dtype(static_cast<double>(f), DType::float16), round_to_dtype(f, DType::float16)) << f;
   }
+}
+
+// The vectorized in-place rounding against the once-from-double rounding (an independent
+// derivation) on every sign and exponent with a spread of significands: every 2^9-th bit
+// pattern, plus ties (even and odd kept bit), the largest finite values (round to inf), and NaNs,
+// which must stay NaN with the scalar conversion's bits.
+TEST(Bfloat16, InPlaceRoundingEqualsTheScalarDefinitionOnEveryExponent) {
+  std::vector<std::uint32_t> pats;
+  for (std::uint64_t u = 0; u <= 0xffffffffull; u += 0x200 + 0x11) pats.push_back(static_cast<std::uint32_t>(u));
+  for (std::uint32_t hi : {0x3f80u, 0x3f81u, 0x0001u, 0x7f7fu, 0xff7fu, 0x8000u})
+    for (std::uint32_t lo : {0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0u})
+      pats.push_back(hi << 16 | lo);
+  for (std::uint32_t nan : {0x7f800001u, 0x7fc00000u, 0xffbfffffu, 0x7fffffffu}) pats.push_back(nan);
+  std::vector<float> v(pats.size());
+  std::memcpy(v.data(), pats.data(), 4 * pats.size());
+  std::vector<float> r = v;
+  round_to_bfloat16_inplace(r.data(), r.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t got;
+    std::memcpy(&got, &r[i], 4);
+    if (std::isnan(v[i])) {
+      if (got != static_cast<std::uint32_t>(float_to_bfloat16_bits(v[i])) << 16 || !std::isnan(r[i])) ++bad;
+      continue;
+    }
+    const double want = round_to_dtype(static_cast<double>(v[i]), DType::bfloat16);
+    if (!(static_cast<double>(r[i]) == want && std::signbit(r[i]) == std::signbit(want)))
+      if (++bad < 5) ADD_FAILURE() << std::hex << pats[i] << ": got " << got << " want " << want;
+  }
+  EXPECT_EQ(bad, 0u) << " of " << v.size();
 }

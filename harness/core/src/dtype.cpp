@@ -60,6 +60,19 @@ std::uint16_t float_to_bfloat16_bits(float x) {
 
 float bfloat16_bits_to_float(std::uint16_t bits) { return float_of(static_cast<std::uint32_t>(bits) << 16); }
 
+void round_to_bfloat16_inplace(float* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    // As float_to_bfloat16_bits: ties to even by adding 0x7fff plus the lowest kept bit; a NaN
+    // keeps its upper half with the quiet bit set.
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const std::uint32_t quiet = (u | 0x00400000u) & 0xffff0000u;
+    const std::uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+    std::memcpy(p + i, &r, 4);
+  }
+}
+
 std::uint16_t float_to_float16_bits(float x) {
   std::uint32_t u = bits_of(x);
   std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);

@@ -43,7 +43,7 @@ Tensor draw(const cases::Case& c, cases::Op op, const Draw& d, std::uint64_t see
       }
     }
     if (c.dtype == DType::bfloat16)
-      for (std::uint64_t i = b; i < e; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
+      round_to_bfloat16_inplace(p + b, e - b);
   };
   const std::uint64_t nt = n >= (1u << 18) ? std::max(1u, threads) : 1;
   const std::uint64_t chunk = (n / nt + 63) / 64 * 64;

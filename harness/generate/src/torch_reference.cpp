@@ -306,8 +306,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     return timed([&] {
       Tensor r = adopt_from_torch(t, plan.storage);
       if (plan.emulate && plan.logical == at::kBFloat16) {
-        float* p = r.data<float>();
-        for (std::int64_t i = 0, n = r.numel(); i < n; ++i) p[i] = round_to_dtype(p[i], DType::bfloat16);
+        round_to_bfloat16_inplace(r.data<float>(), static_cast<std::size_t>(r.numel()));
       }
       return r;
     });

@@ -29,5 +29,8 @@ float round_to_dtype(float x, DType logical);
 // The value of `logical` nearest to x, rounded once from double (ties to even; overflow -> inf).
 // Going through float32 first would round twice and can land one ULP off at a tie.
 double round_to_dtype(double x, DType logical);
+// round_to_dtype(p[i], bfloat16) for every i, in place: a branch-free loop the compiler vectorizes
+// (the call per element was 4% of generate's CPU time on the bfloat16 sweep). Same bits.
+void round_to_bfloat16_inplace(float* p, std::size_t n);
 
 }  // namespace validate
