@@ -1,6 +1,7 @@
 #include "validate/core/tensor.hpp"
 
 #include "validate/core/checked_shape.hpp"
+#include "validate/core/huge_pages.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -67,9 +68,10 @@ Tensor::Tensor(DType dtype, Shape shape, Uninit) : dtype_(dtype), shape_(std::mo
   // 64-byte alignment: cache-line aligned buffers for the converters and vectorised metrics.
   std::size_t n = (nbytes() + 63) / 64 * 64;
   if (n == 0) n = 64;
-  // (Tried: 2 MiB transparent huge pages for large buffers. On the VM of issue #16 the sweep's
-  // input stage took twice as long and system time rose: each huge fault zeroes 2 MiB at once.)
-  void* p = std::aligned_alloc(64, n);
+  // Large buffers on transparent huge pages (huge_pages.hpp). Measured with LibTorch's buffers on
+  // them too (generate's allocator): the default sweep's system time fell by a third on a 2-core
+  // VM, the input stage included (an older VM once drew inputs slower on them; re-measured).
+  void* p = alloc_buffer(n);
   if (!p) throw std::bad_alloc();
   data_.reset(static_cast<std::byte*>(p), AlignedFree{});
   // The bytes after the last element up to the 64-byte boundary stay zero, as they always were,

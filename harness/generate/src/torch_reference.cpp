@@ -20,6 +20,7 @@
 
 #include "validate/core/blas_info.hpp"
 #include "validate/core/cuda_unusable.hpp"
+#include "validate/generate/huge_page_allocator.hpp"
 #include "validate/metrics/bounds.hpp"
 #include "validate/ops/registry.hpp"
 #include "validate/ops/torch_forward.hpp"
@@ -245,6 +246,7 @@ struct TrajectoryBounds {
 }  // namespace
 
 Result<TorchDevice> open_torch_device(const std::string& requested, bool allow_tf32, int threads) {
+  install_huge_page_allocator();
   TorchDevice d;
   d.requested = requested;
   d.allow_tf32 = allow_tf32;
