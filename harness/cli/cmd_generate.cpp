@@ -28,6 +28,9 @@ void register_generate(CLI::App& app, int& exit_code) {
   sub->add_flag("--resume", opt.resume, "Keep cases an interrupted run with the same options finished; regenerate the rest");
   sub->add_flag("--overwrite", opt.overwrite, "Replace a non-empty --out whole (everything in it is removed first)");
   sub->add_option("--progress", opt.progress, "-1 auto, 0 quiet, 1 plain lines")->capture_default_str();
+  sub->add_flag("--direct-io", opt.direct_io,
+                "Write tensors of 8 MiB and more past the page cache (O_DIRECT): less CPU for a set read "
+                "elsewhere or larger than memory; a later read here comes from the disk");
   sub->callback([&exit_code, seed_opt] {
     opt.dtypes.clear();
     std::stringstream ss(dtypes);

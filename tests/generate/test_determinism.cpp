@@ -2,6 +2,7 @@
 // to the unsharded set's bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -11,7 +12,9 @@
 #include "generate/generate_fixture.hpp"
 #include "validate/cases/merge.hpp"
 #include "validate/cases/verify.hpp"
+#include "validate/core/fs.hpp"
 #include "validate/generate/generate.hpp"
+#include "validate/generate/set_writer.hpp"
 
 using namespace validate;
 namespace stdfs = std::filesystem;
@@ -83,4 +86,32 @@ TEST(Merge, ShardsMergeToTheUnshardedBytesAndOverlapIsRefused) {
   auto incomplete = cases::merge_sets(dir + "/bad2", shards);
   ASSERT_FALSE(incomplete);
   EXPECT_NE(incomplete.message().find("incomplete"), std::string::npos) << incomplete.message();
+}
+
+// --direct-io writes the large tensors past the page cache: the set is the same bytes, and verify
+// reads back every hash. The case makes an im2col A of 1024 x 2304 floats (9.4 MB), over the
+// 8 MiB threshold, beside smaller files that take the ordinary path.
+TEST(Generate, DirectIoWritesTheSameBytes) {
+  validate::testing::TempDir tmp("direct");
+  const std::string dir = tmp.path();
+  const std::string cf = dir + "/cases.json";
+  ASSERT_TRUE(fs::write_atomic(cf, R"({"format": "validate-cases/1", "seed": 7, "loss": "mse", "dtypes": ["float32"],
+    "defaults": {"batch": 1, "height": 32, "width": 32, "out_channels": 8, "kernel": [3, 3], "padding": [1, 1],
+                 "stride": [1, 1], "dilation": [1, 1], "groups": 1, "bias": true},
+    "sweep": {"in_channels": [256]}})"));
+  std::ostringstream log;
+  auto a = generate::generate(options(cf, dir + "/a"), log);
+  ASSERT_TRUE(a) << a.message();
+  auto direct = options(cf, dir + "/b");
+  direct.direct_io = true;
+  auto b = generate::generate(direct, log);
+  ASSERT_TRUE(b) << b.message();
+  std::uintmax_t largest = 0;
+  for (auto& e : stdfs::recursive_directory_iterator(dir + "/b"))
+    if (e.is_regular_file()) largest = std::max(largest, e.file_size());
+  EXPECT_GE(largest, std::uintmax_t(generate::SetWriter::kDirectBytes)) << "no file took the direct path";
+  expect_same_tensors(dir + "/a", dir + "/b", true);
+  auto rep = cases::verify_set(dir + "/b");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
 }

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,18 +35,39 @@ Status write_all(int fd, const void* data, std::size_t size, const std::string& 
 }
 }  // namespace
 
-Result<AtomicFile> AtomicFile::open(const std::string& path) {
+namespace {
+// O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical block
+// (512 or 4096 bytes): 4096 suits both. Every staged write but the last is a whole kStage.
+constexpr std::size_t kAlign = 4096;
+constexpr std::size_t kStage = std::size_t(4) << 20;
+}  // namespace
+
+Result<AtomicFile> AtomicFile::open(const std::string& path, bool direct) {
   // Unique temporary name in the same directory so rename() is atomic on the same filesystem.
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int fd = -1;
+#ifdef O_DIRECT
+  if (direct) fd = ::open(tmp.c_str(), flags | O_DIRECT, 0644);  // EINVAL: not on this filesystem
+#endif
+  const bool got_direct = fd >= 0;
+  if (fd < 0) fd = ::open(tmp.c_str(), flags, 0644);
   if (fd < 0) return Error{"cannot create " + tmp + ": " + errno_text()};
-  return AtomicFile(path, std::move(tmp), fd);
+  AtomicFile f(path, std::move(tmp), fd);
+  if (got_direct) f.stage_ = static_cast<unsigned char*>(std::aligned_alloc(kAlign, kStage));
+#ifdef O_DIRECT
+  if (got_direct && !f.stage_) (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT);
+#endif
+  return f;
 }
 
-AtomicFile::AtomicFile(AtomicFile&& o) noexcept : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_) {
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_), stage_(o.stage_), staged_(o.staged_),
+      written_(o.written_) {
   o.fd_ = -1;
   o.tmp_.clear();
+  o.stage_ = nullptr;
 }
 
 AtomicFile::~AtomicFile() { abandon(); }
@@ -54,17 +77,69 @@ void AtomicFile::abandon() {
   fd_ = -1;
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
+  std::free(stage_);
+  stage_ = nullptr;
+}
+
+// Writes the first `bytes` of the staging buffer (a multiple of kAlign). A write the filesystem
+// refuses with EINVAL although it took O_DIRECT at open (or a short write that leaves the rest
+// unaligned) is retried, and the file finished, without O_DIRECT.
+Status AtomicFile::flush_stage(std::size_t bytes) {
+  const unsigned char* p = stage_;
+  std::size_t left = bytes;
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+#ifdef O_DIRECT
+      const int fl = ::fcntl(fd_, F_GETFL);
+      if (err == EINVAL && fl >= 0 && (fl & O_DIRECT) && ::fcntl(fd_, F_SETFL, fl & ~O_DIRECT) == 0) continue;
+#endif
+      return Error{"writing " + path_ + ": " + std::strerror(err)};
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  written_ += bytes;
+  staged_ = 0;
+  return Status::ok();
 }
 
 Status AtomicFile::write(const void* data, std::size_t size) {
   if (fd_ < 0) return Error{"writing " + path_ + ": the file is already closed"};
-  Status st = write_all(fd_, data, size, path_);
+  Status st;
+  if (!stage_) {
+    st = write_all(fd_, data, size, path_);
+  } else {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (st && size > 0) {
+      const std::size_t n = std::min(size, kStage - staged_);
+      std::memcpy(stage_ + staged_, p, n);
+      staged_ += n;
+      p += n;
+      size -= n;
+      if (staged_ == kStage) st = flush_stage(kStage);
+    }
+  }
   if (!st) abandon();
   return st;
 }
 
 Status AtomicFile::commit() {
   if (fd_ < 0) return Error{"writing " + path_ + ": the file is already closed"};
+  if (stage_ && staged_ > 0) {
+    // The tail, zero-padded to a whole block, then the file cut back to its length.
+    const std::uint64_t size = written_ + staged_;
+    const std::size_t padded = (staged_ + kAlign - 1) / kAlign * kAlign;
+    std::memset(stage_ + staged_, 0, padded - staged_);
+    Status st = flush_stage(padded);
+    if (st && ::ftruncate(fd_, static_cast<off_t>(size)) != 0) st = Error{"truncating " + tmp_ + ": " + errno_text()};
+    if (!st) {
+      abandon();
+      return st;
+    }
+  }
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
@@ -78,6 +153,8 @@ Status AtomicFile::commit() {
     return st;
   }
   tmp_.clear();
+  std::free(stage_);
+  stage_ = nullptr;
   return Status::ok();
 }
 

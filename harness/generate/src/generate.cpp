@@ -247,7 +247,8 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
     std::size_t budget = 0;
     for (const auto& c : *list)
       for (const cases::OpInstance& inst : c.ops) budget = std::max(budget, working_set(c, inst.op()));
-    SetWriter writer(opt.out, std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30));
+    SetWriter writer(opt.out, std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30), 2,
+                     opt.direct_io);
     VALIDATE_TRY(writer.write_text_now("config.json", json_text(config, 2) + "\n"));
     // Now as well as at the end: an interrupted set keeps the thread count its cases were made
     // with, which --resume must match.

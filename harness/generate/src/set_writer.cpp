@@ -15,8 +15,8 @@
 
 namespace validate::generate {
 
-SetWriter::SetWriter(std::string root, std::size_t max_queued_bytes, int workers)
-    : root_(std::move(root)), max_bytes_(max_queued_bytes) {
+SetWriter::SetWriter(std::string root, std::size_t max_queued_bytes, int workers, bool direct_io)
+    : root_(std::move(root)), max_bytes_(max_queued_bytes), direct_io_(direct_io) {
   for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { loop(); });
 }
 
@@ -140,7 +140,7 @@ void SetWriter::process(Item& item) {
       // handed to the kernel while it is in cache. Hashing it, scanning it and writing it as three
       // passes over the whole tensor read it from memory three times, and the kernel's copy into
       // the page cache from a cold source was a quarter of generate's CPU time.
-      auto file = fs::AtomicFile::open(path);
+      auto file = fs::AtomicFile::open(path, direct_io_ && t.nbytes() >= kDirectBytes);
       if (!file) st = file.status();
       if (st) st = file->write(header.data(), header.size());
       if (st && t.dtype() == DType::float32) {

@@ -26,6 +26,10 @@ struct GenerateOptions {
   bool resume = false;     // keep the cases an interrupted run with the same options finished
   bool overwrite = false;  // replace a non-empty --out whole
   int progress = -1;  // -1: a live line on a terminal, plain lines otherwise; 0: quiet; 1: plain
+  // Tensors of 8 MiB and more written with O_DIRECT, past the page cache (fs.hpp, AtomicFile):
+  // less CPU for a set that is read on another machine or does not fit in memory; a later read on
+  // this machine then comes from the disk.
+  bool direct_io = false;
 };
 
 struct GenerateSummary {

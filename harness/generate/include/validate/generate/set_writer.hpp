@@ -21,7 +21,10 @@ namespace validate::generate {
 
 class SetWriter {
  public:
-  SetWriter(std::string root, std::size_t max_queued_bytes = std::size_t(1) << 30, int workers = 2);
+  // direct_io: tensors of kDirectBytes and more bypass the page cache (fs::AtomicFile, direct).
+  SetWriter(std::string root, std::size_t max_queued_bytes = std::size_t(1) << 30, int workers = 2,
+            bool direct_io = false);
+  static constexpr std::size_t kDirectBytes = std::size_t(8) << 20;
   ~SetWriter();
   SetWriter(const SetWriter&) = delete;
   SetWriter& operator=(const SetWriter&) = delete;
@@ -63,6 +66,7 @@ class SetWriter {
 
   std::string root_;
   std::size_t max_bytes_;
+  bool direct_io_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
