@@ -2,12 +2,12 @@
 // temporary) when the writer is dropped before it, or when the directory is missing.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
-#include <algorithm>
 
 #include <gtest/gtest.h>
 

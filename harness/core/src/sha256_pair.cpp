@@ -26,30 +26,25 @@ std::string hex_of(const std::uint32_t h[8]) {
 
 constexpr std::size_t kVisitChunk = 256 << 10;  // a multiple of 64: every chunk but the last is whole blocks
 
-std::string visit_openssl(const Sha256Visit& m) {
+// The file's digest as an OpenSSL stream, and the payload's into `pay` when given: both streams
+// take each chunk while it is still in cache.
+std::string visit_openssl(const Sha256Visit& m, Sha256* pay = nullptr) {
   const auto* p = static_cast<const unsigned char*>(m.payload);
   Sha256 file;
   file.update(m.header, m.header_size);
   for (std::size_t off = 0; off < m.payload_size; off += kVisitChunk) {
     const std::size_t n = m.payload_size - off < kVisitChunk ? m.payload_size - off : kVisitChunk;
     file.update(p + off, n);
-    m.visit(p + off, n);
+    if (pay) pay->update(p + off, n);
+    if (m.visit) m.visit(p + off, n);
   }
   return file.hex_digest();
 }
 
-// Both digests as two OpenSSL streams over the same chunk while it is still in cache.
 Sha256Pair visit_pair_openssl(const Sha256Visit& m) {
-  const auto* p = static_cast<const unsigned char*>(m.payload);
-  Sha256 file, pay;
-  file.update(m.header, m.header_size);
-  for (std::size_t off = 0; off < m.payload_size; off += kVisitChunk) {
-    const std::size_t n = m.payload_size - off < kVisitChunk ? m.payload_size - off : kVisitChunk;
-    file.update(p + off, n);
-    pay.update(p + off, n);
-    if (m.visit) m.visit(p + off, n);
-  }
-  return {file.hex_digest(), pay.hex_digest()};
+  Sha256 pay;
+  std::string file = visit_openssl(m, &pay);
+  return {std::move(file), pay.hex_digest()};
 }
 
 }  // namespace
@@ -204,18 +199,28 @@ std::string sha256_hex_ni(const void* data, std::size_t size) {
 
 namespace {
 
-// The rest of a visited hash from payload offset `off` (whole chunks before it already in `st`).
-std::string visit_rest(State& st, const Sha256Visit& m, std::size_t off) {
+// The payload's whole blocks from offset `off` (whole chunks before it already in the N states),
+// each chunk visited right after it is hashed; returns the offset of the tail (< 64 bytes) that
+// finish() pads.
+template <int N>
+std::size_t visit_blocks(State* const* st, const Sha256Visit& m, std::size_t off) {
   const auto* p = static_cast<const unsigned char*>(m.payload);
-  State* one[1] = {&st};
   for (; off + kVisitChunk <= m.payload_size; off += kVisitChunk) {
-    compress<1>(one, p + off, kVisitChunk / 64);
-    m.visit(p + off, kVisitChunk);
+    compress<N>(st, p + off, kVisitChunk / 64);
+    if (m.visit) m.visit(p + off, kVisitChunk);
   }
   const std::size_t rest = m.payload_size - off;
-  compress<1>(one, p + off, rest / 64);
-  if (rest) m.visit(p + off, rest);
-  return finish(st, p + off + rest / 64 * 64, rest % 64, m.header_size + m.payload_size);
+  compress<N>(st, p + off, rest / 64);
+  if (rest && m.visit) m.visit(p + off, rest);
+  return off + rest / 64 * 64;
+}
+
+// The rest of a visited hash from payload offset `off` (whole chunks before it already in `st`).
+std::string visit_rest(State& st, const Sha256Visit& m, std::size_t off) {
+  State* one[1] = {&st};
+  const std::size_t tail = visit_blocks<1>(one, m, off);
+  return finish(st, static_cast<const unsigned char*>(m.payload) + tail, m.payload_size - tail,
+                m.header_size + m.payload_size);
 }
 
 void start(State& st, const Sha256Visit& m) {
@@ -254,17 +259,10 @@ Sha256Pair sha256_header_payload_visit_pair(const Sha256Visit& m) {
   State file, pay;
   start(file, m);
   State* both[2] = {&file, &pay};
-  const auto* p = static_cast<const unsigned char*>(m.payload);
-  std::size_t off = 0;
-  for (; off + kVisitChunk <= m.payload_size; off += kVisitChunk) {
-    compress<2>(both, p + off, kVisitChunk / 64);
-    if (m.visit) m.visit(p + off, kVisitChunk);
-  }
-  const std::size_t rest = m.payload_size - off;
-  compress<2>(both, p + off, rest / 64);
-  if (rest && m.visit) m.visit(p + off, rest);
-  const unsigned char* tail = p + off + rest / 64 * 64;
-  return {finish(file, tail, rest % 64, m.header_size + m.payload_size), finish(pay, tail, rest % 64, m.payload_size)};
+  const std::size_t tail = visit_blocks<2>(both, m, 0);
+  const unsigned char* t = static_cast<const unsigned char*>(m.payload) + tail;
+  return {finish(file, t, m.payload_size - tail, m.header_size + m.payload_size),
+          finish(pay, t, m.payload_size - tail, m.payload_size)};
 }
 
 #else
