@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "validate/cases/case.hpp"
 #include "validate/cases/refset.hpp"
+#include "validate/cases/scale_file.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
@@ -72,10 +74,11 @@ inline Tensor make_tensor(const cases::Case& c, cases::Op op, const cases::Tenso
 
 using TensorHook = std::function<void(const std::string& key, Tensor& t)>;
 
-// With `scales`, every output and gradient gets an error-bound scale (|x| + 1, float32), as a
-// set made by generate has; without, the set is one made before scales existed.
+// With `scales`, every output and gradient gets an error-bound scale (|x| + 1), float32 as sets
+// of an earlier version stored them or, with `float16_scales`, as generate stores them now
+// (cases::store_scale); without, the set is one made before scales existed.
 inline void write_reference(const std::string& dir, const std::vector<cases::Case>& cs,
-                            const TensorHook& hook = {}, bool scales = false) {
+                            const TensorHook& hook = {}, bool scales = false, bool float16_scales = false) {
   for (const auto& c : cs) {
     const std::string ddir = dir + "/" + std::string(dtype_name(c.dtype));
     (void)fs::make_dirs(ddir);
@@ -87,13 +90,19 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
         if (hook) hook(key_of(c, op, t.name), x);
         const std::string file = c.file_name(op, t.name);
         (void)npy::write(ddir + "/" + file, x);
-        records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype(), std::nullopt};
+        records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype(), std::nullopt, std::nullopt};
         if (scales && c.has_bound_scale(t)) {
           Tensor s(DType::float32, x.shape());
           for (std::int64_t i = 0; i < x.numel(); ++i) s.set(i, std::fabs(x.get(i)) + 1);
           const std::string sf = c.file_name(op, t.name + "_scale");
+          std::optional<int> unit;
+          if (float16_scales) {
+            cases::StoredScale stored = cases::store_scale(s);
+            s = std::move(stored.values);
+            unit = stored.unit_log2;
+          }
           (void)npy::write(ddir + "/" + sf, s);
-          records[sf] = cases::TensorRecord{tensor_sha256(s), DType::float32, std::nullopt};
+          records[sf] = cases::TensorRecord{sha256_hex(s.bytes(), s.nbytes()), s.dtype(), std::nullopt, unit};
         }
         done.emplace(t.name, std::move(x));
       }

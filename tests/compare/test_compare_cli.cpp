@@ -132,6 +132,74 @@ TEST_F(CompareCli, Bfloat16LossIsHeldToTheOutputsBoundsCarriedIntoTheLoss) {
   EXPECT_TRUE(contains(r.out, "the outputs' error bounds carried into the loss")) << r.out;
 }
 
+// A set stores its scales as float16 times 2^unit_log2, rounded up (cases/scale_file.hpp); sets of
+// an earlier version stored them as float32. The same scales either way gate alike: the same
+// verdicts, the same failing element, and a float16 scale's bound at most 2^-10 looser.
+TEST_F(CompareCli, Float16ScalesGateAsTheFloat32ScalesTheyStandFor) {
+  const std::string r32 = tmp / "r32", r16 = tmp / "r16";
+  write_reference(r32, {f32, bf16}, {}, true, false);
+  write_reference(r16, {f32, bf16}, {}, true, true);
+  const std::string key = "bfloat16/k0018_ic002/conv2d/grad_input";
+  auto bound_over = [&](const std::string& ref_dir, double delta, int& code, std::string& text) {
+    const std::string out = ref_dir + "_run", js = ref_dir + ".json";
+    std::filesystem::remove_all(out);
+    RunSpec s;
+    s.mutate = [&](const std::string& k, Tensor& t) {
+      if (k == key) t.set(13, t.get(13) + delta);
+    };
+    write_run(ref_dir, out, s);
+    auto r = run_cli({"compare", ref_dir, out, "--json", js, "--color", "never"});
+    code = r.code;
+    text = r.out;
+    auto doc = read_json(js);
+    double over = -1;
+    if (doc)
+      for (const auto& e : (*doc)["entries"])
+        if (e["id"] == key)
+          for (const auto& c : e["checks"])
+            if (c["name"] == "error_bound") over = c["value"].get<double>();
+    return over;
+  };
+  for (double delta : {0.01, 1.0}) {
+    int c32 = -1, c16 = -1;
+    std::string t32, t16;
+    const double o32 = bound_over(r32, delta, c32, t32), o16 = bound_over(r16, delta, c16, t16);
+    ASSERT_GT(o32, 0) << t32;
+    EXPECT_EQ(c32, delta < 0.1 ? 0 : 1) << t32;
+    EXPECT_EQ(c16, c32) << t16;
+    EXPECT_LE(o16, o32) << delta;  // rounded up: never a tighter bound
+    EXPECT_GE(o16, o32 / (1 + std::ldexp(1.0, -10))) << delta;
+    if (c32 == 1) {
+      const std::string at = t32.substr(t32.find("1 of 32 elements beyond"), 60);
+      EXPECT_TRUE(contains(t16, at)) << at << "\n" << t16;
+    }
+  }
+}
+
+// A float16 scale without its unit, or with a unit that is not an integer power, is a broken
+// reference: exit 2, naming the metadata entry and the file.
+TEST_F(CompareCli, AFloat16ScaleWithoutItsUnitIsABrokenReference) {
+  const std::string r16 = tmp / "r16", out = tmp / "r16_run";
+  write_reference(r16, {f32}, {}, true, true);
+  write_run(r16, out);
+  const std::string meta = r16 + "/float32/k0018_ic002_metadata.json";
+  for (const Json& unit : {Json(), Json(1.5)}) {
+    auto doc = read_json(meta);
+    ASSERT_TRUE(doc);
+    Json& entry = (*doc)["ops"]["conv2d"]["scales"]["grad_weight"];
+    if (unit.is_null()) entry.erase("unit_log2");
+    else entry["unit_log2"] = unit;
+    ASSERT_TRUE(write_json(meta, *doc));
+    auto files = cases::hash_tree(r16);
+    ASSERT_TRUE(cases::write_manifest(r16, cases::kReferenceFormat, *files));
+    auto r = run_cli({"compare", r16, out, "--color", "never"});
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "ops.conv2d.scales.grad_weight")) << r.out;
+    EXPECT_TRUE(contains(r.out, "k0018_ic002_conv2d_grad_weight_scale.npy")) << r.out;
+    EXPECT_TRUE(contains(r.out, unit.is_null() ? "a float16 scale needs \"unit_log2\"" : "must be an integer")) << r.out;
+  }
+}
+
 TEST_F(CompareCli, Bfloat16LossOfASetWithoutScalesKeepsTheFixedGateWithANote) {
   RunSpec s;
   s.mutate = [&](const std::string& key, Tensor& t) {

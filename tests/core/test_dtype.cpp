@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -150,4 +152,69 @@ TEST(Bfloat16, InPlaceRoundingEqualsTheScalarDefinitionOnEveryExponent) {
       if (++bad < 5) ADD_FAILURE() << std::hex << pats[i] << ": got " << got << " want " << want;
   }
   EXPECT_EQ(bad, 0u) << " of " << v.size();
+}
+
+// Error-bound scales are stored as float16 rounded toward +infinity (cases/scale_file.hpp): the
+// batch conversion must give the smallest float16 >= x for every x, found here by binary search
+// over every finite float16 value (widened by the scalar float16_bits_to_float, tested above) —
+// at every float16 value and the floats on either side of it, at midpoints, and on a million
+// random bit patterns, with and without a power-of-two multiplier.
+TEST(Float16, RoundingUpGivesTheSmallestFloat16NotBelowTheValue) {
+  std::vector<double> finite;  // every finite float16 value, ascending (-0 and +0 both 0)
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const float v = float16_bits_to_float(static_cast<std::uint16_t>(h));
+    if (std::isfinite(v)) finite.push_back(v);
+  }
+  std::sort(finite.begin(), finite.end());
+  auto smallest_not_below = [&](double x) {
+    auto it = std::lower_bound(finite.begin(), finite.end(), x);
+    return it == finite.end() ? INFINITY : *it;
+  };
+  std::vector<float> xs;
+  for (std::size_t i = 0; i < finite.size(); ++i) {
+    const float v = static_cast<float>(finite[i]);
+    xs.insert(xs.end(), {v, std::nextafter(v, INFINITY), std::nextafter(v, -INFINITY)});
+    if (i + 1 < finite.size()) xs.push_back(static_cast<float>((finite[i] + finite[i + 1]) / 2));
+  }
+  xs.insert(xs.end(), {65504.0f, 65519.0f, 65520.0f, 1e30f, -1e30f, 3.4e38f, 1e-45f, -1e-45f, 1e-38f, 0x1p-25f});
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 1000000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, 4);
+    if (!std::isnan(f)) xs.push_back(f);
+  }
+  std::vector<std::uint16_t> got(xs.size());
+  for (float multiplier : {1.0f, 0x1p-20f, 0x1p12f}) {
+    float_to_float16_up(xs.data(), got.data(), xs.size(), multiplier);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double x = static_cast<double>(xs[i]) * multiplier;
+      const double want = smallest_not_below(x), have = float16_bits_to_float(got[i]);
+      if (have != want && bad++ < 5) ADD_FAILURE() << "x = " << x << ": got " << have << ", want " << want;
+    }
+    EXPECT_EQ(bad, 0u) << "multiplier " << multiplier;
+  }
+  const float special[] = {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f};
+  std::uint16_t s[5];
+  float_to_float16_up(special, s, 5);
+  EXPECT_EQ(s[0], 0x7c00u);
+  EXPECT_EQ(s[1], 0xfc00u);
+  EXPECT_EQ(s[2] & 0x7e00u, 0x7e00u);  // a quiet NaN
+  EXPECT_EQ(s[3], 0x0000u);
+  EXPECT_EQ(s[4], 0x8000u);
+}
+
+TEST(Float16, BatchWideningEqualsTheScalarDefinitionOnEveryValue) {
+  std::vector<std::uint16_t> all(0x10000);
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) all[h] = static_cast<std::uint16_t>(h);
+  std::vector<float> wide(all.size());
+  float16_to_float(all.data(), wide.data(), all.size());
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const float want = float16_bits_to_float(all[h]);
+    std::uint32_t a, b;
+    std::memcpy(&a, &wide[h], 4);
+    std::memcpy(&b, &want, 4);
+    ASSERT_EQ(a, b) << std::hex << "half 0x" << h;
+  }
 }

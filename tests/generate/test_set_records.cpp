@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,7 +16,10 @@
 #include "generate/generate_fixture.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
+#include "validate/cases/refset.hpp"
+#include "validate/core/sha256.hpp"
 #include "validate/generate/generate.hpp"
+#include "validate/generate/torch_reference.hpp"
 
 using namespace validate;
 using validate::testing::write_case_file;
@@ -121,4 +125,67 @@ TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
     EXPECT_EQ((*sys)["cudnn_deterministic"], true);
     EXPECT_EQ((*sys)["cudnn_benchmark"], false);
   }
+}
+
+// Error-bound scales are stored as float16 times 2^unit_log2, rounded up (docs/formats.md,
+// "scales"): against the float32 scales torch_compute gives for the set's own inputs, every
+// stored value is at least the scale and at most one float16 step above it; the metadata's
+// sha256 is the data section's, and the manifest lists the file.
+TEST(Generate, ScalesAreStoredAsFloat16RoundedUpWithTheirUnit) {
+  validate::testing::TempDir tmp("scales16");
+  std::string cf = write_case_file(tmp.path());
+  std::ostringstream log;
+  auto o = options(cf, tmp.path() + "/ref");
+  o.only = "^(float32|bfloat16)/g2$";
+  ASSERT_TRUE(generate::generate(o, log));
+  auto manifest = read_json(tmp.path() + "/ref/manifest.json");
+  ASSERT_TRUE(manifest);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto list = cases::load_cases(tmp.path() + "/ref");
+  ASSERT_TRUE(list);
+  int checked = 0;
+  for (const auto& rc : *list) {
+    const cases::Case& c = rc.c;
+    auto meta = read_json(rc.dtype_dir + "/" + c.name + "_metadata.json");
+    ASSERT_TRUE(meta);
+    for (const cases::OpInstance& inst : c.ops) {
+      const cases::Op op = inst.op();
+      std::map<std::string, Tensor> in;
+      std::map<std::string, const Tensor*> view;
+      for (const auto& t : c.tensors(op))
+        if (t.role == cases::Role::input) {
+          auto x = npy::read(rc.dtype_dir + "/" + c.file_name(op, t.name));
+          ASSERT_TRUE(x) << x.message();
+          in.emplace(t.name, std::move(x).value());
+        }
+      for (auto& [k, v] : in) view[k] = &v;
+      auto want = generate::torch_compute(c, op, view, *dev, nullptr, nullptr, /*scales=*/true);
+      ASSERT_TRUE(want) << want.message();
+      for (const auto& [name, entry] : (*meta)["ops"][cases::op_name(op)]["scales"].items()) {
+        const std::string what = std::string(dtype_name(c.dtype)) + " " + cases::op_name(op) + "." + name;
+        auto stored = npy::read(rc.dtype_dir + "/" + entry["file"].get<std::string>());
+        ASSERT_TRUE(stored) << what;
+        ASSERT_EQ(stored->dtype(), DType::float16) << what;
+        ASSERT_TRUE(entry["unit_log2"].is_number_integer()) << what;
+        EXPECT_EQ(entry["sha256"], sha256_hex(stored->bytes(), stored->nbytes())) << what;
+        EXPECT_TRUE((*manifest)["files"].contains(std::string(dtype_name(c.dtype)) + "/" + entry["file"].get<std::string>()))
+            << what;
+        const double unit = std::ldexp(1.0, entry["unit_log2"].get<int>());
+        const Tensor& s = want->at(name + "_scale");
+        ASSERT_EQ(stored->shape(), s.shape()) << what;
+        double most = 0;
+        for (std::int64_t i = 0; i < s.numel(); ++i) most = std::max(most, s.get(i));
+        EXPECT_GE(most / unit, 16384.0) << what;  // the largest in [2^14, 2^15) units
+        EXPECT_LT(most / unit, 32768.0) << what;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double x = s.get(i), v = stored->get(i) * unit;
+          EXPECT_GE(v, x * (1 - 1e-6)) << what << " " << i;  // (1e-6: the two LibTorch runs' threads)
+          EXPECT_LE(v, x * (1 + std::ldexp(1.0, -10)) + std::ldexp(unit, -24) + x * 1e-6) << what << " " << i;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * (3 + 3));  // no bias: conv output, grad_input, grad_weight; matmul 3
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "validate/metrics/bounds.hpp"
@@ -213,4 +214,51 @@ TEST(Bounds, LossBoundByHand) {
   EXPECT_NEAR(b->linear, 8 * std::sqrt(2.0) * ud * std::sqrt(17.0), 1e-6);
   const std::vector<float> short_t{0};
   EXPECT_FALSE(loss_bound(view(yv), view(sv), view(short_t), o, 2.5));
+}
+
+// A set's float16 scale (value * 2^unit_log2, docs/formats.md "scales") gates exactly as the
+// float32 scale of the same values: the same elements checked and beyond, the same worst elements
+// and ratios, on both the vectorized pass and the per-element one that names failures, over
+// several chunks; and the loss bound alike.
+TEST(Bounds, AFloat16ScaleWithItsUnitGatesAsTheSameFloat32Scale) {
+  const std::size_t n = 700001;  // three chunks of 2^18, the last partial
+  std::vector<float> ref(n), run(n), s32(n);
+  std::vector<std::uint16_t> s16(n);
+  std::uint32_t state = 7;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  const double unit = std::ldexp(1.0, -20);
+  for (std::size_t i = 0; i < n; ++i) {
+    ref[i] = static_cast<float>(static_cast<double>(next()) / 16777216.0 - 0.5);
+    s16[i] = static_cast<std::uint16_t>(0x3c00u + next() % 0x2000u);  // float16 in [1, 16)
+    s32[i] = static_cast<float>(validate::float16_bits_to_float(s16[i]) * unit);
+    run[i] = ref[i] + static_cast<float>(1e-7 * (static_cast<double>(next()) / 16777216.0 - 0.5));
+  }
+  for (std::size_t i : {3ul, 300000ul, 699999ul}) run[i] = ref[i] + 1e-2f;  // beyond
+  const ArrayView half{reinterpret_cast<const std::byte*>(s16.data()), DType::float16, static_cast<std::int64_t>(n), false};
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.n = 64;
+  auto a = check_bounds(view(ref), view(run), view(s32), nullptr, o, 5, 2);
+  o.scale_unit = unit;
+  auto b = check_bounds(view(ref), view(run), half, nullptr, o, 5, 2);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->checked, static_cast<std::int64_t>(n));
+  EXPECT_EQ(a->beyond, 3);
+  EXPECT_EQ(b->checked, a->checked);
+  EXPECT_EQ(b->beyond, a->beyond);
+  EXPECT_EQ(b->max_over, a->max_over);
+  EXPECT_EQ(b->max_worst_case_over, a->max_worst_case_over);
+  ASSERT_EQ(b->worst.size(), a->worst.size());
+  for (std::size_t i = 0; i < a->worst.size(); ++i) {
+    EXPECT_EQ(b->worst[i].index, a->worst[i].index);
+    EXPECT_EQ(b->worst[i].bound, a->worst[i].bound);
+  }
+  std::vector<float> target(n, 0.25f);
+  o.scale_unit = 1;
+  auto la = loss_bound(view(ref), view(s32), view(target), o, 0.1);
+  o.scale_unit = unit;
+  auto lb = loss_bound(view(ref), half, view(target), o, 0.1);
+  ASSERT_TRUE(la && lb);
+  EXPECT_EQ(lb->bound, la->bound);
 }

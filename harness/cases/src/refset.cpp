@@ -44,17 +44,19 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       if (t.role == Role::input && it != records.end()) meta["input_hashes"][on][t.name] = it->second.sha256;
     }
     opj["tensors"] = tensors;
-    // Error-bound scales (docs/compare.md, "Error bounds"): one float32 file per output and
-    // gradient, listed here and in the manifest; sets made before them have none. A training
-    // checkpoint's is its bound per unit lambda ("Checkpoint bounds"), another quantity.
+    // Error-bound scales (docs/compare.md, "Error bounds"): one file per output and gradient,
+    // float16 times 2^unit_log2 (sets of an earlier version: float32), listed here and in the
+    // manifest; sets made before scales have none. A training checkpoint's is its bound per unit
+    // lambda ("Checkpoint bounds"), another quantity.
     Json scales = Json::object();
     for (const auto& t : c.tensors(op)) {
       if (!c.has_bound_scale(t)) continue;
       const std::string file = c.file_name(op, t.name + "_scale");
       auto it = records.find(file);
-      if (it != records.end())
-        scales[t.name] = {{"file", file}, {"sha256", it->second.sha256},
-                          {"quantity", t.role == Role::checkpoint ? kCheckpointBoundQuantity : "rss_products"}};
+      if (it == records.end()) continue;
+      scales[t.name] = {{"file", file}, {"sha256", it->second.sha256},
+                        {"quantity", t.role == Role::checkpoint ? kCheckpointBoundQuantity : "rss_products"}};
+      if (it->second.unit_log2) scales[t.name]["unit_log2"] = *it->second.unit_log2;
     }
     if (!scales.empty()) opj["scales"] = scales;
     meta["ops"][on] = opj;

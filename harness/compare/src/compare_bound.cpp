@@ -7,6 +7,7 @@
 
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
+#include "validate/cases/scale_file.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/train/tensor_names.hpp"
 
@@ -68,14 +69,38 @@ Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role
   return o;
 }
 
+Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
+                                            const Shape& shape, const std::string& quantity) {
+  const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str()});
+  const Json* sf = entry ? find_path(*entry, {"file"}) : nullptr;
+  if (!sf || !sf->is_string()) return std::optional<ScaleFile>();
+  const Json* sq = find_path(*entry, {"quantity"});
+  if (!(sq && sq->is_string() && sq->get<std::string>() == quantity))
+    return Error{fmt::format("reference: the error-bound scale of {} is not listed as \"{}\" in {}'s metadata "
+                             "(ops.{}.scales.{}.quantity)",
+                             tensor, quantity, it.ref->c.name, op, tensor)};
+  const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
+  auto sm = open_npy(f);
+  if (!sm) return Error{"reference: error-bound scale: " + sm.message()};
+  const DType dt = sm->header.dtype;
+  if (sm->header.shape != shape || (dt != DType::float32 && dt != DType::float16))
+    return Error{fmt::format("reference: error-bound scale {} has shape {} ({}), expected float16 or float32 {}", f,
+                             shape_to_string(sm->header.shape), dtype_name(dt), shape_to_string(shape))};
+  auto unit = cases::scale_unit(*entry, dt, fmt::format("reference: {}'s metadata, ops.{}.scales.{} ({})",
+                                                        it.ref->c.name, op, tensor, f));
+  if (!unit) return unit.status();
+  return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit});
+}
+
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
-                                                     const Mapped& run, const Mapped& scale,
+                                                     const Mapped& run, const ScaleFile& scale,
                                                      const Gates& gt, GateResult& gr) {
   auto opts = bound_options(it, e, *e.role, gt);
   if (!opts) {
     invalid(e, opts.message());
     return std::nullopt;
   }
+  opts->scale_unit = scale.unit;
   const BoundOptions& o = *opts;
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;
@@ -86,7 +111,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
         exact = std::move(*om);
   }
   const ArrayView xv = exact ? exact->view(false) : ArrayView{};
-  auto r = check_bounds(ref.view(), run.view(), scale.view(), exact ? &xv : nullptr, o, 5, opt_.threads);
+  auto r = check_bounds(ref.view(), run.view(), scale.map.view(), exact ? &xv : nullptr, o, 5, opt_.threads);
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());
     return std::nullopt;

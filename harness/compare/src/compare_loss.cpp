@@ -30,18 +30,21 @@ namespace {
 std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const Entry& e, const Gates& gt,
                                                       double ref_loss) {
   const std::string op = e.op_name();
-  const Json* sf = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", "output", "file"});
-  if (!sf || !sf->is_string()) return std::nullopt;
+  Shape shape;
+  for (const auto& t : it.ref->c.tensors(*it.op))
+    if (t.role == ops::Role::output) shape = t.shape;
+  auto s = open_scale(it, op, "output", shape, "rss_products");
+  if (!s) return Result<LossBound>(s.status());
+  if (!*s) return std::nullopt;
   const stdfs::path dir = stdfs::path(it.ref_file).parent_path();
   auto y = open_npy((dir / it.ref->c.file_name(*it.op, "output")).string());
   if (!y) return Result<LossBound>(Error{"reference: loss bound: " + y.message()});
-  auto s = open_npy((dir / sf->get<std::string>()).string());
-  if (!s) return Result<LossBound>(Error{"reference: loss bound: " + s.message()});
   auto t = open_npy((dir / it.ref->c.file_name(*it.op, "target")).string());
   if (!t) return Result<LossBound>(Error{"reference: loss bound: " + t.message()});
   auto o = bound_options(it, e, ops::Role::output, gt);  // the output's, as its own gate has them
   if (!o) return Result<LossBound>(o.status());
-  return loss_bound(y->view(), s->view(), t->view(), *o, ref_loss);
+  o->scale_unit = (*s)->unit;
+  return loss_bound(y->view(), (*s)->map.view(), t->view(), *o, ref_loss);
 }
 
 }  // namespace

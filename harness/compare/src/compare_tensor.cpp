@@ -79,28 +79,14 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   // Per-element error bounds (bounds.hpp) for outputs, gradients and training checkpoints: the
   // set's scale of this tensor. A set made before scales existed is gated by the old fixed rtol,
   // with a note; so are an Adam trajectory's checkpoints, which have none.
-  std::optional<Mapped> scale;
+  std::optional<ScaleFile> scale;
   const bool checkpoint = e.role == ops::Role::checkpoint;
   const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad || checkpoint;
   if (e.gates->bound && bounded_role) {
-    const Json* sf = find_path(it.ref->metadata,
-                               {"ops", e.op_name().c_str(), "scales", it.tensor.c_str(), "file"});
-    const Json* sq = find_path(it.ref->metadata,
-                               {"ops", e.op_name().c_str(), "scales", it.tensor.c_str(), "quantity"});
-    const std::string want = checkpoint ? cases::kCheckpointBoundQuantity : "rss_products";
-    if (sf && sf->is_string() && !(sq && sq->is_string() && sq->get<std::string>() == want))
-      return invalid(e, fmt::format("reference: the error-bound scale of {} is not listed as \"{}\" in {}'s "
-                                    "metadata (ops.{}.scales.{}.quantity)",
-                                    it.tensor, want, it.ref->c.name, e.op_name(), it.tensor));
-    if (sf && sf->is_string()) {
-      const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
-      auto sm = open_npy(f);
-      if (!sm) return invalid(e, "reference: error-bound scale: " + sm.message());
-      if (sm->header.shape != e.shape || sm->header.dtype != DType::float32)
-        return invalid(e, fmt::format("reference: error-bound scale {} has shape {} ({}), expected "
-                                      "float32 {}",
-                                      f, shape_to_string(sm->header.shape),
-                                      dtype_name(sm->header.dtype), shape_to_string(e.shape)));
+    auto sm = open_scale(it, e.op_name(), it.tensor, e.shape,
+                         checkpoint ? cases::kCheckpointBoundQuantity : "rss_products");
+    if (!sm) return invalid(e, sm.message());
+    if (*sm) {
       scale = std::move(*sm);
     } else {
       if (!e.gates->atol && !e.gates->rtol)

@@ -47,6 +47,17 @@ Result<double> bias_magnitude(const PairItem& it, const std::string& op);
 // case dtype, the reduction length, the policy's lambda and operand_bits, and an output's bias.
 Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role role, const Gates& gt);
 
+// The reference set's error-bound scale of `tensor` (ops.<op>.scales.<tensor> of the case's
+// metadata): the mapped file and the unit its values are in (docs/formats.md, "scales"). nullopt
+// when the set lists none (made before scales existed); an error naming the file when the entry
+// or the file is unusable: another quantity than `quantity`, another shape, another storage.
+struct ScaleFile {
+  Mapped map;
+  double unit = 1;  // scale = stored value * unit
+};
+Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
+                                            const Shape& shape, const std::string& quantity);
+
 class Comparer {
  public:
   Comparer(const CompareOptions& opt, Report& report) : opt_(opt), report_(report) {}
@@ -67,7 +78,7 @@ class Comparer {
   // check and reason to `gr`. Returns the precision-level diagnosis when the failing elements are
   // a few ULPs of the case dtype on a tiny fraction of the tensor (no layout mistake is that small).
   std::optional<Diagnosis> check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
-                                             const Mapped& run, const Mapped& scale,
+                                             const Mapped& run, const ScaleFile& scale,
                                              const Gates& gt, GateResult& gr);
   void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
                       DType logical);

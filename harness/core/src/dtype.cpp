@@ -73,6 +73,62 @@ void round_to_bfloat16_inplace(float* p, std::size_t n) {
   }
 }
 
+namespace {
+
+// Branch-free selection, so the loops below vectorize (a ?: on several conditions does not).
+std::uint32_t mask_of(bool c) { return 0u - static_cast<std::uint32_t>(c); }
+std::uint32_t select(std::uint32_t mask, std::uint32_t a, std::uint32_t b) { return (a & mask) | (b & ~mask); }
+
+// x rounded to float16 toward +infinity: a magnitude is rounded up for x >= 0 and down (toward
+// zero) for x < 0.
+std::uint16_t float16_bits_up(float x) {
+  const std::uint32_t u = bits_of(x), a = u & 0x7fffffffu, neg = u >> 31, negm = 0u - neg;
+  // float16's normal range (|x| >= 2^-14): rebias the exponent (127 -> 15), then drop 13
+  // mantissa bits, adding 2^13 - 1 first to round a magnitude up; a carry lands in the exponent.
+  const std::uint32_t normal = ((a - 0x38000000u) + (0x1fffu & ~negm)) >> 13;
+  // Below it, float16 counts units of 2^-24: |x| 2^24 (exact: a power of two; clamped to the
+  // range so nothing overflows) to the integer above or below it.
+  const float mag = float_of(select(mask_of(a < 0x38800000u), a, 0x38800000u));
+  const float s = mag * 0x1p24f;
+  const float r = (s + 0x1p23f) - 0x1p23f;  // the nearest integer (0 <= s <= 1024)
+  const std::uint32_t ri = static_cast<std::uint32_t>(static_cast<std::int32_t>(r));
+  const std::uint32_t sub = ri + (mask_of(r < s) & ~negm & 1u) - (mask_of(r > s) & negm & 1u);
+  std::uint32_t m = select(mask_of(a >= 0x38800000u), normal, sub);
+  const std::uint32_t cap = 0x7c00u - neg;  // +inf; for a negative x, -65504
+  m = select(mask_of(m > cap), cap, m);
+  const std::uint32_t special = select(mask_of(a == 0x7f800000u), 0x7c00u, 0x7e00u);  // inf, NaN
+  m = select(mask_of(a >= 0x7f800000u), special, m);
+  return static_cast<std::uint16_t>((neg << 15) | m);
+}
+
+}  // namespace
+
+void float_to_float16_up(const float* in, std::uint16_t* out, std::size_t n, float multiplier) {
+  for (std::size_t i = 0; i < n; ++i) {
+    // A product outside float's range rounds to 0 or to inf, where the direction matters: a
+    // positive value that became 0 rounds up to float16's smallest subnormal, as float's smallest
+    // does; a finite value that became inf is float's largest of its sign (-65504 for a negative).
+    const float p = in[i] * multiplier;
+    const std::uint32_t pb = bits_of(p), ib = bits_of(in[i]);
+    const std::uint32_t lost_low = mask_of(p == 0.0f) & mask_of(in[i] > 0.0f);
+    const std::uint32_t lost_high = mask_of((pb & 0x7fffffffu) == 0x7f800000u) & mask_of((ib & 0x7fffffffu) < 0x7f800000u);
+    const std::uint32_t q = select(lost_low, 1u, select(lost_high, (pb & 0x80000000u) | 0x7f7fffffu, pb));
+    out[i] = float16_bits_up(float_of(q));
+  }
+}
+
+void float16_to_float(const std::uint16_t* in, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = in[i], em = h & 0x7fffu, sign = (h & 0x8000u) << 16;
+    // Subnormals as an integer count of 2^-24 (no float denormal arithmetic), normals rebiased,
+    // inf and NaN with their payload.
+    const float sub = static_cast<float>(static_cast<std::int32_t>(em)) * 0x1p-24f;
+    std::uint32_t b = select(mask_of(em < 0x400u), bits_of(sub), (em << 13) + 0x38000000u);
+    b = select(mask_of(em >= 0x7c00u), 0x7f800000u | ((em & 0x3ffu) << 13), b);
+    out[i] = float_of(b | sign);
+  }
+}
+
 std::uint16_t float_to_float16_bits(float x) {
   std::uint32_t u = bits_of(x);
   std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);

@@ -16,6 +16,7 @@
 
 #include "validate/cases/readme.hpp"
 #include "validate/cases/refset.hpp"
+#include "validate/cases/scale_file.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/output_dir.hpp"
@@ -89,7 +90,7 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       std::optional<double> max_abs;  // kept as the metadata has it (the metadata file is kept too)
       const Json& tj = (*meta)["ops"][cases::op_name(op)]["tensors"][t.name];
       if (tj.contains("max_abs") && tj["max_abs"].is_number()) max_abs = tj["max_abs"].get<double>();
-      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs}});
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs, std::nullopt}});
     }
     // The case's error-bound scales (a case without them was made by an older generate: redo it).
     for (const auto& t : c.tensors(op)) {
@@ -98,10 +99,16 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (!sj.is_object() || !sj.contains("sha256") || !sj["sha256"].is_string()) return false;
       const std::string rel = dir + "/" + c.file_name(op, t.name + "_scale");
       auto tensor = npy::read(root + "/" + rel);
-      if (!tensor || tensor->shape() != t.shape || tensor_sha256(*tensor) != sj["sha256"].get<std::string>()) return false;
+      // A scale's sha256 is its data section's (float32 scales: the same as their values').
+      if (!tensor || tensor->shape() != t.shape || !cases::scale_unit(sj, tensor->dtype(), rel) ||
+          sha256_hex(tensor->bytes(), tensor->nbytes()) != sj["sha256"].get<std::string>())
+        return false;
       auto fh = sha256_file(root + "/" + rel);
       if (!fh) return false;
-      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {sj["sha256"].get<std::string>(), tensor->dtype(), std::nullopt}});
+      std::optional<int> unit;
+      if (sj.contains("unit_log2")) unit = sj["unit_log2"].get<int>();
+      kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh},
+                      {sj["sha256"].get<std::string>(), tensor->dtype(), std::nullopt, unit}});
     }
   }
   auto mh = sha256_file(root + "/" + meta_rel);
@@ -309,7 +316,17 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
         }
         auto tw = Clock::now();
         for (auto& [k, v] : inputs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
-        for (auto& [k, v] : *outs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
+        for (auto& [k, v] : *outs) {
+          const std::string rel = dir + "/" + c.file_name(op, k);
+          if (!cases::is_scale_name(k)) {
+            writer.write_tensor(rel, std::move(v));
+            continue;
+          }
+          // Stored as float16 rounded up (scale_file.hpp): half the bytes to write and hash.
+          cases::StoredScale s = cases::store_scale(v);
+          v = Tensor();
+          writer.write_tensor(rel, std::move(s.values), s.unit_log2);
+        }
         sum.wait_seconds += since(tw);  // time blocked on the writer's byte budget
       }
       if (!ok) {

@@ -29,7 +29,7 @@ SetWriter::~SetWriter() {
   for (auto& t : threads_) t.join();
 }
 
-void SetWriter::write_tensor(const std::string& rel_path, Tensor t) {
+void SetWriter::write_tensor(const std::string& rel_path, Tensor t, std::optional<int> unit_log2) {
   std::unique_lock<std::mutex> lk(mu_);
   std::size_t n = t.nbytes();
   // Always admit one item even if it alone exceeds the budget, or a huge tensor would deadlock.
@@ -38,6 +38,7 @@ void SetWriter::write_tensor(const std::string& rel_path, Tensor t) {
   Item it;
   it.rel = rel_path;
   it.tensor = std::move(t);
+  it.unit_log2 = unit_log2;
   queue_.push_back(std::move(it));
   cv_.notify_all();
 }
@@ -143,17 +144,20 @@ void SetWriter::process(Item& item) {
       auto file = fs::AtomicFile::open(path, direct_io_ && t.nbytes() >= kDirectBytes);
       if (!file) st = file.status();
       if (st) st = file->write(header.data(), header.size());
-      if (st && t.dtype() == DType::float32) {
-        // The value hash is the payload's hash: both digests from one pass (sha256_pair.hpp).
+      const bool scale = item.unit_log2.has_value();
+      if (st && (t.dtype() == DType::float32 || scale)) {
+        // The value hash is the payload's hash (a float32 tensor's values; a scale's data section
+        // as stored): both digests from one pass (sha256_pair.hpp). A scale needs no max|x|.
         Float32Scan scan;
+        const bool scan_it = !scale;
         auto both = sha256_header_payload_visit_pair({header.data(), header.size(), t.bytes(), t.nbytes(),
                                                       [&](const void* p, std::size_t n) {
-                                                        scan.add(static_cast<const float*>(p), n / sizeof(float));
+                                                        if (scan_it) scan.add(static_cast<const float*>(p), n / sizeof(float));
                                                         if (st) st = file->write(p, n);
                                                       }});
         file_hash = std::move(both.file);
         value_hash = std::move(both.payload);
-        max_abs = scan.finite_max();
+        if (scan_it) max_abs = scan.finite_max();
       } else if (st) {
         file_hash = sha256_header_payload_visit({header.data(), header.size(), t.bytes(), t.nbytes(),
                                                  [&](const void* p, std::size_t n) {
@@ -166,7 +170,7 @@ void SetWriter::process(Item& item) {
       size = header.size() + t.nbytes();
       if (st) {
         std::lock_guard<std::mutex> lk(mu_);
-        records_[item.rel] = {value_hash, t.dtype(), max_abs};
+        records_[item.rel] = {value_hash, t.dtype(), max_abs, item.unit_log2};
       }
     }
     if (st && !item.is_text) {

@@ -112,7 +112,7 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
   double lin2 = 0, quad = 0;
   for (std::int64_t i = 0; i < y.numel; ++i) {
     const double yv = element(y, i), tv = element(target, i);
-    double rho = element(scale, i);
+    double rho = element(scale, i) * o.scale_unit;
     if (!std::isfinite(yv) || !std::isfinite(tv)) return Error{"loss bound: a non-finite output or target"};
     if (!std::isfinite(rho)) rho = 0;
     const SideParts p = side_parts(yv, rho, o);
@@ -210,17 +210,26 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
 // The common case, two float32 runs that agree: one branch-free pass the compiler vectorizes. It
 // answers only when no element of [lo, hi) is beyond its bound and every value is finite;
 // otherwise (false) the chunk takes bound_pass, which names the failing elements.
+// The scale's elements [lo, hi) as float: float32 in place, float16 widened into `buf`.
+const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t hi, std::vector<float>& buf) {
+  if (scale.storage == DType::float32) return reinterpret_cast<const float*>(scale.data) + lo;
+  buf.resize(static_cast<std::size_t>(hi - lo));
+  float16_to_float(reinterpret_cast<const std::uint16_t*>(scale.data) + lo, buf.data(), buf.size());
+  return buf.data();
+}
+
 bool fast_pass(const ArrayView& ref, const ArrayView& run, const ArrayView& scale, const BoundOptions& o,
                std::int64_t lo, std::int64_t hi, BoundResult& r) {
-  const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
-              *ps = reinterpret_cast<const float*>(scale.data);
+  thread_local std::vector<float> widened;
+  const float *pr = reinterpret_cast<const float*>(ref.data) + lo, *pu = reinterpret_cast<const float*>(run.data) + lo,
+              *ps = scale_floats(scale, lo, hi, widened);
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma;
+  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, unit = o.scale_unit;
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;
-  for (std::int64_t i = lo; i < hi; ++i) {
-    const double av = pr[i], bv = pu[i], rho = ps[i], ya = std::fabs(av);
+  for (std::int64_t i = 0, n = hi - lo; i < n; ++i) {
+    const double av = pr[i], bv = pu[i], rho = ps[i] * unit, ya = std::fabs(av);
     const double hu = ud * ya + eta;
     const double bound = 2 * (a * (ya + rho) + c * rho + hu);
     const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
@@ -254,19 +263,21 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
     for (std::int64_t k; (k = next.fetch_add(1)) < chunks;) {
       const std::int64_t lo = k * chunk, hi = std::min(n, lo + chunk);
       auto& part = parts[static_cast<std::size_t>(k)];
-      // Float32 storage is read directly (the common case); other storages per element.
-      if (!exact && ref.storage == DType::float32 && run.storage == DType::float32 &&
-          scale.storage == DType::float32 && fast_pass(ref, run, scale, o, lo, hi, part))
-        continue;
-      if (ref.storage == DType::float32 && run.storage == DType::float32 && scale.storage == DType::float32) {
+      // Float32 values are read directly (the common case), with a float16 scale widened a chunk
+      // at a time; other storages per element.
+      const bool f32 = ref.storage == DType::float32 && run.storage == DType::float32;
+      const bool scale_ok = scale.storage == DType::float32 || scale.storage == DType::float16;
+      if (!exact && f32 && scale_ok && fast_pass(ref, run, scale, o, lo, hi, part)) continue;
+      const double unit = o.scale_unit;
+      if (f32 && scale.storage == DType::float32) {
         const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
                     *ps = reinterpret_cast<const float*>(scale.data);
         bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },
                    [pu](std::int64_t i) { return static_cast<double>(pu[i]); },
-                   [ps](std::int64_t i) { return static_cast<double>(ps[i]); }, exact, o, lo, hi, keep, part);
+                   [ps, unit](std::int64_t i) { return ps[i] * unit; }, exact, o, lo, hi, keep, part);
       } else {
         bound_pass([&](std::int64_t i) { return element(ref, i); }, [&](std::int64_t i) { return element(run, i); },
-                   [&](std::int64_t i) { return element(scale, i); }, exact, o, lo, hi, keep, part);
+                   [&](std::int64_t i) { return element(scale, i) * unit; }, exact, o, lo, hi, keep, part);
       }
     }
   };

@@ -25,6 +25,9 @@ struct TensorRecord {
   // max |value| over the non-NaN elements, when finite. Written into the metadata of results so
   // `compare` gets its near-zero floor without a pre-pass over every reference tensor.
   std::optional<double> max_abs;
+  // An error-bound scale stored as float16 times 2^unit_log2 (docs/formats.md, "scales"); its
+  // sha256 is then that of the file's data section, as stored.
+  std::optional<int> unit_log2;
 };
 
 // The `<case>_metadata.json` document of DESIGN.md for one case (both ops).

@@ -33,4 +33,13 @@ double round_to_dtype(double x, DType logical);
 // (the call per element was 4% of generate's CPU time on the bfloat16 sweep). Same bits.
 void round_to_bfloat16_inplace(float* p, std::size_t n);
 
+// float16 storage that must never understate a value (error-bound scales, docs/formats.md):
+// out[i] = the float16 nearest to in[i] * multiplier in the direction of +infinity (the smallest
+// float16 >= it; +inf above 65504), NaN -> 0x7e00 with its sign. `multiplier` must be a power of
+// two, so the product is exact wherever it matters. in and out must not overlap. Branch-free:
+// the compiler vectorizes both loops.
+void float_to_float16_up(const float* in, std::uint16_t* out, std::size_t n, float multiplier = 1);
+// out[i] = float16_bits_to_float(in[i]) (exact); in and out must not overlap.
+void float16_to_float(const std::uint16_t* in, float* out, std::size_t n);
+
 }  // namespace validate

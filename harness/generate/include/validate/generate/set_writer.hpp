@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +31,9 @@ class SetWriter {
   SetWriter& operator=(const SetWriter&) = delete;
 
   // Queues `t` for <root>/<rel_path> as .npy. Blocks while the queue is over its byte budget.
-  void write_tensor(const std::string& rel_path, Tensor t);
+  // With unit_log2, `t` is an error-bound scale stored as float16 (store_scale): its record
+  // carries the unit, and its value hash is the data section's, as stored.
+  void write_tensor(const std::string& rel_path, Tensor t, std::optional<int> unit_log2 = std::nullopt);
   // Queues `job` to run on the writer thread after everything queued before it (e.g. a case's
   // metadata, which needs the hashes of its tensors). A failing job is recorded, not fatal.
   void then(std::function<Status(SetWriter&)> job);
@@ -57,6 +60,7 @@ class SetWriter {
   struct Item {
     std::string rel;
     Tensor tensor;
+    std::optional<int> unit_log2;
     std::string text;
     bool is_text = false;
     std::function<Status(SetWriter&)> job;

@@ -43,6 +43,9 @@ struct BoundOptions {
   // to 2 u_o + u_o^2, so u_p grows by that; a gradient's dL/dy also carries the forward's error,
   // which the scale bounds by the same term once more (docs/compare.md, "TF32 on purpose").
   double operand_u = 0;
+  // What one unit of the scale array stands for: a set's float16 scale is value * 2^unit_log2
+  // (docs/formats.md, "scales"); float32 scales 1.
+  double scale_unit = 1;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
