@@ -7,7 +7,7 @@
 #        -DCMAKE_BUILD_TYPE=Release -DVALIDATE_BUILD_TESTS=OFF -DVALIDATE_BUILD_BENCH=OFF \
 #        && cmake --build /tmp/before/build -j"$(nproc)" --target validate
 #      bench/generate/compare_builds.sh /tmp/before/build/validate build/validate
-# defaults: cases/default.json (both dtypes, 9.9 GB with scales), 3 reps. The previous set is
+# defaults: cases/default.json (both dtypes, 8.2 GB with scales), 3 reps. The previous set is
 # removed before each run (not the page cache: drop it yourself to measure cold). Prints each run
 # (wall s, peak RSS KB, user s, system s, generate's own split), then the medians and their ratios.
 set -euo pipefail
