@@ -39,8 +39,8 @@ Result<double> scale_unit(const Json& entry, DType storage, const std::string& w
     if (storage == DType::float32) return 1.0;
     return Error{what + ": a float16 scale needs \"unit_log2\" (docs/formats.md)"};
   }
-  if (!u->is_number_integer() || std::fabs(u->get<double>()) > 300)
-    return Error{what + ": \"unit_log2\" must be an integer in [-300, 300]" +
+  if (!u->is_number_integer() || u->get<double>() < -127 || u->get<double>() > 126)
+    return Error{what + ": \"unit_log2\" must be an integer in [-127, 126] (store_scale's range)" +
                  (u->is_number_integer() ? ", got " + u->dump() : ", got a " + std::string(u->type_name()))};
   return std::ldexp(1.0, static_cast<int>(u->get<std::int64_t>()));
 }
