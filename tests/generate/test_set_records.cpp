@@ -25,15 +25,23 @@ using namespace validate;
 using validate::testing::write_case_file;
 using validate::testing::options;
 
+namespace {
+
+// The small case file's g2 case, float32 and bfloat16, generated into <dir>/ref.
+void generate_g2(const std::string& dir) {
+  std::ostringstream log;
+  auto o = options(write_case_file(dir), dir + "/ref");
+  o.only = "^(float32|bfloat16)/g2$";
+  ASSERT_TRUE(generate::generate(o, log)) << log.str();
+}
+
+}  // namespace
+
 // Results carry max|value| in their metadata (compare's near-zero floor without a pre-pass);
 // it must be the maximum of the file's values, and inputs carry none.
 TEST(Generate, MetadataRecordsMaxAbsOfEveryResult) {
   validate::testing::TempDir tmp("maxabs");
-  std::string cf = write_case_file(tmp.path());
-  std::ostringstream log;
-  auto o = options(cf, tmp.path() + "/ref");
-  o.only = "^(float32|bfloat16)/g2$";
-  ASSERT_TRUE(generate::generate(o, log));
+  ASSERT_NO_FATAL_FAILURE(generate_g2(tmp.path()));
   int checked = 0;
   for (const char* dt : {"float32", "bfloat16"}) {
     const std::string dir = tmp.path() + "/ref/" + dt;
@@ -133,11 +141,7 @@ TEST(Generate, CudaWithoutADeviceFallsBackRecordingWhyAndTheTf32AndCudnnFlags) {
 // sha256 is the data section's, and the manifest lists the file.
 TEST(Generate, ScalesAreStoredAsFloat16RoundedUpWithTheirUnit) {
   validate::testing::TempDir tmp("scales16");
-  std::string cf = write_case_file(tmp.path());
-  std::ostringstream log;
-  auto o = options(cf, tmp.path() + "/ref");
-  o.only = "^(float32|bfloat16)/g2$";
-  ASSERT_TRUE(generate::generate(o, log));
+  ASSERT_NO_FATAL_FAILURE(generate_g2(tmp.path()));
   auto manifest = read_json(tmp.path() + "/ref/manifest.json");
   ASSERT_TRUE(manifest);
   auto dev = generate::open_torch_device("cpu", false);
