@@ -67,6 +67,7 @@ TEST_P(CheckpointBounds, FirstStepsFollowTheDerivation) {
     o.dtype = dt;
     o.gradient = true;
     o.lambda = lambda;
+    o.split_gradient = true;  // the scale pass's gradient scale
     const double mine = static_cast<double>(g.numel());
     o.n = std::ceil(p == "bias" ? n_out / mine : n_out * k_op / mine);
     std::vector<double> grad0, param0, param1;

@@ -184,12 +184,25 @@ TEST_P(GeneratorVsFloat64, ScalesAreTheRootSumSquareOfTheProducts) {
     m[i] = 2 * std::abs(yi - t.get(static_cast<std::int64_t>(i))) / N +
            2 / N * ((dt == DType::float32 ? 0 : 2) * ay + std::sqrt(k1) * (u / ud) * (ay + ry[i])) + half_sub / ud;
   }
+  // A gradient's scale also carries its actual products for the accumulation term (bounds.hpp,
+  // split_gradient): c^2 = m^2 + n (u/u_d)^2 (dy + u_d m)^2, n the largest of the gradients'
+  // reduction lengths numel(y) K / numel(leaf) (the bias: numel(y) / O).
+  const double K = k1 - 1;
+  double n_max = 1;
+  for (double leaf : {static_cast<double>(x.numel()), static_cast<double>(w.numel())})
+    n_max = std::max(n_max, std::ceil(N * K / leaf));
+  n_max = std::max(n_max, std::ceil(N / static_cast<double>(p.o)));
+  std::vector<double> c2(ny);
+  for (std::size_t i = 0; i < ny; ++i) {
+    const double dy = 2 * std::abs(y.get(static_cast<std::int64_t>(i)) - t.get(static_cast<std::int64_t>(i))) / N;
+    c2[i] = m[i] * m[i] + n_max * (u / ud) * (u / ud) * std::pow(dy + ud * m[i], 2);
+  }
   taps([&](auto xi, auto wi, auto yi, auto o) {
-    gx[xi] += std::pow(w.get(wi) * m[yi], 2);
-    gw[wi] += std::pow(x.get(xi) * m[yi], 2);
+    gx[xi] += std::pow(w.get(wi), 2) * c2[yi];
+    gw[wi] += std::pow(x.get(xi), 2) * c2[yi];
     (void)o;
   });
-  for (std::size_t i = 0; i < ny; ++i) gb[(i / (ho * wo)) % p.o] += m[i] * m[i];
+  for (std::size_t i = 0; i < ny; ++i) gb[(i / (ho * wo)) % p.o] += c2[i];
   for (auto* v : {&gx, &gw, &gb})
     for (double& e : *v) e = std::sqrt(e);
   // float32 sums of positive terms: a few float32 units, relative to each tensor's largest scale.

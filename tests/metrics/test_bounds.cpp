@@ -52,6 +52,32 @@ TEST(Bounds, SideBoundByHand) {
   EXPECT_GT(worst_case_bound(-0.75, 0.5, o), std::ldexp(1.0, -8) * std::sqrt(100.0) * 0.5);
 }
 
+// A gradient whose scale is split (S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2), bounds.hpp): the
+// accumulation term keeps |y| alone, S takes u_p. float32 gradient, n = 100, lambda 8, y = -0.75,
+// S = 0.5: 8 (2^-24 * 10 * 0.75 + 2^-24 * 0.5) + 2^-24 * 0.75 + 2^-150 + 100 * 2^-150; the same
+// on the vectorized pass (two stacks: twice that), where an error just inside passes and one just
+// outside fails.
+TEST(Bounds, ASplitGradientScaleTakesTheProductTermAloneByHand) {
+  const double u = std::ldexp(1.0, -24);
+  BoundOptions o;
+  o.gradient = true;
+  o.n = 100;
+  o.split_gradient = true;
+  const double want = 8 * (u * 10 * 0.75 + u * 0.5) + u * 0.75 + 101 * std::ldexp(1.0, -150);
+  EXPECT_DOUBLE_EQ(side_bound(-0.75, 0.5, o), want);
+  o.split_gradient = false;  // the unsplit scale also enters the accumulation term
+  EXPECT_DOUBLE_EQ(side_bound(-0.75, 0.5, o), want + 8 * u * 10 * 0.5);
+  o.split_gradient = true;
+  const std::vector<float> ref{-0.75f, -0.75f}, scale{0.5f, 0.5f};
+  const std::vector<float> run{static_cast<float>(-0.75 + 1.9 * want), static_cast<float>(-0.75 + 2.1 * want)};
+  auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->beyond, 1);
+  ASSERT_EQ(r->worst.size(), 1u);
+  EXPECT_EQ(r->worst[0].index, 1);
+  EXPECT_DOUBLE_EQ(r->worst[0].bound, 2 * want);
+}
+
 TEST(Bounds, TheFailingElementOfALargeBfloat16GradientPassesItsBound) {
   // A bfloat16 grad_weight element summed over n = 2048 * 9 products whose cancellation leaves
   // -5.6e-4: reference -5.379e-4 (dL/dy rounded first), run -5.646e-4, exact -5.627e-4. With the

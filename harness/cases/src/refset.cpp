@@ -55,7 +55,9 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       auto it = records.find(file);
       if (it == records.end()) continue;
       scales[t.name] = {{"file", file}, {"sha256", it->second.sha256},
-                        {"quantity", t.role == Role::checkpoint ? kCheckpointBoundQuantity : "rss_products"}};
+                        {"quantity", t.role == Role::checkpoint ? kCheckpointBoundQuantity
+                                     : t.role == Role::grad     ? kGradientBoundQuantity
+                                                                : "rss_products"}};
       if (it->second.unit_log2) scales[t.name]["unit_log2"] = *it->second.unit_log2;
     }
     if (!scales.empty()) opj["scales"] = scales;

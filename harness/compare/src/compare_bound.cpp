@@ -4,9 +4,11 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
+#include "validate/cases/refset.hpp"
 #include "validate/cases/scale_file.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/train/tensor_names.hpp"
@@ -70,15 +72,16 @@ Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role
 }
 
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::string& quantity) {
+                                            const Shape& shape, const std::vector<std::string>& quantities) {
   const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str()});
   const Json* sf = entry ? find_path(*entry, {"file"}) : nullptr;
   if (!sf || !sf->is_string()) return std::optional<ScaleFile>();
   const Json* sq = find_path(*entry, {"quantity"});
-  if (!(sq && sq->is_string() && sq->get<std::string>() == quantity))
+  if (!(sq && sq->is_string() &&
+        std::find(quantities.begin(), quantities.end(), sq->get<std::string>()) != quantities.end()))
     return Error{fmt::format("reference: the error-bound scale of {} is not listed as \"{}\" in {}'s metadata "
                              "(ops.{}.scales.{}.quantity)",
-                             tensor, quantity, it.ref->c.name, op, tensor)};
+                             tensor, fmt::join(quantities, "\" or \""), it.ref->c.name, op, tensor)};
   const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
   auto sm = open_npy(f);
   if (!sm) return Error{"reference: error-bound scale: " + sm.message()};
@@ -89,7 +92,7 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   auto unit = cases::scale_unit(*entry, dt, fmt::format("reference: {}'s metadata, ops.{}.scales.{} ({})",
                                                         it.ref->c.name, op, tensor, f));
   if (!unit) return unit.status();
-  return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit});
+  return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
@@ -101,6 +104,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     return std::nullopt;
   }
   opts->scale_unit = scale.unit;
+  opts->split_gradient = scale.quantity == cases::kGradientBoundQuantity;
   const BoundOptions& o = *opts;
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;

@@ -33,7 +33,7 @@ std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const 
   Shape shape;
   for (const auto& t : it.ref->c.tensors(*it.op))
     if (t.role == ops::Role::output) shape = t.shape;
-  auto s = open_scale(it, op, "output", shape, "rss_products");
+  auto s = open_scale(it, op, "output", shape, {"rss_products"});
   if (!s) return Result<LossBound>(s.status());
   if (!*s) return std::nullopt;
   const stdfs::path dir = stdfs::path(it.ref_file).parent_path();

@@ -83,8 +83,11 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   const bool checkpoint = e.role == ops::Role::checkpoint;
   const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad || checkpoint;
   if (e.gates->bound && bounded_role) {
-    auto sm = open_scale(it, e.op_name(), it.tensor, e.shape,
-                         checkpoint ? cases::kCheckpointBoundQuantity : "rss_products");
+    const std::vector<std::string> quantities =
+        checkpoint ? std::vector<std::string>{cases::kCheckpointBoundQuantity}
+        : e.role == ops::Role::grad ? std::vector<std::string>{cases::kGradientBoundQuantity, "rss_products"}
+                                    : std::vector<std::string>{"rss_products"};
+    auto sm = open_scale(it, e.op_name(), it.tensor, e.shape, quantities);
     if (!sm) return invalid(e, sm.message());
     if (*sm) {
       scale = std::move(*sm);

@@ -50,13 +50,14 @@ Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role
 // The reference set's error-bound scale of `tensor` (ops.<op>.scales.<tensor> of the case's
 // metadata): the mapped file and the unit its values are in (docs/formats.md, "scales"). nullopt
 // when the set lists none (made before scales existed); an error naming the file when the entry
-// or the file is unusable: another quantity than `quantity`, another shape, another storage.
+// or the file is unusable: a quantity not among `quantities`, another shape, another storage.
 struct ScaleFile {
   Mapped map;
   double unit = 1;  // scale = stored value * unit
+  std::string quantity;
 };
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::string& quantity);
+                                            const Shape& shape, const std::vector<std::string>& quantities);
 
 class Comparer {
  public:

@@ -188,7 +188,19 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   const double round_out = d == DType::float32 ? 0.0 : 2.0;
   at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
   at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
-  y2.backward(m.square());
+  // A gradient's accumulation term needs the root-sum-square of its actual products, whose dL/dy
+  // factor is at most dy + u_d m; the widened m serves its u_p term. Both come from one backward
+  // (it is linear in the squared upstream): S^2 = sum (n (u/u_d)^2 (dy + u_d m)^2 + m^2) x^2, with
+  // n the largest reduction length among the gradients (as compare counts it), so that
+  // u_d S >= sqrt(n u^2 rho_a^2 + u_d^2 rho_p^2) for every one (docs/compare.md, "Error bounds").
+  double n_max = 1;
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) {
+      const double mine = static_cast<double>(std::max<std::int64_t>(t.numel(), 1));
+      n_max = std::max(n_max, std::ceil(name == "bias" ? n_out / mine : n_out * (k - 1) / mine));
+    }
+  at::Tensor a = dy + ud * m;
+  y2.backward(m.square() + (n_max * (u / ud) * (u / ud)) * a.square());
   grads.clear();
   for (const auto& [name, t] : sq)
     if (t.requires_grad()) grads.emplace(name, t.grad());
@@ -477,6 +489,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
           o.gradient = true;
           o.n = std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));  // as compare counts
           o.lambda = kCheckpointLambda;
+          o.split_gradient = true;  // the scale pass's gradient scale (bounds.hpp)
           const double* pr = rho.data_ptr<double>();
           delta.emplace(name, map_elements(g, [&](double v, std::int64_t i) { return 2 * compare::side_bound(v, pr[i], o); }));
           if (narrow && s >= 1)

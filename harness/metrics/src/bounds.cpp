@@ -96,7 +96,8 @@ double product_unit(const BoundOptions& o) {
 SideParts side_parts(double y, double rho, const BoundOptions& o) {
   if (o.per_lambda) return {rho, 0};
   const double up = product_unit(o);
-  return {kU * std::sqrt(o.n) * (std::fabs(y) + rho) + up * rho, stored_rounding(std::fabs(y), o)};
+  const double accumulated = o.split_gradient ? 0 : rho;  // a split scale carries it in S
+  return {kU * std::sqrt(o.n) * (std::fabs(y) + accumulated) + up * rho, stored_rounding(std::fabs(y), o)};
 }
 
 double side_bound(double y, double rho, const BoundOptions& o) {
@@ -140,9 +141,10 @@ double worst_case_bound(double y, double rho, const BoundOptions& o) {
 
 namespace {
 
-// The constants of one side's bound a (|y| + rho) + c rho + ud |y| + eta and of its worst case
-// gamma (|y| + rn rho) + up rn rho + ud |y| + eta. Per unit lambda (a checkpoint's scale): c rho
-// alone, c = lambda, and the worst case the same.
+// The constants of one side's bound a |y| + c rho + ud |y| + eta (c = lambda (u sqrt(n) + u_p),
+// or lambda u_p for a split gradient scale) and of its worst case gamma (|y| + rn rho) + up rn rho
+// + ud |y| + eta. Per unit lambda (a checkpoint's scale): c rho alone, c = lambda, and the worst
+// case the same.
 struct BoundConstants {
   double ud, up, rn, a, c, eta, gamma;
   explicit BoundConstants(const BoundOptions& o) {
@@ -152,7 +154,7 @@ struct BoundConstants {
     }
     const StoredRounding s(o);
     ud = s.per_abs_y, eta = s.constant, up = product_unit(o), rn = std::sqrt(o.n);
-    a = o.lambda * kU * rn, c = o.lambda * up;
+    a = o.lambda * kU * rn, c = o.lambda * up + (o.split_gradient ? 0 : a);
     const double nu = o.n * kU;
     gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
   }
@@ -174,7 +176,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     if (!std::isfinite(av) || !std::isfinite(bv)) continue;  // the non-finite gate's business
     if (!std::isfinite(rho)) rho = 0;
     const double ya = std::fabs(av), hu = ud * ya + eta;
-    const double side = a * (ya + rho) + c * rho + hu;
+    const double side = a * ya + c * rho + hu;
     double err, bound;
     std::optional<double> x;
     if (exact) {
@@ -231,7 +233,7 @@ bool fast_pass(const ArrayView& ref, const ArrayView& run, const ArrayView& scal
   for (std::int64_t i = 0, n = hi - lo; i < n; ++i) {
     const double av = pr[i], bv = pu[i], rho = ps[i] * unit, ya = std::fabs(av);
     const double hu = ud * ya + eta;
-    const double bound = 2 * (a * (ya + rho) + c * rho + hu);
+    const double bound = 2 * (a * ya + c * rho + hu);
     const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
     const double err = std::fabs(bv - av);
     const double over = err / bound, w = err / wc;

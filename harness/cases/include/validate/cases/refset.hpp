@@ -17,6 +17,10 @@ inline constexpr const char* kReferenceFormat = "validate-reference/1";
 // The "quantity" of a scale listed under ops.<op>.scales: the root-sum-square of an output's or a
 // gradient's products, or a training checkpoint's two-stack bound per unit lambda and per side.
 inline constexpr const char* kCheckpointBoundQuantity = "checkpoint_bound_per_lambda";
+// A gradient's error-bound scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) (metrics/bounds.hpp,
+// BoundOptions::split_gradient); sets of earlier versions list rho_p alone as "rss_products", as
+// outputs still do.
+inline constexpr const char* kGradientBoundQuantity = "rss_gradient_terms";
 inline constexpr const char* kRunFormat = "validate-run/1";
 
 struct TensorRecord {

@@ -7,7 +7,9 @@
 // result stored in the case dtype, the error of one side against the exact value is bounded, with
 // probability at least 1 - 2 exp(-lambda^2 / 2) per term under the standard model of independent
 // rounding errors, by
-//     b = lambda * (u sqrt(n) (|y| + rho) + u_p rho) + u_d |y| + eta,
+//     b = lambda * (u sqrt(n) (|y| + rho) + u_p rho) + u_d |y| + eta
+// (a gradient with a split scale: lambda (u sqrt(n) |y| + u_p S) + u_d |y| + eta, see
+// BoundOptions::split_gradient),
 // rho = sqrt(sum (a_i b_i)^2) (the set's scale tensor), u = 2^-24 (float32 accumulation),
 // u_p = u_d for a gradient (dL/dy rounded to the case dtype) and u for an output (products), eta
 // half the case dtype's subnormal spacing plus n half float32 subnormal spacings (underflow).
@@ -43,6 +45,12 @@ struct BoundOptions {
   // to 2 u_o + u_o^2, so u_p grows by that; a gradient's dL/dy also carries the forward's error,
   // which the scale bounds by the same term once more (docs/compare.md, "TF32 on purpose").
   double operand_u = 0;
+  // A gradient's scale is S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) (quantity "rss_gradient_terms"):
+  // rho_a over its actual products (the accumulation term's), rho_p over the products with dL/dy
+  // widened by what may move it (the u_p term's); the two kinds of rounding are independent, so
+  // they combine in root-sum-square: lambda (u sqrt(n) |y| + u_p S). Sets whose gradient scale is
+  // rho_p alone ("rss_products") keep lambda (u sqrt(n) (|y| + rho) + u_p rho).
+  bool split_gradient = false;
   // What one unit of the scale array stands for: a set's float16 scale is value * 2^unit_log2
   // (docs/formats.md, "scales"); float32 scales 1.
   double scale_unit = 1;
