@@ -149,15 +149,14 @@ void SetWriter::process(Item& item) {
         // The value hash is the payload's hash (a float32 tensor's values; a scale's data section
         // as stored): both digests from one pass (sha256_pair.hpp). A scale needs no max|x|.
         Float32Scan scan;
-        const bool scan_it = !scale;
         auto both = sha256_header_payload_visit_pair({header.data(), header.size(), t.bytes(), t.nbytes(),
                                                       [&](const void* p, std::size_t n) {
-                                                        if (scan_it) scan.add(static_cast<const float*>(p), n / sizeof(float));
+                                                        if (!scale) scan.add(static_cast<const float*>(p), n / sizeof(float));
                                                         if (st) st = file->write(p, n);
                                                       }});
         file_hash = std::move(both.file);
         value_hash = std::move(both.payload);
-        if (scan_it) max_abs = scan.finite_max();
+        if (!scale) max_abs = scan.finite_max();
       } else if (st) {
         file_hash = sha256_header_payload_visit({header.data(), header.size(), t.bytes(), t.nbytes(),
                                                  [&](const void* p, std::size_t n) {

@@ -156,6 +156,13 @@ std::string torch_cuda_unusable_reason() {
   return why;
 }
 
+// The reduction length of leaf `name`'s gradient as compare counts it (compare_bound.cpp,
+// reduction_length): numel(output) K / numel(leaf), the bias numel(output) / numel(bias).
+double gradient_reduction_length(const std::string& name, std::int64_t leaf_numel, double n_out, double k_op) {
+  const double mine = static_cast<double>(std::max<std::int64_t>(leaf_numel, 1));
+  return std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));
+}
+
 // The error-bound scale pass (docs/compare.md, "Error bounds"). Every element of the output and of
 // each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the same
 // bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term), and each
@@ -195,10 +202,7 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   // u_d S >= sqrt(n u^2 rho_a^2 + u_d^2 rho_p^2) for every one (docs/compare.md, "Error bounds").
   double n_max = 1;
   for (const auto& [name, t] : sq)
-    if (t.requires_grad()) {
-      const double mine = static_cast<double>(std::max<std::int64_t>(t.numel(), 1));
-      n_max = std::max(n_max, std::ceil(name == "bias" ? n_out / mine : n_out * (k - 1) / mine));
-    }
+    if (t.requires_grad()) n_max = std::max(n_max, gradient_reduction_length(name, t.numel(), n_out, k - 1));
   at::Tensor a = dy + ud * m;
   y2.backward(m.square() + (n_max * (u / ud) * (u / ud)) * a.square());
   grads.clear();
@@ -483,11 +487,10 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
           w_before.emplace(name, p.detach().to(at::kCPU, at::kDouble));
           const at::Tensor g = p.grad().detach().to(at::kCPU, at::kDouble).contiguous();
           const at::Tensor rho = sq.at(name).clamp_min(0).sqrt().to(at::kCPU, at::kDouble).contiguous();
-          const double mine = static_cast<double>(std::max<std::int64_t>(p.numel(), 1));
           compare::BoundOptions o;
           o.dtype = c.dtype;
           o.gradient = true;
-          o.n = std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));  // as compare counts
+          o.n = gradient_reduction_length(name, p.numel(), n_out, k_op);
           o.lambda = kCheckpointLambda;
           o.split_gradient = true;  // the scale pass's gradient scale (bounds.hpp)
           const double* pr = rho.data_ptr<double>();
