@@ -15,7 +15,8 @@
 # Shards go to OUT.shards/<i> (kept: delete them once OUT verifies), job logs to
 # OUT.shards/slurm-<job>_<task>.out and OUT.shards/merge-<job>.out. Without --wait it prints the
 # two job ids and returns at once. A failed task leaves the merge job's dependency unsatisfiable:
-# Slurm cancels it (--kill-on-invalid-dep) and OUT is not written.
+# Slurm cancels it (--kill-on-invalid-dep) and OUT is not written. A submission sbatch refuses
+# (either job) exits 1 and leaves no OUT.shards/ behind (an array without its merge is cancelled).
 set -euo pipefail
 
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -53,11 +54,23 @@ if [ "$gpus" -gt 0 ]; then device=cuda; gpu_opts=(--gpus="$gpus"); fi
 gen="$(q "$bin") generate --cases $(q "$cases") --device $device ${dtype:+--dtype $(q "$dtype")} --progress 0"
 gen+=" --shard \$SLURM_ARRAY_TASK_ID/$shards --out $(q "$shard_dir")/\$SLURM_ARRAY_TASK_ID"
 
+# A submission sbatch refuses leaves nothing behind: no job writes into the shard directory then,
+# and a stale OUT.shards/ would only be mistaken for a sweep in progress.
+abandon() {
+  rm -rf "$shard_dir"
+  echo "slurm-generate: $1; removed $shard_dir" >&2
+  exit 1
+}
+
 # One shard per array task.
+set +e
 array_id=$(sbatch --parsable --job-name=validate-generate --array=0-$((shards - 1)) "${gpu_opts[@]}" \
   --output="$shard_dir/slurm-%A_%a.out" "${extra[@]}" \
   --wrap "echo \"shard \$SLURM_ARRAY_TASK_ID/$shards of job \$SLURM_ARRAY_JOB_ID on \$(hostname)\"; exec $gen")
+rc=$?
+set -e
 array_id=${array_id%%;*}
+[ $rc -eq 0 ] && [ -n "$array_id" ] || abandon "sbatch refused the array job (exit $rc)"
 # The merge, once every task has exited 0.
 merge="$(q "$bin") merge $(q "$out") $(for i in $(seq 0 $((shards - 1))); do printf '%s ' "$(q "$shard_dir/$i")"; done)"
 merge_opts=(--parsable --job-name=validate-merge --dependency=afterok:"$array_id" --kill-on-invalid-dep=yes
@@ -68,6 +81,12 @@ merge_id=$(sbatch "${merge_opts[@]}" "${extra[@]}" \
   --wrap "echo \"merge job \$SLURM_JOB_ID after array job $array_id\"; $merge && exec $(q "$bin") verify $(q "$out")")
 rc=$?
 set -e
+if [ $rc -ne 0 ] || [ -z "${merge_id%%;*}" ]; then
+  # Without its merge the array's shards would never become OUT: cancel it before removing the
+  # directory its tasks write into.
+  scancel "$array_id" 2> /dev/null || echo "slurm-generate: scancel $array_id failed: cancel it by hand" >&2
+  abandon "sbatch refused the merge job (exit $rc); array job $array_id cancelled"
+fi
 echo "slurm-generate: merge job ${merge_id%%;*} (afterok:$array_id) -> $out" >&2
 if [ $wait = 1 ]; then
   # Polled here rather than with sbatch --wait, which backs off to 30 s between polls and exits 0
