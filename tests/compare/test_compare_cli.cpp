@@ -2,9 +2,11 @@
 // parsed by CLI11 exactly as main() would, exit codes and messages checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "../common/temp_dir.hpp"
@@ -392,4 +394,49 @@ TEST_F(CompareCli, OracleSaysWhichSideIsCloser) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "reference is closer to exact")) << r.out;
   EXPECT_TRUE(contains(r.out, "closer")) << r.out;
+}
+
+// Gradients an exec program wrote without its layout file naming them were read in the base's
+// layouts (runner note "unnamed_results"): every report format says so, and the tensors are
+// compared like the others.
+TEST_F(CompareCli, GradientsReadInAnUndeclaredLayoutAreAWarningInEveryReport) {
+  RunSpec s;
+  s.edit = [](Json& doc) {
+    doc["ops"]["conv2d"]["info"] = {{"unnamed_results", {{"grad_input", "NCHW"}, {"grad_weight", "OIHW"}}},
+                                    {"not_requested", Json::array()}};
+  };
+  write_run(ref, run, s);
+  const std::string json = tmp / "r.json", md = tmp / "r.md", junit = tmp / "r.xml", html = tmp / "r.html";
+  auto r = compare({"--json", json, "--md", md, "--junit", junit, "--html", html});
+  EXPECT_EQ(r.code, 0) << r.out;  // a warning, not a failure: the gradients themselves pass
+  EXPECT_TRUE(contains(r.out, "validate: 18 passed, 0 failed, 0 not run")) << r.out;
+  const std::string warning =
+      run + ": the layout file names no grad_input, grad_weight for conv2d, but the program wrote them: read in the "
+            "layouts of its base preset (grad_input NCHW, grad_weight OIHW) and checked, in 2 case(s)";
+  EXPECT_TRUE(contains(r.out, "warning: " + warning)) << r.out;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  // One warning for conv2d (beside the fixture set's note that it has no error-bound scales).
+  const Json j = Json::parse(slurp(json));
+  EXPECT_EQ(std::count_if(j["warnings"].begin(), j["warnings"].end(),
+                          [&](const Json& w) { return contains(w.get<std::string>(), warning); }),
+            1)
+      << j["warnings"].dump();
+  std::string md_text;  // Markdown escapes '_'
+  for (char ch : warning) md_text += ch == '_' ? std::string("\\_") : std::string(1, ch);
+  EXPECT_TRUE(contains(slurp(md), "**Warning:** " + md_text)) << slurp(md);
+  const std::string x = slurp(junit);
+  // On each dtype's suite: a property and the suite's stderr.
+  std::size_t props = 0, errs = 0;
+  for (auto p = x.find("<property name=\"warning\" value=\"" + warning); p != std::string::npos;
+       p = x.find("<property name=\"warning\" value=\"" + warning, p + 1))
+    ++props;
+  for (auto p = x.find("<system-err>warning: " + warning); p != std::string::npos;
+       p = x.find("<system-err>warning: " + warning, p + 1))
+    ++errs;
+  EXPECT_EQ(props, 2u) << x;
+  EXPECT_EQ(errs, 2u) << x;
+  EXPECT_TRUE(contains(slurp(html), "Warning: " + warning)) << slurp(html);
 }

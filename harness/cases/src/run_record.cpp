@@ -10,6 +10,7 @@ constexpr Outcome kOutcomes[] = {Outcome::ok, Outcome::error, Outcome::skipped, 
 
 // The info keys that are typed notes; everything else in "info" is backend detail (`extra`).
 constexpr const char* kNotRequested = "not_requested";
+constexpr const char* kUnnamedResults = "unnamed_results";
 constexpr const char* kBitwise = "bitwise_deterministic";
 constexpr const char* kNondeterministic = "nondeterministic_tensors";
 constexpr const char* kPathSuffix = "_path";  // "<tensor>_path": how that tensor reached the backend
@@ -48,6 +49,7 @@ std::optional<Outcome> outcome_from_name(const std::string& s) {
 Json to_json(const RunnerNotes& n) {
   Json info = n.extra.is_object() ? n.extra : Json::object();
   if (n.not_requested) info[kNotRequested] = *n.not_requested;
+  if (!n.unnamed_results.empty()) info[kUnnamedResults] = n.unnamed_results;
   if (n.bitwise_deterministic) {
     info[kBitwise] = *n.bitwise_deterministic;
     info[kNondeterministic] = n.nondeterministic_tensors;
@@ -63,6 +65,9 @@ RunnerNotes notes_from_json(const Json& info) {
     const std::string& k = it.key();
     if (k == kNotRequested && it->is_array()) {
       n.not_requested = strings_of(*it);
+    } else if (k == kUnnamedResults && it->is_object()) {
+      for (auto u = it->begin(); u != it->end(); ++u)
+        if (u->is_string()) n.unnamed_results[u.key()] = u->get<std::string>();
     } else if (k == kBitwise && it->is_boolean()) {
       n.bitwise_deterministic = it->get<bool>();
     } else if (k == kNondeterministic && it->is_array()) {

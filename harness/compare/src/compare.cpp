@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -98,6 +99,8 @@ Status Comparer::run() {
   for (const auto& r : *runs) {
     if (variant && !variant->search(r.label)) continue;
     report_.variants.push_back(r.label);
+    for (auto& w : unnamed_result_warnings(r, r.label.empty() ? opt_.run_dir : "variant " + r.label))
+      report_.warnings.push_back(std::move(w));
     for (const auto& item : pair_run(ref_, r)) {
       if (only && !matches(*only, item)) continue;
       Entry e = evaluate(r, item);
@@ -112,6 +115,39 @@ Status Comparer::run() {
   report_.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::ok();
+}
+
+// Gradients an exec program wrote although its layout file does not name them were read in the
+// spec the file's base preset gives (runners.md, step 8) and are checked. The report says so once
+// per op, naming the specs: a failure of such a gradient may be nothing but an undeclared layout.
+std::vector<std::string> Comparer::unnamed_result_warnings(const RunDirectory& run, const std::string& who) {
+  // op -> tensor -> (spec, cases)
+  std::map<std::string, std::map<std::string, std::pair<std::string, int>>> seen;
+  for (const auto& [key, rec] : run.cases)
+    for (const auto& [op, o] : rec.ops)
+      for (const auto& [tensor, spec] : o.notes.unnamed_results) {
+        auto& e = seen[cases::op_name(op)][tensor];
+        if (e.first.empty()) e.first = spec;
+        ++e.second;
+      }
+  std::string file;
+  if (const Json* n = find_path(run.run_info, {"layout", "name"}); n && n->is_string()) file = " " + n->get<std::string>();
+  std::vector<std::string> out;
+  for (const auto& [op, tensors] : seen) {
+    std::string names, specs;
+    int cases_n = 0;
+    for (const auto& [tensor, e] : tensors) {
+      names += (names.empty() ? "" : ", ") + tensor;
+      specs += (specs.empty() ? "" : ", ") + tensor + " " + e.first;
+      cases_n = std::max(cases_n, e.second);
+    }
+    out.push_back(fmt::format(
+        "{}: the layout file{} names no {} for {}, but the program wrote {}: read in the layout{} of its base "
+        "preset ({}) and checked, in {} case(s); name {} in the layout file if the program writes another layout",
+        who, file, names, op, tensors.size() == 1 ? "it" : "them", tensors.size() == 1 ? "" : "s", specs, cases_n,
+        tensors.size() == 1 ? "it" : "them"));
+  }
+  return out;
 }
 
 bool Comparer::matches(const Pattern& re, const PairItem& it) {

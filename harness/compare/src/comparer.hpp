@@ -66,6 +66,9 @@ class Comparer {
 
  private:
   static bool matches(const Pattern& re, const PairItem& it);
+  // One warning per op whose results the run read without the layout file naming them, for `who`
+  // (the run directory or "variant X").
+  static std::vector<std::string> unnamed_result_warnings(const RunDirectory& run, const std::string& who);
   std::string repro(const Entry& e, const std::string& label) const;
   Entry evaluate(const RunDirectory& run, const PairItem& it);
   void invalid(Entry& e, const std::string& msg);

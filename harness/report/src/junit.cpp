@@ -87,10 +87,23 @@ std::string render_junit(const compare::Report& r, std::string_view suite_prefix
     }
     body << "  <testsuite name=\"" << xml(suite) << "\" tests=\"" << t << "\" failures=\"" << f
          << "\" errors=\"" << er << "\" skipped=\"" << sk << "\" time=\"0\">\n";
-    if (!r.self_check.empty())
-      body << "    <properties><property name=\"self_check\" value=\"" << xml(r.self_check)
-           << "\"/></properties>\n";
-    body << cases.str() << "  </testsuite>\n";
+    // The comparison's warnings (a run of another manifest, gradients read in an undeclared
+    // layout, a policy rule that gates nothing) belong to every suite: a CI page shows one suite
+    // at a time, and each must say what the terminal says above its table.
+    if (!r.self_check.empty() || !r.warnings.empty()) {
+      body << "    <properties>";
+      if (!r.self_check.empty())
+        body << "<property name=\"self_check\" value=\"" << xml(r.self_check) << "\"/>";
+      for (const auto& w : r.warnings) body << "<property name=\"warning\" value=\"" << xml(w) << "\"/>";
+      body << "</properties>\n";
+    }
+    body << cases.str();
+    if (!r.warnings.empty()) {
+      body << "    <system-err>";
+      for (const auto& w : r.warnings) body << xml("warning: " + w) << "\n";
+      body << "</system-err>\n";
+    }
+    body << "  </testsuite>\n";
     tests += t;
     failures += f;
     errors += er;

@@ -207,7 +207,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   auto cleanup = [&] {
     if (opt_.keep_work) return;
     std::error_code ec;
-    for (const auto* group : {&files.inputs, &files.results})
+    for (const auto* group : {&files.inputs, &files.results, &files.unnamed})
       for (const auto& e : *group) stdfs::remove(files.dir + "/" + e.file, ec);
     (void)fs::remove_tree(files.dir + "/" + kStepsDir);
     (void)fs::remove_tree(files.tmp);  // a leftover scratch file is not a failure of the case
@@ -242,6 +242,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
     }
     r.outputs.emplace(e.info.name, std::move(*t));
   }
+  read_unnamed(files, r, problems);
   if (!trajectory_missing.empty()) {
     // A program that ignores protocol 2 writes none of them: one sentence says so, instead of a
     // "missing" line per checkpoint file.
@@ -257,6 +258,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
   }
   if (!problems.empty() || !run.outside.empty()) {
     r.outputs.clear();
+    r.notes.unnamed_results.clear();
     if (problems.empty()) return fail(run.explain("its results are not used"));
     // A training case has a file per checkpoint tensor: the first few problems and the count.
     std::string listed;
@@ -267,6 +269,40 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
     return fail(run.explain(listed));
   }
   cleanup();
+}
+
+// A gradient the program wrote although its layout file does not name it: the file's base preset
+// gives it a spec (docs/layouts.md), so it is read in that spec and checked like a requested result.
+// Ignoring it would leave a gradient the program computed unchecked while the report says "not
+// requested". One that cannot be read in that spec, or that is written in the other format, fails
+// the task like any bad result.
+void ExecRunner::read_unnamed(const TaskFiles& f, OpResult& r, std::vector<std::string>& problems) const {
+  const auto present = [&](const std::string& file) {
+    struct stat st {};
+    return ::lstat((f.dir + "/" + file).c_str(), &st) == 0;
+  };
+  const std::string why = "the layout file does not name it, so it is read in the layout its base preset gives";
+  for (const auto& e : f.unnamed) {
+    const std::string other = e.info.name + (f.npy_format ? ".bin" : ".npy");
+    if (!present(e.file)) {
+      if (present(other))
+        problems.push_back(fmt::format("{}: written, but the layout file's format is \"{}\": expected {} "
+                                       "({}, {})",
+                                       other, layouts_.format, e.file, describe(e), why));
+      continue;
+    }
+    auto t = read_result(f.dir, e, f.npy_format);
+    if (!t) {
+      problems.push_back(t.message() + " (" + why + ")");
+      continue;
+    }
+    r.outputs.emplace(e.info.name, std::move(*t));
+    r.notes.unnamed_results[e.info.name] = layout::to_string(e.spec);
+    if (r.notes.not_requested) {
+      auto& left_out = *r.notes.not_requested;
+      left_out.erase(std::remove(left_out.begin(), left_out.end(), e.info.name), left_out.end());
+    }
+  }
 }
 
 TaskFiles ExecRunner::plan_files(const OpTask& task) const {
@@ -292,6 +328,8 @@ TaskFiles ExecRunner::plan_files(const OpTask& task) const {
       f.inputs.push_back(std::move(e));
     } else if (wants(op, t)) {
       f.results.push_back(std::move(e));
+    } else {
+      f.unnamed.push_back(std::move(e));
     }
   }
   if (c.train) {

@@ -67,6 +67,9 @@ struct TaskFiles {
   bool npy_format = false;
   struct stat dir_before {};  // the work directory before the program ran: it must stay that one
   std::vector<Expected> inputs, results;
+  // Gradients the layout file does not name, in the spec its base preset gives them: not asked
+  // for, but read and checked when the program writes them anyway (docs/runners.md, step 8).
+  std::vector<Expected> unnamed;
   // Protocol 2 (a training case): the checkpoint steps and the data inputs (not the parameters)
   // written again for every step s >= 1 under steps/<s>/, with the same file names.
   bool train = false;
@@ -133,8 +136,9 @@ class ExecRunner final : public Runner {
     return it != declared_->end() && it->second.count(t.name) > 0;
   }
 
-  // Issue 12: the results the layout file does not ask for (a forward-only program leaves the
-  // gradients out). Recorded in the op's info so compare says "not requested", not "not run".
+  // The results the layout file does not ask for (a forward-only program leaves the gradients
+  // out). Recorded in the op's info so compare says "not requested", not "not run"; one the
+  // program writes anyway is read after all and taken off the list (read_unnamed).
   std::vector<std::string> not_requested(const std::string& op, const std::vector<cases::TensorInfo>& tensors) const {
     std::vector<std::string> out;
     for (const auto& t : tensors)
@@ -154,6 +158,7 @@ class ExecRunner final : public Runner {
   std::vector<std::string> program_env(const OpTask& task, const TaskFiles& f) const;
   ProgramRun run_program(const OpTask& task, const TaskFiles& f, const std::string& cmd) const;
   static Status check_work_dir_kept(const TaskFiles& f);
+  void read_unnamed(const TaskFiles& f, OpResult& r, std::vector<std::string>& problems) const;
 
   // The trees a task's program must leave alone: the run directory the driver passes and the
   // guard dirs; a tree inside another is covered by it, one inside the work dir `dir` belongs to

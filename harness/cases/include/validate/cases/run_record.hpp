@@ -27,6 +27,10 @@ struct RunnerNotes {
   // out): compare says "not requested", not "not run" ("info.not_requested").
   // Absent: the runner asks for everything (only exec writes the list, empty when nothing is left out).
   std::optional<std::vector<std::string>> not_requested;
+  // Results the layout file does not name that the program wrote anyway (an exec gradient): tensor ->
+  // the spec they were read in, the one the file's base preset gives ("info.unnamed_results").
+  // They are checked like every result; compare warns that their layout was never declared.
+  std::map<std::string, std::string> unnamed_results;
   // --repeat: whether every rerun was bitwise identical, and the tensors that were not.
   std::optional<bool> bitwise_deterministic;
   std::vector<std::string> nondeterministic_tensors;
