@@ -396,6 +396,37 @@ TEST_F(CompareCli, OracleSaysWhichSideIsCloser) {
   EXPECT_TRUE(contains(r.out, "closer")) << r.out;
 }
 
+// A run of another reference set (another case file) pairs nothing: one line naming both
+// directories and the cases on each side, exit 2, instead of every reference tensor "not run".
+TEST_F(CompareCli, ARunOfAnotherReferenceSetIsOneLineAndExit2) {
+  const std::string other = tmp / "other_ref";
+  write_reference(other, {small_case(DType::float32, "k0036_ic004"), small_case(DType::float16, "odd")});
+  write_run(other, run);
+  auto r = compare();
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "validate compare: " + ref + " and " + run + " do not belong together")) << r.out;
+  EXPECT_TRUE(contains(r.out, "none of the run's 2 case(s) (float16/odd, float32/k0036_ic004) is in the reference set"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "whose 2 case(s) are float32/k0018_ic002, bfloat16/k0018_ic002")) << r.out;
+  EXPECT_FALSE(contains(r.out, "not run")) << r.out;
+  for (const char* report : {"--json", "--md", "--junit", "--html"}) {
+    auto j = compare({report, tmp / "report.out"});
+    EXPECT_EQ(j.code, 2) << report;
+  }
+}
+
+// A run of part of the set (another case file holding one of its cases, --only, a shard) shares
+// cases with it and is compared as usual.
+TEST_F(CompareCli, ARunOfPartOfTheSetIsComparedAsUsual) {
+  const std::string part = tmp / "part_ref";
+  write_reference(part, {f32});
+  write_run(part, run);
+  auto r = compare();
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "validate: 9 passed, 0 failed, 9 not run")) << r.out;
+}
+
 // Gradients an exec program wrote without its layout file naming them were read in the base's
 // layouts (runner note "unnamed_results"): every report format says so, and the tensors are
 // compared like the others.

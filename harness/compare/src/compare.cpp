@@ -98,6 +98,10 @@ Status Comparer::run() {
   }
   for (const auto& r : *runs) {
     if (variant && !variant->search(r.label)) continue;
+    VALIDATE_TRY(check_belongs(r));
+  }
+  for (const auto& r : *runs) {
+    if (variant && !variant->search(r.label)) continue;
     report_.variants.push_back(r.label);
     for (auto& w : unnamed_result_warnings(r, r.label.empty() ? opt_.run_dir : "variant " + r.label))
       report_.warnings.push_back(std::move(w));
@@ -115,6 +119,34 @@ Status Comparer::run() {
   report_.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::ok();
+}
+
+// A run of another reference set (another case file, another sweep) shares no case with it:
+// pairing would list every reference tensor as "not run" and every run case as unknown, hundreds
+// of lines around the one fact that matters. One error names both sides instead (exit 2). A run of
+// part of the set (--only, --shard) shares its cases and is compared as usual.
+Status Comparer::check_belongs(const RunDirectory& run) const {
+  if (run.cases.empty()) return Status::ok();  // nothing to pair: reported as "nothing compared"
+  std::vector<std::string> ref_keys;
+  for (const auto& rc : ref_) ref_keys.push_back(std::string(dtype_name(rc.c.dtype)) + "/" + rc.c.name);
+  for (const auto& [key, rec] : run.cases)
+    if (std::find(ref_keys.begin(), ref_keys.end(), key) != ref_keys.end()) return Status::ok();
+  auto some = [](const std::vector<std::string>& keys) {
+    std::string s;
+    for (std::size_t i = 0; i < keys.size() && i < 3; ++i) s += (i ? ", " : "") + keys[i];
+    return keys.size() > 3 ? s + ", ..." : s;
+  };
+  std::vector<std::string> run_keys;
+  for (const auto& [key, rec] : run.cases) run_keys.push_back(key);
+  const std::string run_dir = run.label.empty() ? opt_.run_dir : run.root;
+  std::string made_from;
+  if (const Json* p = find_path(run.run_info, {"reference", "path"}); p && p->is_string() && !p->get<std::string>().empty())
+    made_from = "; the run was made from " + p->get<std::string>();
+  return Error{fmt::format(
+      "{} and {} do not belong together: none of the run's {} case(s) ({}) is in the reference set, whose {} "
+      "case(s) are {}{}",
+      opt_.ref_dir, run_dir, run_keys.size(), some(run_keys), ref_keys.size(),
+      ref_keys.empty() ? std::string("none") : some(ref_keys), made_from)};
 }
 
 // Gradients an exec program wrote although its layout file does not name them were read in the

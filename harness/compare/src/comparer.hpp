@@ -66,6 +66,8 @@ class Comparer {
 
  private:
   static bool matches(const Pattern& re, const PairItem& it);
+  // Error (exit 2) when `run` has cases and none of them is in the reference set.
+  Status check_belongs(const RunDirectory& run) const;
   // One warning per op whose results the run read without the layout file naming them, for `who`
   // (the run directory or "variant X").
   static std::vector<std::string> unnamed_result_warnings(const RunDirectory& run, const std::string& who);
