@@ -1,7 +1,8 @@
 // The cuDNN runner end to end on small cases whose every axis differs, against the float64 CPU
 // reference in gpu_test_util.hpp: each preset's layouts (native NCHW/NHWC, strided CHWN:F, flipped
-// filters in conv mode), dtypes, groups/stride/dilation, --algo all, --repeat, and the mistakes the
-// tool exists to expose (xcorr with a flipped kernel; TF32) showing up as large errors.
+// filters in conv mode, which the default mode picks from the layout), dtypes, groups/stride/
+// dilation, --algo all, --repeat, and the mistakes the tool exists to expose (a flipped gradient
+// declared unflipped; TF32) showing up as large errors.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -132,18 +133,21 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CudnnConv,
                                   std::get<1>(info.param).conv_mode;
                          });
 
-// The fortran preset's weights are pre-flipped for CUDNN_CONVOLUTION. Run in xcorr mode they give
-// cuDNN a rotated kernel: the output must be far off (the runner warns in info), not quietly close.
-TEST(CudnnConvMistakes, FlippedKernelInXcorrModeIsLoudlyWrong) {
+// The fortran preset's weights are pre-flipped for CUDNN_CONVOLUTION. Without --conv-mode the
+// runner takes that mode from the weight spec, so the default run is right rather than a
+// cross-correlation with the rotated kernel; xcorr for the unflipped torch preset alongside.
+TEST(CudnnConvMode, DefaultModeIsRightForFlippedAndUnflippedWeights) {
   VALIDATE_REQUIRE_GPU();
-  const auto c = conv_case("c", DType::float32, plain3x3());
-  const auto in = testing_gpu::conv_inputs(c);
-  const auto ref = testing_gpu::conv_reference(c, in);
-  auto results = run({}, *layout::load_layout("fortran"), c, cases::Op::conv2d, in);
-  ASSERT_EQ(results.size(), 1u);
-  ASSERT_EQ(results[0].outcome, RunOutcome::ok) << results[0].message;
-  EXPECT_GT(testing_gpu::relative_error(results[0].outputs.at("output"), ref.at("output")), 0.05);
-  EXPECT_TRUE(results[0].info.contains("warning"));
+  for (const char* preset : {"fortran", "torch"})
+    for (const auto& p : {odd_biased(), odd_grouped()}) {
+      const auto c = conv_case("c", DType::float32, p);
+      const auto in = testing_gpu::conv_inputs(c);
+      auto results = run({}, *layout::load_layout(preset), c, cases::Op::conv2d, in);
+      ASSERT_EQ(results.size(), 1u);
+      expect_close(results[0], testing_gpu::conv_reference(c, in), 2e-5, preset);
+      EXPECT_EQ(results[0].info["conv_mode"],
+                std::string(preset) == "fortran" ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION");
+    }
 }
 
 // A layout whose grad_weight is declared unflipped while cuDNN returns it flipped (conv mode): the

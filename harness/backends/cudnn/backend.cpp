@@ -12,8 +12,10 @@ Backend backend_cudnn() {
   b.module = "cudnn";
   b.build_hint = "configure with the CUDA toolkit and cuDNN (VALIDATE_CUDA=ON)";
   b.options = {
-      {"--conv-mode", "xcorr | conv (CUDNN_CONVOLUTION: weights must be flipped by the layout)",
-       "xcorr", false},
+      {"--conv-mode",
+       "auto (the mode the layout's conv2d weight declares: +flip=HW is conv) | xcorr | conv "
+       "(CUDNN_CONVOLUTION); a mode that contradicts the weight layout is refused",
+       "auto", false},
       {"--math", "fma (IEEE float32, no TF32) | tf32 | default", "fma", false},
       {"--algo", "auto | all | NAME for every direction not named by --algo-*", "auto", false},
       {"--algo-fwd", "Forward algorithm", "", false},

@@ -89,14 +89,12 @@ Result<Parsed> parse_options(const CudnnOptions& opt) {
   if (!dev)
     return Error{"--device: " + dev.message() + " (the cudnn backend runs on a CUDA device only)"};
   p.device = *dev;
-  if (opt.conv_mode == "xcorr")
-    p.convolution_mode = false;
-  else if (opt.conv_mode == "conv")
-    p.convolution_mode = true;
-  else
+  // The mode itself depends on the layouts (resolve_conv_mode); only the word is checked here.
+  if (opt.conv_mode != "auto" && opt.conv_mode != "xcorr" && opt.conv_mode != "conv")
     return Error{"--conv-mode '" + opt.conv_mode +
-                 "': expected xcorr (CUDNN_CROSS_CORRELATION, PyTorch's conv2d) "
-                 "or conv (CUDNN_CONVOLUTION, reads the filter flipped)"};
+                 "': expected auto (the mode the layout's conv2d weight declares), xcorr "
+                 "(CUDNN_CROSS_CORRELATION, PyTorch's conv2d) or conv (CUDNN_CONVOLUTION, reads "
+                 "the filter flipped)"};
   if (opt.math == "fma")
     p.math = Math::fma;
   else if (opt.math == "tf32")

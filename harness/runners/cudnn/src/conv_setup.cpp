@@ -291,18 +291,8 @@ Status ConvCase::setup(nlohmann::json& info) {
   info["math_type"] = math_type_name(requested_math());
   info["conv_mode"] =
       ctx_.parsed.convolution_mode ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION";
-  // The two classic mismatches, said out loud; compare will show the numbers.
-  const bool flipped = w_spec_.flip == "HW";
-  if (ctx_.parsed.convolution_mode && !flipped)
-    info["warning"] = "conv mode reads the filter rotated by 180 degrees, and weight layout " +
-                      layout::to_string(w_spec_) +
-                      " is not flipped: the result is a true convolution with the canonical "
-                      "kernel, not PyTorch's "
-                      "cross-correlation";
-  if (!ctx_.parsed.convolution_mode && flipped)
-    info["warning"] =
-        "xcorr mode with the flipped weight layout " + layout::to_string(w_spec_) +
-        ": cuDNN cross-correlates with the rotated kernel (use --conv-mode conv for this layout)";
+  // make_cudnn_runner matched the mode to this weight spec (resolve_conv_mode): the two classic
+  // mismatches, conv mode with an unflipped kernel and xcorr with a flipped one, never get here.
   return Status::ok();
 }
 

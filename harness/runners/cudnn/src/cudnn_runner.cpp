@@ -40,7 +40,8 @@ class CudnnRunner final : public Runner {
     j["backend"] = "cudnn";
     j["device"] = ctx_.options.device;
     j["math"] = ctx_.options.math;
-    j["conv_mode"] = ctx_.options.conv_mode;
+    j["conv_mode"] = ctx_.conv_mode.name;
+    j["conv_mode_chosen_by"] = ctx_.conv_mode.chosen_by;
     j["algo"] = {{"fwd", ctx_.options.algo_fwd},
                  {"bwd_data", ctx_.options.algo_bwd_data},
                  {"bwd_filter", ctx_.options.algo_bwd_filter}};
@@ -90,13 +91,54 @@ class CudnnRunner final : public Runner {
 
 Status check_cudnn_options(const CudnnOptions& opt) { return parse_options(opt).status(); }
 
+Result<CudnnConvMode> resolve_conv_mode(const std::string& conv_mode,
+                                        const layout::LayoutSet& layouts) {
+  if (conv_mode != "auto" && conv_mode != "xcorr" && conv_mode != "conv")
+    return Error{"--conv-mode '" + conv_mode + "': expected auto, xcorr or conv"};
+  auto mode = [](bool convolution, std::string chosen_by) {
+    return CudnnConvMode{convolution, convolution ? "conv" : "xcorr", std::move(chosen_by)};
+  };
+  const layout::Spec* w = layouts.find("conv2d", "weight");
+  if (!w) return mode(conv_mode == "conv", conv_mode == "auto" ? "auto: no conv2d in the layouts"
+                                                                : "--conv-mode " + conv_mode);
+  const std::string spec = layout::to_string(*w);
+  const bool flip_h = w->flip.find('H') != std::string::npos;
+  const bool flip_w = w->flip.find('W') != std::string::npos;
+  if (flip_h != flip_w)
+    return Error{fmt::format(
+        "--conv-mode {}: layout '{}' stores the conv2d weight as {}, flipped in {} only; cuDNN "
+        "reads a filter either as stored (xcorr) or rotated by 180 degrees in H and W (conv), so "
+        "neither mode computes conv2d from it (declare +flip=HW for conv mode, or no spatial flip "
+        "for xcorr)",
+        conv_mode, layouts.name, spec, flip_h ? 'H' : 'W')};
+  // Flipped in H and W: the kernel is stored rotated for CUDNN_CONVOLUTION, which rotates it back.
+  const bool want = flip_h && flip_w;
+  if (conv_mode == "auto") return mode(want, "auto: conv2d weight " + spec);
+  if ((conv_mode == "conv") == want) return mode(want, "--conv-mode " + conv_mode);
+  if (want)
+    return Error{fmt::format(
+        "--conv-mode xcorr contradicts layout '{}': its conv2d weight {} is stored rotated by 180 "
+        "degrees for CUDNN_CONVOLUTION, and cross-correlating with the rotated kernel is not "
+        "conv2d (leave --conv-mode out, or pass --conv-mode conv)",
+        layouts.name, spec)};
+  return Error{fmt::format(
+      "--conv-mode conv contradicts layout '{}': its conv2d weight {} is not flipped, and "
+      "CUDNN_CONVOLUTION reads the filter rotated by 180 degrees, a true convolution that is not "
+      "conv2d (leave --conv-mode out, or pass --conv-mode xcorr)",
+      layouts.name, spec)};
+}
+
 Result<std::unique_ptr<Runner>> make_cudnn_runner(const CudnnOptions& opt,
                                                   const layout::LayoutSet& layouts) {
   auto parsed = parse_options(opt);
   if (!parsed) return parsed.status();
+  auto conv_mode = resolve_conv_mode(opt.conv_mode, layouts);
+  if (!conv_mode) return conv_mode.status();
   Context ctx;
   ctx.options = opt;
   ctx.parsed = *parsed;
+  ctx.parsed.convolution_mode = conv_mode->convolution;
+  ctx.conv_mode = *conv_mode;
   ctx.layouts = layouts;
   return std::unique_ptr<Runner>(std::make_unique<CudnnRunner>(std::move(ctx)));
 }

@@ -26,7 +26,9 @@ enum class Math { fma, tf32, library_default };
 
 struct Parsed {
   int device = 0;
-  bool convolution_mode = false;  // CUDNN_CONVOLUTION (true) or CUDNN_CROSS_CORRELATION
+  // CUDNN_CONVOLUTION (true) or CUDNN_CROSS_CORRELATION: set by make_cudnn_runner from
+  // resolve_conv_mode, which matches it to the layouts' conv2d weight spec.
+  bool convolution_mode = false;
   Math math = Math::fma;
   AlgoRequest algo[3];
   int repeat = 1;
@@ -37,6 +39,7 @@ Result<Parsed> parse_options(const CudnnOptions& opt);
 struct Context {
   CudnnOptions options;
   Parsed parsed;
+  CudnnConvMode conv_mode;  // what resolve_conv_mode chose for these layouts (run_info.json)
   layout::LayoutSet layouts;
   gpu::DeviceInfo device;
   CudnnHandle cudnn;

@@ -20,8 +20,10 @@ struct CudnnOptions {
   std::string device = "cuda:0";  // cuda or cuda:N
   // xcorr: CUDNN_CROSS_CORRELATION (PyTorch's conv2d). conv: CUDNN_CONVOLUTION, a true convolution:
   // it reads the filter rotated by 180 degrees, so the layout must supply pre-flipped weights
-  // (the fortran preset's WHIO:F+flip=HW), and dW comes back flipped the same way.
-  std::string conv_mode = "xcorr";
+  // (the fortran preset's WHIO:F+flip=HW), and dW comes back flipped the same way. auto: the mode
+  // the layout's conv2d weight spec declares (resolve_conv_mode). Whichever is asked, a mode that
+  // contradicts the weight spec is refused: either mistake computes something other than conv2d.
+  std::string conv_mode = "auto";
   // fma: IEEE float32 (CUDNN_FMA_MATH, CUBLAS_COMPUTE_32F); tf32: TF32 tensor cores allowed for
   // float32 (CUDNN_TENSOR_OP_MATH, CUBLAS_COMPUTE_32F_FAST_TF32); default: the libraries' defaults
   // (CUDNN_DEFAULT_MATH, which permits TF32 on Ampere and later; CUBLAS_COMPUTE_32F).
@@ -45,8 +47,24 @@ struct CudnnOptions {
 // string or a repeat < 1 is an Error naming the option and the accepted values.
 Status check_cudnn_options(const CudnnOptions& opt);
 
-// The runner; the device is opened in prepare(), whose Error names the CUDA call that failed
-// (e.g. "no usable CUDA device: no NVIDIA driver is loaded on this machine (cudaGetDeviceCount:
+// The convolution mode a run uses for `layouts`, and what chose it.
+struct CudnnConvMode {
+  bool convolution = false;  // CUDNN_CONVOLUTION (true) or CUDNN_CROSS_CORRELATION (false)
+  std::string name;          // "conv" or "xcorr"
+  std::string chosen_by;     // "--conv-mode conv", or "auto: conv2d weight WHIO:F+flip=HW"
+};
+// `conv_mode` (auto, xcorr or conv) against the layouts' conv2d weight spec, no device needed. A
+// weight flipped in H and W is stored for CUDNN_CONVOLUTION and one flipped in neither for
+// CUDNN_CROSS_CORRELATION: auto takes that mode, and an explicit mode that contradicts it is an
+// Error naming --conv-mode, the layout and the weight spec. A weight flipped in only one of H and
+// W suits neither mode and is refused whatever is asked. Without conv2d in the layouts, auto is
+// xcorr and either explicit mode is taken as given (nothing reads it).
+Result<CudnnConvMode> resolve_conv_mode(const std::string& conv_mode,
+                                        const layout::LayoutSet& layouts);
+
+// The runner, or the Error of check_cudnn_options / resolve_conv_mode (no device needed). The
+// device is opened in prepare(), whose Error names the CUDA call that failed (e.g. "no usable
+// CUDA device: no NVIDIA driver is loaded on this machine (cudaGetDeviceCount:
 // cudaErrorInsufficientDriver)").
 Result<std::unique_ptr<Runner>> make_cudnn_runner(const CudnnOptions& opt,
                                                   const layout::LayoutSet& layouts);
