@@ -7,6 +7,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/shell_quote.hpp"
+#include "validate/core/suggest.hpp"
 #include "validate/layout/preset.hpp"
 #include "validate/layout/probe.hpp"
 
@@ -134,7 +135,9 @@ void register_probe(CLI::App& app, int& exit_code) {
     }
     auto probe = layout::make_probe(resolved->spec, *shape, resolved->axes);
     if (!probe) {
-      std::cerr << "validate probe: " << probe.message() << "\n";
+      // A misspelt preset reaches here as a spec that does not parse: name the preset it was meant to be.
+      std::cerr << "validate probe: " << probe.message()
+                << (resolved->from.empty() ? did_you_mean(spec, layout::preset_names()) : std::string()) << "\n";
       exit_code = 2;
       return;
     }

@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "validate/backends/registry.hpp"
+#include "validate/core/suggest.hpp"
 #include "validate/layout/preset.hpp"
 #include "validate/runners/interrupt.hpp"
 #include "validate/runners/run_driver.hpp"
@@ -45,7 +48,15 @@ void register_run(CLI::App& app, int& exit_code) {
   static bool allow_tf32 = false;
   static std::map<std::string, std::map<std::string, std::string>> backend_values;
   sub->add_option("--backend", backend, backend_help())
-      ->required()->check(CLI::IsMember(backends::registry().names()));
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            const auto names = backends::registry().names();
+            if (std::find(names.begin(), names.end(), name) != names.end()) return "";
+            return fmt::format("'{}' is not a backend (this build knows: {}){}", name, fmt::join(names, ", "),
+                               did_you_mean(name, names));
+          },
+          "BACKEND"));
   sub->add_option("--ref", opt.ref, "Reference set directory")->required();
   sub->add_option("--out", opt.out, "Run directory to write")->capture_default_str();
   sub->add_option("--layout", layout, "Preset (torch, channels_last, fortran, linear_in_out, linear_out_in) or layout JSON file")

@@ -9,41 +9,13 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "validate/core/suggest.hpp"
 #include "validate/core/version.hpp"
 
 namespace {
 
-// Levenshtein distance, for "did you mean": typos are short, so the quadratic table is nothing.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The nearest candidate within a third of the word's length (at least 2 edits), else "".
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates)
-    if (const std::size_t d = edit_distance(word, c); d < best_d) {
-      best_d = d;
-      best = c;
-    }
-  return best;
-}
-
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  const std::string n = nearest(word, candidates);
-  return n.empty() ? "" : "; did you mean '" + n + "'?";
+  return validate::did_you_mean(word, candidates);
 }
 
 // Every long and short name of the options of `app` and of its option groups.

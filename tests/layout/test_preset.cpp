@@ -160,6 +160,8 @@ TEST_F(LayoutFileTest, Rejections) {
   EXPECT_NE(error(R"({"matmul": "MK"})").find("must be an object"), std::string::npos);
   EXPECT_NE(error(R"({"format": "csv"})").find("\"format\" must be \"bin\" or \"npy\""), std::string::npos);
   EXPECT_NE(error(R"({"base": "numpy"})").find("unknown layout preset 'numpy'"), std::string::npos);
+  EXPECT_EQ(error(R"({"base": "numpy"})").find("did you mean"), std::string::npos);  // nothing is near
+  EXPECT_NE(error(R"({"base": "fortan"})").find("; did you mean 'fortran'?"), std::string::npos);
   EXPECT_NE(error(R"(["NCHW"])").find("a layout file is a JSON object"), std::string::npos);
   EXPECT_FALSE(error(R"({"conv2d": {)").empty());  // not JSON
   auto missing = load_layout(dir / "missing.json");
@@ -168,6 +170,13 @@ TEST_F(LayoutFileTest, Rejections) {
                                    "nor an existing file"),
             std::string::npos)
       << missing.message();
+  // A misspelt preset gets the nearest one; a file name far from every preset gets no guess.
+  auto typo = load_layout("fortan");
+  ASSERT_FALSE(typo.is_ok());
+  EXPECT_NE(typo.message().find("layout 'fortan' is neither a preset"), std::string::npos) << typo.message();
+  EXPECT_NE(typo.message().find("; did you mean 'fortran'?"), std::string::npos) << typo.message();
+  EXPECT_NE(load_layout("linear_out_im").message().find("did you mean 'linear_out_in'?"), std::string::npos);
+  EXPECT_EQ(missing.message().find("did you mean"), std::string::npos) << missing.message();
 }
 
 TEST(LayoutJson, RunInfoShape) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A misspelt command or option is named, with the nearest valid one, exit 2 (CLI11 alone said "A
-# subcommand is required" or "The following argument was not expected" without the word); numeric
-# backend options show their type in --help.
+# A misspelt command, option, backend or layout preset is named, with the nearest valid one, exit 2
+# (CLI11 alone said "A subcommand is required" or "The following argument was not expected" without
+# the word); numeric backend options show their type in --help.
 # usage: cli_words.sh VALIDATE_BIN
 set -uo pipefail
 bin=$1
@@ -22,6 +22,12 @@ check "generate --out=x --seeed=3" "validate generate: unknown option '--seeed';
 check "frobnicate" "unknown command 'frobnicate' (commands: generate, verify, list, run, compare, probe, merge)"
 # A known word with a bad value still gets its own message, not a guess.
 check "run --backend nosuch --ref r" "--backend"
+# A misspelt backend or layout preset: the value's message names the nearest one.
+check "run --backend exce --ref r" "'exce' is not a backend (this build knows: "
+check "run --backend exce --ref r" "; did you mean 'exec'?"
+check "run --backend oracle --layout fortan --ref r" "layout 'fortan' is neither a preset"
+check "run --backend oracle --layout fortan --ref r" "; did you mean 'fortran'?"
+check "probe --layout chanels_last --tensor conv2d.input" "did you mean 'channels_last'?"
 help=$("$bin" run --help) || fail "run --help failed"
 for opt in "--timeout FLOAT" "--max-step-inputs-mb FLOAT" "--repeat INT"; do
   grep -qF -- "$opt" <<< "$help" || fail "run --help does not show '$opt'"

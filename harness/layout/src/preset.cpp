@@ -9,6 +9,7 @@
 
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/core/suggest.hpp"
 #include "validate/ops/registry.hpp"
 
 namespace validate::layout {
@@ -87,7 +88,8 @@ Result<Preset> preset(std::string_view name) {
   auto& ops = p.ops;
   const auto names = preset_names();
   if (std::find(names.begin(), names.end(), name) == names.end())
-    return Error{fmt::format("unknown layout preset '{}' (presets: {})", name, preset_list())};
+    return Error{fmt::format("unknown layout preset '{}' (presets: {}){}", name, preset_list(),
+                             did_you_mean(std::string(name), names))};
   // torch is PyTorch's own (NCHW / OIHW, matmul's A[M,K] B[K,N] in C order): canonical everywhere.
   // Every other preset's entries are each op's (OpDef::preset, harness/ops/<op>/<op>.cpp).
   for (const ops::OpDef* d : ops::registry())
@@ -110,7 +112,8 @@ Result<LayoutSet> load_layout(std::string_view arg) {
     if (arg == n) return from_preset(*preset(n));
   const std::string path(arg);
   if (!fs::exists(path))
-    return Error{fmt::format("layout '{}' is neither a preset ({}) nor an existing file", arg, preset_list())};
+    return Error{fmt::format("layout '{}' is neither a preset ({}) nor an existing file{}", arg, preset_list(),
+                             did_you_mean(path, preset_names()))};
   auto doc = read_json(path);
   if (!doc) return doc.status();
   const Json& j = *doc;
