@@ -4,7 +4,8 @@
 # JUnit/HTML/Markdown/JSON reports, and exit non-zero if any gate failed.
 #
 #   VALIDATE_CASES   case file (default cases/default.json; cases/smoke.json for a quick check)
-#   VALIDATE_DTYPES  dtypes (default float32,bfloat16)
+#   VALIDATE_DTYPES  dtypes (default float32,bfloat16,float16 on a machine with a GPU, where cuDNN
+#                    and LibTorch on CUDA run; float32,bfloat16 without one)
 #   VALIDATE_POLICY  compare policy file (default: the built-in policy)
 #   VALIDATE_OUT     where references, runs and reports go (default out/nightly)
 #   VALIDATE_REF     an existing reference set to use instead of generating (verified first; if
@@ -14,13 +15,22 @@
 #                    place, anything else is generated and stored there
 #   VALIDATE_GATES   extra gate overrides, whitespace-separated, each passed as `compare --gate`
 #                    (e.g. "float32.loss.loss_abs=1e-7 bfloat16.rtol=3e-2")
-#   VALIDATE_SKIP_BUILD=1  use an existing binary (VALIDATE_BIN, default build/validate)
+#   VALIDATE_SKIP_BUILD=1  use an existing binary instead of building (scripts/build.sh --runtime)
+#   VALIDATE_BIN     the validate binary to run (default build/validate, what the build makes); with
+#                    VALIDATE_SKIP_BUILD=1 a build tree's or an installed one, whose modules
+#                    (lib/validate/ beside it, or ../lib/validate/) are from the same build
 #
 #   scripts/nightly.sh --cache-key   prints the cache key for VALIDATE_CASES/VALIDATE_DTYPES
 #
+# A machine has a GPU when `nvidia-smi -L` lists one: it then runs cuDNN in the torch, channels_last
+# and fortran layouts and LibTorch on CUDA; otherwise the float64 oracle and LibTorch on the CPU.
+#
 # Inputs are checked before any work (a missing or malformed case file, policy or gate, an unknown
 # dtype: exit 2 at once); the case file, policy and gates are checked again by validate's own
-# parsers right after the build, before anything is generated or run. Every exit leaves
+# parsers right after the build, before anything is generated or run, and so is every `validate
+# run` and `validate compare` command line the gate will execute (each is run once against a
+# reference set that does not exist, and must fail on that and nothing else: a wrong option stops
+# the gate in seconds instead of after the references are made). Every exit leaves
 # $VALIDATE_OUT/reports/nightly.junit.xml, one testcase per stage, with an <error> naming what
 # stopped the gate, so a CI page never shows nothing. Compare runs with --require-all: a reference
 # tensor that no backend produced fails the gate instead of being listed as "not run".
@@ -32,7 +42,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 cases=${VALIDATE_CASES:-cases/default.json}
-dtypes=${VALIDATE_DTYPES:-float32,bfloat16}
+# Looked for first: the default dtypes depend on it. float16 is a dtype cuDNN and LibTorch on CUDA
+# compute in tensor-core kernels of their own, so the GPU branch gates it too.
+have_gpu=0
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+  have_gpu=1
+  dtypes=${VALIDATE_DTYPES:-float32,bfloat16,float16}
+else
+  dtypes=${VALIDATE_DTYPES:-float32,bfloat16}
+fi
 out=${VALIDATE_OUT:-out/nightly}
 policy=${VALIDATE_POLICY:-}
 policy_args=()
@@ -42,6 +60,30 @@ gate_args=()
 for g in "${gates[@]}"; do gate_args+=(--gate "$g"); done
 bin=${VALIDATE_BIN:-build/validate}
 log() { echo "nightly: $*"; }
+
+# name | run arguments. No --conv-mode: cuDNN takes the mode each layout's conv2d weight declares
+# (fortran's WHIO:F+flip=HW is pre-flipped for CUDNN_CONVOLUTION, the others are cross-correlation).
+runs=()
+if [ $have_gpu = 1 ]; then
+  for layout in torch channels_last fortran; do runs+=("cudnn-$layout|--backend cudnn --layout $layout"); done
+  runs+=("torch-cuda|--backend torch --device cuda")
+else
+  runs+=("oracle-fortran|--backend oracle --layout fortran" "torch-cpu|--backend torch --device cpu")
+fi
+# The command line of a run and of its compare, into cmd: the probe after the build and the gate
+# itself execute the same options.
+run_cmd() {  # run_cmd ARGS REF OUT
+  local -a a
+  read -r -a a <<< "$1"
+  # --overwrite: a run directory of an earlier nightly is replaced whole, never mixed with this one
+  # (a run that failed to start would otherwise leave the old results for compare to pass).
+  cmd=("$bin" run "${a[@]}" --ref "$2" --out "$3" --overwrite --progress 1)
+}
+compare_cmd() {  # compare_cmd NAME REF RUN REPORTS
+  cmd=("$bin" compare "$2" "$3" --require-all "${policy_args[@]}" "${gate_args[@]}"
+       --junit "$4/$1.junit.xml" --junit-suite "compare/$1" --html "$4/$1.html" --md "$4/$1.md"
+       --json "$4/$1.json")
+}
 
 # --- the JUnit file of the gate itself: one testcase per stage --------------------------------
 junit=$out/reports/nightly.junit.xml
@@ -214,6 +256,20 @@ grep -qF "$probe/no-such-ref" <<< "$msg" || die inputs "$(head -1 <<< "$msg")" "
 # Without --require-all, results no backend produced would be listed as "not run" and pass.
 $bin compare --help 2>&1 | grep -q -- --require-all ||
   die inputs "$bin has no 'compare --require-all': this gate must fail on anything not run"
+# Every run and compare line the gate executes, against a reference set that does not exist: the
+# command line, the backend's module and options (cuDNN's conv mode against the layout included)
+# are checked before that directory is opened, so only the missing set may be reported.
+for entry in "${runs[@]}"; do
+  name=${entry%%|*}
+  run_cmd "${entry#*|}" "$probe/no-such-ref" "$probe/run-$name"
+  msg=$("${cmd[@]}" 2>&1)
+  grep -qF "reference set $probe/no-such-ref:" <<< "$msg" ||
+    die inputs "run/$name: $(head -1 <<< "$msg")" "$(printf '%q ' "${cmd[@]}")"$'\n'"$msg"
+  compare_cmd "$name" "$probe/no-such-ref" "$probe/run-$name" "$probe"
+  msg=$("${cmd[@]}" 2>&1)
+  grep -qF "$probe/no-such-ref" <<< "$msg" ||
+    die inputs "compare/$name: $(head -1 <<< "$msg")" "$(printf '%q ' "${cmd[@]}")"$'\n'"$msg"
+done
 rm -rf "$probe"
 stage inputs ok
 status=0
@@ -273,15 +329,10 @@ if [ -z "$ref" ]; then
 fi
 
 stage references ok
-# name | run arguments
-runs=()
-if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+if [ $have_gpu = 1 ]; then
   log "GPU found: $(nvidia-smi -L | head -1)"
-  for layout in torch channels_last fortran; do runs+=("cudnn-$layout|--backend cudnn --layout $layout"); done
-  runs+=("torch-cuda|--backend torch --device cuda")
 else
   log "no GPU on this machine: running the float64 oracle and LibTorch on the CPU instead of cuDNN"
-  runs+=("oracle-fortran|--backend oracle --layout fortran" "torch-cpu|--backend torch --device cpu")
 fi
 
 summary="$out/reports/summary.md"
@@ -290,14 +341,11 @@ echo "|---|---|---|---|" >> "$summary"
 for entry in "${runs[@]}"; do
   name=${entry%%|*}
   args=${entry#*|}
-  # shellcheck disable=SC2086
-  # --overwrite: a run directory of an earlier nightly is replaced whole, never mixed with this one
-  # (before, a run that failed to start left the old results in place and compare passed them).
-  $bin run $args --ref "$ref" --out "$out/run-$name" --overwrite --progress 1 > "$out/reports/run-$name.txt" 2>&1
+  run_cmd "$args" "$ref" "$out/run-$name"
+  "${cmd[@]}" > "$out/reports/run-$name.txt" 2>&1
   run_rc=$?
-  $bin compare "$ref" "$out/run-$name" --require-all "${policy_args[@]}" "${gate_args[@]}" \
-    --junit "$out/reports/$name.junit.xml" --junit-suite "compare/$name" --html "$out/reports/$name.html" --md "$out/reports/$name.md" \
-    --json "$out/reports/$name.json" > "$out/reports/compare-$name.txt" 2>&1
+  compare_cmd "$name" "$ref" "$out/run-$name" "$out/reports"
+  "${cmd[@]}" > "$out/reports/compare-$name.txt" 2>&1
   cmp_rc=$?
   last=$(tail -1 "$out/reports/compare-$name.txt")
   # compare labels a run by the stack that made the references (LibTorch on the CPU) a self-check:
