@@ -80,10 +80,16 @@ foreach(want
     "Actual: float32 [1, 8, 32, 32]"
     "elements beyond tolerance (max_ulp 4); worst at n=0 c="
     "diagnosis: the run equals reference with H and W swapped (its bytes are NCWH)"
+    "where you write the tensor under test"
     "[  FAILED  ] Consumer.SwappedHeightAndWidthFails")
   string(FIND "${out}" "${want}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "install test: the failure text lacks \"${want}\":\n${out}")
   endif()
 endforeach()
+# A tensor in a test has no file: the advice must not name one (".bin" is the exec protocol's).
+string(FIND "${out}" ".bin" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "install test: the failure text names a .bin file for a tensor compared in memory:\n${out}")
+endif()
 message(STATUS "install test: the failing test failed with compare's worst element and diagnosis")

@@ -158,3 +158,25 @@ TEST(Matchers, AxesThatDoNotFitTheReferenceAreAnError) {
   const std::string text = failures_of([&] { EXPECT_THAT(ref, UlpNear(ref, 0).WithAxes("NCHW")); });
   EXPECT_THAT(text, HasSubstr("WithAxes(\"NCHW\") names 4 axes but the reference [2, 3] has 2"));
 }
+
+// A tensor compared in a C++ test is no program's file: the advice names the tensor (Named) or "the
+// tensor under test", never the exec protocol's "<tensor>.bin". Every axis a different size, batch
+// 2, so the only mistake that explains the values is the H/W loop order.
+TEST(Matchers, TheAdviceNamesTheComparedTensorNotAFile) {
+  const Tensor ref = ramp({2, 3, 4, 5});
+  // Written with the W loop outside the H loop: the bytes are NCWH under an NCHW label.
+  Tensor run(DType::float32, ref.shape());
+  for (int nc = 0; nc < 6; ++nc)
+    for (int h = 0; h < 4; ++h)
+      for (int w = 0; w < 5; ++w) run.set((nc * 5 + w) * 4 + h, ref.get((nc * 4 + h) * 5 + w));
+  const std::string unnamed = failures_of([&] { EXPECT_THAT(run, UlpNear(ref, 4).WithAxes("NCHW")); });
+  EXPECT_THAT(unnamed, HasSubstr("diagnosis: the run equals reference with H and W swapped (its bytes are NCWH)"));
+  EXPECT_THAT(unnamed, HasSubstr("where you write the tensor under test"));
+  EXPECT_THAT(unnamed, Not(HasSubstr(".bin")));
+  EXPECT_THAT(unnamed, Not(HasSubstr("declare it as")));  // there is no layout file to change
+
+  const std::string named =
+      failures_of([&] { EXPECT_THAT(run, UlpNear(ref, 4).WithAxes("NCHW").Named("my_conv(x)")); });
+  EXPECT_THAT(named, HasSubstr("where you write my_conv(x)"));
+  EXPECT_THAT(named, Not(HasSubstr(".bin")));
+}

@@ -292,6 +292,11 @@ std::string axis_words(const std::string& f) {
   return s;
 }
 
+std::string written_name(const DiagnosisInput& in) {
+  if (!in.in_memory) return in.tensor + ".bin";
+  return in.tensor.empty() ? "the tensor under test" : in.tensor;
+}
+
 void Search::add(Hypothesis h) {
   ++dx.tried;
   if (h.passes) {

@@ -170,5 +170,8 @@ ops::Accumulation accumulation_of(Rounding r);
 
 // "H and W" / "W"
 std::string axis_words(const std::string& letters);
+// What the advice calls the run's tensor: the file the program wrote ("grad_weight.bin"), or for
+// a tensor compared in memory its name, else "the tensor under test".
+std::string written_name(const DiagnosisInput& in);
 
 }  // namespace validate::compare::detail

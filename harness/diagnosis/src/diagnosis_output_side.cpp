@@ -60,7 +60,12 @@ bool is_filter_descriptor(const DiagnosisInput& in, const Reading& rd, const lay
 
 void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placement& decl,
               const std::string& declared, bool filter_desc, Hypothesis& h) {
-  const std::string file = in.tensor + ".bin";
+  const std::string file = written_name(in);
+  // A layout file declares what a program writes; a tensor compared in memory has no declaration
+  // to change, so its advice is only the fix of the code that fills it.
+  const auto or_declare = [&](const std::string& spec) {
+    return in.in_memory ? std::string() : ", or declare it as " + spec;
+  };
   // Words in the terms of the old single-tensor diagnosis (the GoogleTest matchers print them):
   // which axes moved relative to the declared order, or the Fortran reading, or the flips.
   std::vector<std::size_t> moved;
@@ -93,14 +98,14 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
                               : ")") +
               " instead of the declared " + declared;
     h.fix = "convert the gradient to " + declared + " before writing " + file +
-            ", or declare grad_weight as " + spell + " in the layout file";
+            (in.in_memory ? "" : ", or declare grad_weight as " + spell + " in the layout file");
   } else if (rd.perm_code == "fortran_order") {
     h.cause = "a column-major (Fortran) array handed over as C order, or the reverse";
-    h.fix = "declare " + in.tensor + " as " + spell + " or transpose it before writing " + file;
+    h.fix = in.in_memory ? "transpose " + file + " into " + declared + " before comparing it"
+                         : "declare " + in.tensor + " as " + spell + " or transpose it before writing " + file;
   } else if (rd.perm_code == "channels_order") {
     h.cause = "channels-first and channels-last confused (NCHW vs NHWC)";
-    h.fix = "write " + file + " as " + declared + " (move the channel loop), or declare it as " +
-            spell;
+    h.fix = "write " + file + " as " + declared + " (move the channel loop)" + or_declare(spell);
   } else if (rd.perm_code == "fortran_order+hw_swapped") {
     h.cause = "a column-major array handed over as C order (or the reverse) whose H and W loops "
               "were exchanged as well";
@@ -114,10 +119,10 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
     h.cause = in.axes == "KN"   ? "a [K,N] matrix returned as [N,K] (a Linear weight's [out,in])"
               : in.axes == "MN" ? "the output written transposed"
                                 : "a transposed matrix (the C-vs-Fortran order of a 2-D array)";
-    h.fix = "write " + file + " as " + declared + ", or declare it as " + spell;
+    h.fix = "write " + file + " as " + declared + or_declare(spell);
   } else if (!rd.perm_code.empty()) {
     h.cause = "the bytes are in " + bytes + " layout";
-    h.fix = "write " + file + " as " + declared + ", or declare it as " + spell;
+    h.fix = "write " + file + " as " + declared + or_declare(spell);
   } else {
     if (rd.flips == "HW" && in.axes == "OIHW")
       h.cause = in.tensor.rfind("grad", 0) == 0
@@ -129,7 +134,7 @@ void describe(const DiagnosisInput& in, const Reading& rd, const layout::Placeme
     else
       h.cause = "a flip applied to one spatial axis";
     h.fix = "remove (or add) the flip of " + axis_words(rd.flips) + " where you write " + file +
-            ", or declare it as " + spell;
+            or_declare(spell);
   }
 }
 

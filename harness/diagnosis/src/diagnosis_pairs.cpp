@@ -99,10 +99,10 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       if (!w.flips.empty()) wp["flipped"] = w.flips;
       h.params = {{"read", rp}, {"write", wp}};
       h.description = fmt::format(
-          "two mistakes at once: (1) {}; (2) it wrote {}.bin {} (declared {}, the bytes are {})",
-          read_words(rh), in.tensor, write_words(w), declared, in_notation_of(w.spec, declared, in.axes));
+          "two mistakes at once: (1) {}; (2) it wrote {} {} (declared {}, the bytes are {})",
+          read_words(rh), written_name(in), write_words(w), declared, in_notation_of(w.spec, declared, in.axes));
       h.cause = rh.cause + ", and the result written in another layout than declared";
-      h.fix = rh.fix + "; and write " + in.tensor + ".bin as " + declared +
+      h.fix = rh.fix + "; and write " + written_name(in) + " as " + declared +
               " (check the loop order where you write it)";
       finish_recompute(h, e, numel);
       s.add(std::move(h));

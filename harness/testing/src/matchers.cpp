@@ -67,6 +67,11 @@ TensorMatcher& TensorMatcher::InDtype(DType logical) {
   return *this;
 }
 
+TensorMatcher& TensorMatcher::Named(std::string name) {
+  name_ = std::move(name);
+  return *this;
+}
+
 bool TensorMatcher::MatchAndExplain(const Tensor& run, std::ostream* os) const {
   const Tensor& ref = *ref_;
   const std::size_t rank = ref.shape().size();
@@ -89,6 +94,9 @@ bool TensorMatcher::MatchAndExplain(const Tensor& run, std::ostream* os) const {
   in.shape = ref.shape();
   in.run_shape = run.shape();
   in.axes = diag_axes;
+  // A value in the user's test, not a program's file: the advice names the tensor, never "<x>.bin".
+  in.in_memory = true;
+  in.tensor = name_;
   in.logical = logical_.value_or(ref.dtype() == DType::float64 ? DType::float32 : ref.dtype());
   in.atol = atol_;
   in.rtol = rtol_;

@@ -86,6 +86,10 @@ struct DiagnosisInput {
   std::string axes;  // canonical axis letters, e.g. "NCHW", "OIHW", "KN"
   ops::Op op = ops::Op::conv2d;
   std::string tensor;
+  // The run's tensor is a value in memory, not a file a program wrote (the GoogleTest matchers):
+  // the advice then names the tensor ("where you write grad_w", or "the tensor under test" when it
+  // has no name) instead of the exec protocol's file "<tensor>.bin".
+  bool in_memory = false;
   std::optional<ops::Role> role;  // none: the reference's metadata names no role
   std::string declared_layout;  // what the run declared for the tensor (run json "layouts"), if any
   std::map<std::string, std::string> declared;  // every tensor of the op -> declared layout spec

@@ -11,6 +11,9 @@
 // failure. A run whose shape differs from the reference's fails, even with the same element count
 // (a [3,2] result is not a [2,3] reference); when it is a permutation, the diagnosis names it.
 //
+// Named("grad_weight") says what is compared, for the diagnosis's advice ("where you write
+// grad_weight"; without a name, "the tensor under test").
+//
 // Axes: WithAxes names them, so coordinates read "n=0 c=5 h=31 w=0" and the diagnosis speaks of
 // H, W, O, I. Without it, coordinates are positional ("[0]=0 [1]=5 ...") and the diagnosis still
 // runs for 4-d tensors (assumed NCHW: axes 2 and 3 spatial, which holds for OIHW weights too) and
@@ -43,6 +46,10 @@ class TensorMatcher {
   // The dtype ULPs are measured in (default: the reference's element type; bfloat16 for a
   // bfloat16 case stored as float32).
   TensorMatcher& InDtype(DType logical);
+  // What the compared tensor is ("grad_weight", "my_conv(x)"): the diagnosis's advice names it
+  // ("check the loop order ... where you write grad_weight"); without it, "the tensor under test".
+  // A tensor the user's test computed has no file, so the advice never names one.
+  TensorMatcher& Named(std::string name);
 
   bool MatchAndExplain(const Tensor& run, std::ostream* os) const;
   void DescribeTo(std::ostream* os) const;
@@ -53,6 +60,7 @@ class TensorMatcher {
   std::optional<std::uint64_t> max_ulp_;
   std::optional<double> atol_, rtol_;
   std::string axes_;
+  std::string name_;
   std::optional<DType> logical_;
 };
 
