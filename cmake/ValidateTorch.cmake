@@ -1,8 +1,15 @@
-# LibTorch, three sources in this order: -DTorch_DIR; the torch of -DVALIDATE_TORCH_PYTHON=<python>
-# (scripts/install-torch.sh's venv: PyPI's torch 2.11.0+cu130, what build-torch211/ and the GPU
-# bundle use); python3's torch; else Debian's libtorch-dev (1.13, CPU), the main build's.
+# LibTorch, from the first of: -DTorch_DIR; the torch of -DVALIDATE_TORCH_PYTHON=<python>;
+# the venv scripts/install-torch.sh makes in this repository (.deps/torch-2.11: PyPI's torch
+# 2.11.0+cu130, the build every script and the GPU bundle use); python3's torch. Debian's
+# libtorch-dev (1.13, CPU only) is not used: a build against it cannot run on a GPU.
 set(VALIDATE_HAVE_TORCH OFF)
-set(VALIDATE_TORCH_PYTHON "" CACHE FILEPATH "python whose torch provides LibTorch (empty: python3's, else Debian's)")
+set(VALIDATE_TORCH_PYTHON "" CACHE FILEPATH "python whose torch provides LibTorch (empty: .deps/torch-2.11's, else python3's)")
+if(NOT VALIDATE_TORCH_PYTHON AND DEFINED ENV{VALIDATE_TORCH_PYTHON})
+  set(VALIDATE_TORCH_PYTHON "$ENV{VALIDATE_TORCH_PYTHON}" CACHE FILEPATH "" FORCE)
+endif()
+if(NOT VALIDATE_TORCH_PYTHON AND EXISTS "${PROJECT_SOURCE_DIR}/.deps/torch-2.11/bin/python")
+  set(VALIDATE_TORCH_PYTHON "${PROJECT_SOURCE_DIR}/.deps/torch-2.11/bin/python" CACHE FILEPATH "" FORCE)
+endif()
 if(NOT VALIDATE_TORCH STREQUAL "OFF")
   if(NOT Torch_DIR)
     # python's torch ships its CMake package; ask it where, if it is there.

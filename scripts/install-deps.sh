@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs what validate needs from Debian's packages. Idempotent: when everything is there it
-# only checks (about a second). The CUDA toolkit + cuDNN are not Debian packages; CMake finds them
-# in /usr/local/cuda when present (VALIDATE_CUDA=AUTO) and builds without them otherwise.
+# Installs what validate needs: Debian's packages, then LibTorch, which is PyPI's torch 2.11.0
+# (the CUDA 13.0 build) in a venv this repository owns (scripts/install-torch.sh, .deps/torch-2.11).
+# Idempotent: when everything is there it only checks (a few seconds). The CUDA toolkit + cuDNN
+# are not Debian packages; CMake finds them in /usr/local/cuda when present (VALIDATE_CUDA=AUTO)
+# and builds without them otherwise (LibTorch's own CUDA libraries come with the torch wheel).
+#
+#   VALIDATE_TORCH_PYTHON=PY  use PY's torch (a venv or conda env of your own: 2.8 or newer, built
+#                             for CUDA 13 if it is a CUDA build) instead of installing one
 #
 #   scripts/install-deps.sh            what the test suite needs (scripts/test.sh, .ci/run)
 #   scripts/install-deps.sh --runtime  only what building and running validate needs (the nightly
@@ -9,8 +14,6 @@
 #                                      the header libraries, numpy-free python3): no GoogleTest,
 #                                      Slurm, munge, Chromium, clang or gfortran
 #
-# LibTorch 2.11 with CUDA 13 (PyPI's torch 2.11.0+cu130) is a separate, larger install into a
-# venv this repository owns: scripts/install-torch.sh (README, "Build").
 set -euo pipefail
 runtime=0
 case "${1:-}" in
@@ -20,9 +23,8 @@ case "${1:-}" in
 esac
 packages=(
   build-essential cmake git pkg-config python3
-  libtorch-dev            # LibTorch 1.13 (CPU): the generator and the torch runner
-  libopenblas0-openmp     # LibTorch's BLAS (libblas.so.3): the reference BLAS is ~13x slower; the
-                          # OpenMP build shares LibTorch's libgomp pool (-pthread would oversubscribe)
+  libopenblas0-openmp     # libblas.so.3 for numpy and the examples (the reference BLAS is ~13x
+                          # slower); LibTorch's own BLAS is the MKL inside its wheel
   nlohmann-json3-dev libssl-dev libcli11-dev libfmt-dev
   libre2-dev              # RE2: user regexes (--only, --variant) match in linear time
 )
@@ -61,3 +63,11 @@ for lib in libblas.so.3 liblapack.so.3; do
     $SUDO update-alternatives --set "$lib-$arch" "$want"
   fi
 done
+# LibTorch: PyPI's torch 2.11.0+cu130 (2.6 GB of wheels, 4.6 GB installed, once), unless the
+# caller names a python whose torch to use.
+if [ -n "${VALIDATE_TORCH_PYTHON:-}" ]; then
+  "$VALIDATE_TORCH_PYTHON" -c "import torch; print('install-deps: using torch', torch.__version__, 'from', '$VALIDATE_TORCH_PYTHON')" ||
+    { echo "install-deps: VALIDATE_TORCH_PYTHON=$VALIDATE_TORCH_PYTHON has no torch" >&2; exit 2; }
+else
+  "$(dirname "$0")/install-torch.sh"
+fi

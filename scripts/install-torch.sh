@@ -8,15 +8,16 @@
 #   scripts/install-torch.sh [--print-prefix]
 #     VALIDATE_TORCH_VENV    where the venv goes (default <repo>/.deps/torch-2.11)
 #     VALIDATE_TORCH_WHEELS  the wheels, downloaded once and installed from (default
-#                            <repo>/.deps/wheels-torch-2.11); scripts/check-gpu-bundle.sh installs
-#                            its separate torch from them too
+#                            ~/.cache/validate/wheels-torch-2.11, outside the clone, so that every
+#                            clone on the machine, CI's fresh ones included, downloads them once);
+#                            scripts/check-gpu-bundle.sh installs its separate torch from them too
 #
 # Needs python3 (3.9 or newer, with the venv module) and PyPI; 2.6 GB of wheels downloaded (kept),
 # 4.6 GB installed (libtorch_cuda alone is ~1 GB, cuDNN ~1 GB, cuBLAS ~0.7 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VALIDATE_TORCH_VENV:-$root/.deps/torch-2.11}
-wheels=${VALIDATE_TORCH_WHEELS:-$root/.deps/wheels-torch-2.11}
+wheels=${VALIDATE_TORCH_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/validate/wheels-torch-2.11}
 want=2.11.0
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 print_prefix=0
@@ -32,12 +33,18 @@ if ! have; then
   # cuda-toolkit 13.0.2 (cudart, cublas, cufft, curand, cusolver, cusparse, nvrtc, nvjitlink, ...),
   # nvidia-cudnn-cu13 9.19.0.56, nccl-cu13, nvshmem-cu13 and cusparselt-cu13.
   mkdir -p "$wheels"
-  "$venv/bin/python" -m pip download -q -d "$wheels" "torch==$want" >&2
+  # Downloaded into a folder of its own, then moved: a download cut short leaves no partial set of
+  # wheels that a later install would take for complete.
+  if ! "$venv/bin/python" -m pip install -q --dry-run --no-index --find-links "$wheels" "torch==$want" >/dev/null 2>&1; then
+    partial=$(mktemp -d "$wheels.partial.XXXXXX")
+    "$venv/bin/python" -m pip download -q -d "$partial" "torch==$want" >&2
+    mv -f "$partial"/*.whl "$wheels"/ && rmdir "$partial"
+  fi
   "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "torch==$want" >&2
   have || { echo "install-torch: $venv has no CUDA torch $want after the install" >&2; exit 1; }
 fi
 if [ $print_prefix = 1 ]; then
   "$venv/bin/python" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
 else
-  "$venv/bin/python" -c "import torch; print('install-torch: torch', torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN', torch.backends.cudnn.version())" >&2
+  "$venv/bin/python" -W ignore -c "import torch; print('install-torch: torch', torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN', torch.backends.cudnn.version())" >&2
 fi

@@ -6,13 +6,12 @@
 # triggered it: ASan and LSan abort (abort_on_error), UBSan halts (halt_on_error, and the code is
 # built with -fno-sanitize-recover=undefined). Extra arguments go to ctest. .ci/run calls this.
 #
-# LibTorch: ON by default, so the generator, the torch runner, kill/resume and the full-disk tests
-# run sanitized too. Debian's LibTorch 1.13 is not instrumented (its kernels run at full speed) and
-# gives no leak report. On the 2-core CI machine a clean build takes about 8 minutes and the suite
-# 5 (docs/reliability.md). VALIDATE_SANITIZE_TORCH=OFF|AUTO overrides it. CUDA stays OFF: the
-# sanitizer flags would reach nvcc, and the CUDA runtime needs protect_shadow_gap=0 under ASan.
-# VALIDATE_TORCH_PYTHON=.deps/torch-2.11/bin/python (scripts/install-torch.sh) builds against PyPI's
-# LibTorch 2.11 instead of Debian's 1.13; pair it with VALIDATE_SANITIZE_BUILD=build-asan211.
+# LibTorch: ON, the same PyPI torch 2.11 as build/ (scripts/install-deps.sh installs it;
+# VALIDATE_TORCH_PYTHON names another), so the generator, the torch runner, kill/resume and the
+# full-disk tests run sanitized too; LibTorch's own kernels are not instrumented and run at full
+# speed. VALIDATE_SANITIZE_TORCH=OFF|AUTO overrides it. CUDA stays OFF: the sanitizer flags would
+# reach nvcc, and the CUDA runtime needs protect_shadow_gap=0 under ASan; the CUDA code's
+# host-side tests run in build/ (scripts/test.sh). Times: docs/building.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -23,7 +22,7 @@ cmake -S . -B "$build" -DVALIDATE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DCMAKE_Fortran_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DVALIDATE_TORCH="$torch" -DVALIDATE_CUDA=OFF -DVALIDATE_BUILD_BENCH=OFF \
-  ${VALIDATE_TORCH_PYTHON:+-DVALIDATE_TORCH_PYTHON="$VALIDATE_TORCH_PYTHON"}
+  -DVALIDATE_TORCH_PYTHON="${VALIDATE_TORCH_PYTHON:-$PWD/.deps/torch-2.11/bin/python}"
 cmake --build "$build" -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
