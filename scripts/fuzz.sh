@@ -43,7 +43,7 @@ fi
 
 flags='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1'
 if [ ! -f "$build/CMakeCache.txt" ] || ! grep -q "^VALIDATE_FUZZ:BOOL=ON" "$build/CMakeCache.txt"; then
-  CC=$cc CXX=$cxx cmake -S . -B "$build" -DVALIDATE_FUZZ=ON -DVALIDATE_TORCH=OFF -DVALIDATE_CUDA=OFF \
+  CC=$cc CXX=$cxx cmake -S . -B "$build" -DVALIDATE_FUZZ=ON -DVALIDATE_TORCH=OFF -DVALIDATE_CUDA=OFF -DVALIDATE_PCH=OFF \
     -DVALIDATE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS=$flags" > "$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; echo "fuzz.sh: configure failed"; exit 1; }
 else
