@@ -293,6 +293,24 @@ print_plan() {  # prints the plan table; returns 2 if a step exceeds STEP_LIMIT_
 # differently), named one by one: compare's --variant takes RE2 syntax, which has no lookahead.
 DIRECT_FWD='(IMPLICIT_GEMM|IMPLICIT_PRECOMP_GEMM|GEMM|DIRECT)'
 DIRECT_BWD='(ALGO_0|ALGO_1|ALGO_3)'
+# write_verdicts SUMMARY: summary.md's command rows as tab-separated lines, one per command, always
+# six columns: step, command, expect, exit, verdict, seconds, after a header line naming them. The
+# plan tables are left out. A row is read from both ends: its first cell is the step, its last four
+# (which never hold a '|') expect, exit, verdict and seconds, and the command is everything between
+# the backticks in between, so a '|' in a command never splits it. The command is written as step()
+# shows it (a '|' escaped as '\|' there) with that escape undone; a tab in it becomes a space.
+write_verdicts() {
+  # shellcheck disable=SC2016  # the backticks are Markdown's, matched literally
+  local line re='^\| ([^|]+) \| `(.*)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$' cmd
+  printf 'step\tcommand\texpect\texit\tverdict\tseconds\n'
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line =~ $re ]] || continue
+    cmd=${BASH_REMATCH[2]//\\|/|}
+    cmd=${cmd//$'\t'/ }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "${BASH_REMATCH[1]}" "$cmd" "${BASH_REMATCH[3]}" "${BASH_REMATCH[4]}" \
+      "${BASH_REMATCH[5]}" "${BASH_REMATCH[6]}"
+  done <"$1"
+}
 if [[ ${VALIDATE_ACCEPTANCE_LIB:-0} == 1 ]]; then
   return 0 2>/dev/null || exit 0
 fi
@@ -688,8 +706,7 @@ pack_out() {
   local d=$1 max=$((16 * 1024 * 1024)) f
   mkdir -p "$d"
   cp "$SUMMARY" "$d/summary.md"
-  awk -F'|' 'NF >= 7 && $2 !~ /^ *(step|---)/ { gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4); gsub(/^ +| +$/, "", $5); gsub(/^ +| +$/, "", $6); gsub(/^ +| +$/, "", $7); print $2 "\t" $4 "\t" $5 "\t" $6 "\t" $7 }' \
-    "$SUMMARY" >"$d/verdicts.tsv"
+  write_verdicts "$SUMMARY" >"$d/verdicts.tsv"
   [[ -f $OUT/logs/env.log ]] && cp "$OUT/logs/env.log" "$d/env.txt"
   tar -C "$OUT" -czf "$d/logs.tar.gz" logs
   tar -C "$OUT" -czf "$d/compare.tar.gz" compare
