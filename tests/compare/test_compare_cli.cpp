@@ -134,6 +134,41 @@ TEST_F(CompareCli, Bfloat16LossIsHeldToTheOutputsBoundsCarriedIntoTheLoss) {
   EXPECT_TRUE(contains(r.out, "the outputs' error bounds carried into the loss")) << r.out;
 }
 
+// A bfloat16 gradient gated by its error bound and written with H and W flipped: the values
+// re-read through the flip are a correct stack's (3% off the reference, within each element's
+// bound), so the diagnosis, held to the same per-element bound as the gate, names the flip.
+TEST_F(CompareCli, Bfloat16GradientWrittenFlippedIsNamedUnderTheGatesBound) {
+  const std::string sref = tmp / "sref", srun = tmp / "srun", js = tmp / "flip.json";
+  write_reference(sref, {bf16}, {}, true, true);
+  RunSpec s;
+  s.mutate = [](const std::string& key, Tensor& t) {
+    if (key != "bfloat16/k0018_ic002/conv2d/grad_weight") return;
+    const Shape& sh = t.shape();  // OIHW
+    const Tensor c = t.clone();
+    const std::int64_t hw = sh[2] * sh[3];
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      const std::int64_t h = (i / sh[3]) % sh[2], w = i % sh[3], base = i - i % hw;
+      const float v = c.get(base + (sh[2] - 1 - h) * sh[3] + (sh[3] - 1 - w));
+      t.set(i, round_to_dtype(v * (i % 2 ? 1.03f : 0.97f), DType::bfloat16));
+    }
+  };
+  write_run(sref, srun, s);
+  auto r = run_cli({"compare", sref, srun, "--json", js, "--color", "never"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  auto doc = read_json(js);
+  ASSERT_TRUE(doc) << doc.message();
+  bool seen = false;
+  for (const auto& e : (*doc)["entries"]) {
+    if (e["id"] != "bfloat16/k0018_ic002/conv2d/grad_weight") continue;
+    seen = true;
+    EXPECT_EQ(e["verdict"], "failed");
+    ASSERT_TRUE(e.contains("diagnosis")) << e.dump();
+    EXPECT_EQ(e["diagnosis"]["code"], "flipped") << e["diagnosis"]["summary"];
+    EXPECT_EQ(e["diagnosis"]["params"]["flipped"], "HW") << e["diagnosis"].dump();
+  }
+  EXPECT_TRUE(seen);
+}
+
 // A set stores its scales as float16 times 2^unit_log2, rounded up (cases/scale_file.hpp); sets of
 // an earlier version stored them as float32. The same scales either way gate alike: the same
 // verdicts, the same failing element, and a float16 scale's bound at most 2^-10 looser.

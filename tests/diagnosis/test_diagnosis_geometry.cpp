@@ -86,6 +86,34 @@ TEST(Diagnosis, FlipOnDataInsteadOfWeights) {
   refine_op_diagnoses(entries);
   EXPECT_EQ(entries[0].diagnosis->named()->code, "flipped");
   EXPECT_EQ(entries[0].diagnosis->named()->side, "output");
+  // A loss that passed within its bound (a bfloat16 case) while a gradient failed and names nothing
+  // of its own: a written mistake would have left the gradient right, so the read one is kept and
+  // the gradient follows from it.
+  entries[0].diagnosis = dx;
+  entries.emplace_back();
+  Entry& grad = entries.back();
+  grad.dtype = "float32";
+  grad.case_name = "c";
+  grad.op = ops::Op::conv2d;
+  grad.tensor = "grad_input";
+  grad.role = ops::Role::grad;
+  grad.verdict = Verdict::failed;
+  grad.diagnosis = Diagnosis{};
+  grad.diagnosis->tried = 24;
+  refine_op_diagnoses(entries);
+  EXPECT_EQ(entries[0].diagnosis->named()->code, "flip_on_data");
+  ASSERT_NE(entries[2].diagnosis->named(), nullptr);
+  EXPECT_EQ(entries[2].diagnosis->named()->params["follows_from"], "output");
+  // A failing gradient that names its own written mistake says nothing about the output's values.
+  entries[0].diagnosis = dx;
+  Hypothesis own;
+  own.code = "hw_swapped";
+  own.side = "output";
+  own.passes = true;
+  entries[2].diagnosis = Diagnosis{};
+  entries[2].diagnosis->matches = {own};
+  refine_op_diagnoses(entries);
+  EXPECT_EQ(entries[0].diagnosis->named()->code, "flipped");
 }
 
 // Weights declared WHIO:F (the bytes of C-order OIHW) while the program indexes them as HWIO.

@@ -95,16 +95,22 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 
+Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt) {
+  auto opts = bound_options(it, e, *e.role, gt);
+  if (!opts) return opts;
+  opts->scale_unit = scale.unit;
+  opts->split_gradient = scale.quantity == cases::kGradientBoundQuantity;
+  return opts;
+}
+
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const ScaleFile& scale,
                                                      const Gates& gt, GateResult& gr) {
-  auto opts = bound_options(it, e, *e.role, gt);
+  auto opts = scale_bound_options(it, e, scale, gt);
   if (!opts) {
     invalid(e, opts.message());
     return std::nullopt;
   }
-  opts->scale_unit = scale.unit;
-  opts->split_gradient = scale.quantity == cases::kGradientBoundQuantity;
   const BoundOptions& o = *opts;
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   std::optional<Mapped> exact;

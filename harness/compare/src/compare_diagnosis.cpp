@@ -22,7 +22,8 @@ namespace validate::compare::detail {
 namespace stdfs = std::filesystem;
 
 Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref,
-                                  const Mapped& run, const Gates& gt, double floor) {
+                                  const Mapped& run, const Gates& gt, double floor,
+                                  const ScaleFile* scale) {
   DiagnosisInput in;
   in.ref = ref.view();
   in.run = run.view();
@@ -36,13 +37,17 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
   in.atol = gt.atol;
   in.rtol = gt.rtol;
   if (gt.max_ulp) in.max_ulp = ulp_limit(*gt.max_ulp);
+  // The gate's per-element bound: the hypotheses are held to what the gate holds the run to.
+  if (scale && gt.bound && e.role)
+    if (auto o = scale_bound_options(it, e, *scale, gt))
+      in.bound = DiagnosisInput::ElementBound{scale->map.view(), *o};
   if (floor <= 0) {  // shape mismatch: no metric pass ran
     const RefScan sc = scan_reference(in.ref, in.logical, opt_.threads);
     floor = std::max(gt.near_zero * sc.max_abs, 1e-30);
   }
   in.floor = floor;
   declared_layouts(it, in);
-  // Reference tensors of the op, for recomputing with an operand misread (issue 12).
+  // Reference tensors of the op, for recomputing with an operand misread.
   std::vector<Mapped> keep;
   add_reference_tensors(it, in, keep);
   return diagnose(in);

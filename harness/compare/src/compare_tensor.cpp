@@ -148,7 +148,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     e.message = fmt::format("shape mismatch: run {} is {}, reference {}", it.tensor,
                             shape_to_string(rs), shape_to_string(e.shape));
     if (same_numel && opt_.diagnose) {
-      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, 0.0);
+      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, 0.0, scale && gt.bound ? &*scale : nullptr);
       if (!dx.summary.empty()) e.diagnosis = std::move(dx);
     }
     return;
@@ -224,7 +224,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
     } else if (opt_.diagnose && e.role == ops::Role::checkpoint) {
       e.diagnosis = diagnose_checkpoint(checkpoint_context(it, gt));
     } else if (opt_.diagnose) {
-      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor);
+      auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor, scale && gt.bound ? &*scale : nullptr);
       e.diagnosis = std::move(dx);
     }
   } else if (s.ref_zero_fraction() > gt.mistrust_zeros) {

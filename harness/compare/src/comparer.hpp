@@ -58,6 +58,10 @@ struct ScaleFile {
 };
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
                                             const Shape& shape, const std::vector<std::string>& quantities);
+// The options of `e`'s error-bound gate with its scale (bound_options, the scale's unit, and a
+// gradient scale split into its two parts when its quantity says so): what check_bounds and the
+// diagnosis's element test are given.
+Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt);
 
 class Comparer {
  public:
@@ -88,8 +92,10 @@ class Comparer {
                                              const Gates& gt, GateResult& gr);
   void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
                       DType logical);
+  // `scale`: the tensor's error-bound scale when its gate is the bound (nullptr otherwise); the
+  // hypotheses are then held to the same per-element bound (DiagnosisInput::bound).
   Diagnosis run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
-                          const Gates& gt, double floor);
+                          const Gates& gt, double floor, const ScaleFile* scale);
   // The layouts the run declared for every tensor of the op (what the program was handed / wrote).
   static void declared_layouts(const PairItem& it, DiagnosisInput& in);
   // The op's reference inputs (target included), its reference output and geometry.

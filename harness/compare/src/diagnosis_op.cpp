@@ -30,11 +30,21 @@ void refine_op_diagnoses(std::vector<Entry>& entries) {
       if (e->role == ops::Role::output) out = e;
       if (e->role == ops::Role::loss) loss = e;
     }
-    // 1. The loss decides between writing and reading mistakes on the output.
+    // 1. The loss decides between writing and reading mistakes on the output. A loss that passed
+    //    clears the computation only when the gradients agree: a mistake in how the output was
+    //    written leaves them right (they are computed from the values the program held), so a
+    //    failing gradient that names no mistake of its own says the output's values were wrong,
+    //    and moved the loss by less than its bound (a flip of the data on a bfloat16 case).
+    const bool gradient_unexplained = std::any_of(group.begin(), group.end(), [](const Entry* e) {
+      return e->role == ops::Role::grad && e->verdict == Verdict::failed && e->diagnosis &&
+             e->diagnosis->matches.empty() &&
+             std::find(e->diagnosis->families.begin(), e->diagnosis->families.end(), "precision") ==
+                 e->diagnosis->families.end();
+    });
     if (out && out->diagnosis && out->diagnosis->matches.size() > 1 && loss &&
         (loss->verdict == Verdict::failed || loss->verdict == Verdict::passed)) {
       auto& m = out->diagnosis->matches;
-      const bool loss_ok = loss->verdict == Verdict::passed;
+      const bool loss_ok = loss->verdict == Verdict::passed && !gradient_unexplained;
       std::vector<Hypothesis> keep;
       for (const auto& h : m)
         if ((h.side == "output") == loss_ok) keep.push_back(h);

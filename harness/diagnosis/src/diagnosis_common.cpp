@@ -31,18 +31,53 @@ bool ElementTest::beyond(float r, float x) const {
   return ar >= floor && max_ulp != ~std::uint64_t{0} && ulp_distance(r, x, logical) > max_ulp;
 }
 
+bool ElementTest::beyond_at(std::int64_t p, float r, float x) const {
+  if (beyond(r, x)) return true;
+  if (!bound || !std::isfinite(r) || !std::isfinite(x)) return false;  // beyond() judged these
+  return std::fabs(static_cast<double>(x) - static_cast<double>(r)) > bound->at(p, r);
+}
+
+BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
+  // Twice one side's bound (two correct stacks), taken apart into its three linear terms.
+  BoundTest t;
+  t.scale = b.scale;
+  t.unit = b.options.scale_unit;
+  const double c = side_bound(0, 0, b.options);
+  t.constant = 2 * c;
+  t.per_ref = 2 * (side_bound(1, 0, b.options) - c);
+  t.per_scale = 2 * (side_bound(0, 1, b.options) - c);
+  return t;
+}
+
+double BoundTest::at(std::int64_t p, double r) const {
+  double rho = static_cast<double>(read_value(scale, p)) * unit;
+  if (!std::isfinite(rho)) rho = 0;
+  return per_ref * std::fabs(r) + per_scale * rho + constant;
+}
+
+BoundTest BoundTest::scaled(double f) const {
+  BoundTest t = *this;
+  t.per_scale *= std::fabs(f);
+  t.constant *= std::fabs(f);
+  return t;
+}
+
 ElementTest gate_test(const DiagnosisInput& in) {
   ElementTest t;
   t.floor = static_cast<float>(in.floor);
   t.logical = in.logical;
+  const bool bounded = in.bound && in.bound->scale.numel == shape_numel(in.shape);
   if (in.atol || in.rtol || in.max_ulp) {
     t.atol = static_cast<float>(in.atol.value_or(0));
     t.rtol = static_cast<float>(in.rtol.value_or(0));
     if (!in.atol && !in.rtol) t.atol = INFINITY;
     if (in.max_ulp) t.max_ulp = *in.max_ulp;
+  } else if (bounded) {
+    t.atol = INFINITY;  // the bound alone
   } else {
     t.rtol = 1e-2f;
   }
+  if (bounded) t.bound = BoundTest::of(*in.bound);
   return t;
 }
 
@@ -63,6 +98,28 @@ void Eval::add(float r, float x, const ElementTest& t) {
   if (t.beyond(r, x)) ++beyond;
   const double d = std::fabs(static_cast<double>(x) - r);
   if (!(d <= max_abs)) max_abs = std::isnan(d) ? INFINITY : d;
+}
+
+void Eval::add_at(std::int64_t p, float r, float x, const ElementTest& t) {
+  ++checked;
+  if (t.beyond_at(p, r, x)) ++beyond;
+  const double d = std::fabs(static_cast<double>(x) - r);
+  if (!(d <= max_abs)) max_abs = std::isnan(d) ? INFINITY : d;
+}
+
+bool declared_agrees(const DiagnosisInput& in, const ElementTest& t) {
+  const std::int64_t numel = shape_numel(in.shape);
+  if (in.run_shape != in.shape || in.ref.numel != numel || in.run.numel != numel) return false;
+  const auto agree_on = [&](const std::vector<std::int64_t>& positions) {
+    for (std::int64_t p : positions)
+      if (t.beyond_at(p, read_value(in.ref, p), read_value(in.run, p))) return false;
+    return true;
+  };
+  if (!agree_on(sample_positions(numel, in.sample))) return false;
+  if (numel > in.confirm_all_limit) return agree_on(sample_positions(numel, 1 << 20));
+  for (std::int64_t p = 0; p < numel; ++p)
+    if (t.beyond_at(p, read_value(in.ref, p), read_value(in.run, p))) return false;
+  return true;
 }
 
 std::vector<std::int64_t> sample_positions(std::int64_t numel, std::int64_t count) {

@@ -3,6 +3,7 @@
 // byte-reading hypotheses relative to a declared layout, and the collector of hypotheses.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,13 +46,34 @@ Hypothesis narrow_accumulation_hypothesis(Rounding r, const std::string& tensors
 // recompute tolerance, would be "explained" by any accumulator.
 constexpr double kNarrowFactor = 4.0;
 
-// The element test of the gate (metrics.hpp), scalar. With no element gate configured, a guarded
-// relative error of 1e-2 stands in, so "agrees" still means something.
+// The gate's per-element error bound at a canonical position p: |x - r| <= 2 b(r, rho[p]) for two
+// correct stacks (bounds.hpp, side_bound), which is linear in |r| and rho, so it is kept as
+// per_ref |r| + per_scale rho + constant (rho = the scale's value at p times its unit; a
+// non-finite rho counts as 0, as in the gate). `scaled(f)` is the bound of f times the correct
+// values (a hypothesis "the run is f times the reference"): f r's own term and |f| times the rest.
+struct BoundTest {
+  ArrayView scale;
+  double unit = 1, per_ref = 0, per_scale = 0, constant = 0;
+  static BoundTest of(const DiagnosisInput::ElementBound& b);
+  double at(std::int64_t p, double r) const;
+  BoundTest scaled(double f) const;
+};
+
+// The element test of the gate (metrics.hpp), scalar. beyond(r, x) is the fixed part: atol OR
+// rtol (guarded by the floor) and max_ulp, as set; beyond_at(p, r, x) adds the per-element bound
+// at canonical position p when the gate has one. What stands in for the gate:
+//  - the policy sets atol, rtol or max_ulp: those, and the bound as well when there is one (an
+//    element must pass every test the gate sets);
+//  - a bound alone (a set with scales, the default policy): the bound alone;
+//  - neither (no element gate configured): a guarded relative error of 1e-2, so "agrees" still
+//    means something.
 struct ElementTest {
   float floor = 0, atol = 0, rtol = 0;
   std::uint64_t max_ulp = ~std::uint64_t{0};
   DType logical = DType::float32;
+  std::optional<BoundTest> bound;
   bool beyond(float r, float x) const;
+  bool beyond_at(std::int64_t p, float r, float x) const;
 };
 ElementTest gate_test(const DiagnosisInput& in);
 // For recomputed values: the run has its own rounding and summation order, the float64 oracle
@@ -62,8 +84,17 @@ ElementTest recompute_test(const DiagnosisInput& in);
 struct Eval {
   double max_abs = 0;
   std::int64_t beyond = 0, checked = 0;
+  // A recomputed value: the fixed test alone (recompute_test has no bound).
   void add(float r, float x, const ElementTest& t);
+  // The reference value r at canonical position p against x: the gate's test, bound included.
+  void add_at(std::int64_t p, float r, float x, const ElementTest& t);
 };
+
+// Whether the run, read as declared, agrees with the reference under `t` on every element (a
+// sample of `sample` positions first, then every element, or 1M samples above
+// in.confirm_all_limit). A hypothesis judged by the element test is named only when this is
+// false: a cause is named only when the numbers rule out the declared reading.
+bool declared_agrees(const DiagnosisInput& in, const ElementTest& t);
 
 // Deterministic, stratified sample of flat indices (a hash jitter inside each stratum keeps the
 // sample from aliasing with an axis period).

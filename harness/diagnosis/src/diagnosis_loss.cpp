@@ -160,9 +160,10 @@ void search_gradient_scale(const DiagnosisInput& in, Search& s) {
     t.atol = static_cast<float>(t.atol * sc.factor);
     t.max_ulp = ~std::uint64_t{0};
     if (!(t.rtol > 0)) t.rtol = 1e-3f;  // an atol/ULP-only gate: a relative test still applies
+    if (t.bound) t.bound = t.bound->scaled(sc.factor);  // the correct gradient's freedom, scaled
     Eval e;
     for (std::int64_t p : positions) {
-      e.add(static_cast<float>(read_value(in.ref, p) * sc.factor), read_value(in.run, p), t);
+      e.add_at(p, static_cast<float>(read_value(in.ref, p) * sc.factor), read_value(in.run, p), t);
       if (e.beyond > 0 && e.checked >= 4) break;
     }
     Hypothesis h;

@@ -20,7 +20,7 @@ Eval eval_sample(const DiagnosisInput& in, const ArrayView& bytes, const Element
   std::int64_t idx[16];
   for (std::int64_t p : positions) {
     unravel(p, in.shape, idx);
-    e.add(read_value(in.ref, p), read_value(bytes, m.offset_of(idx)), t);
+    e.add_at(p, read_value(in.ref, p), read_value(bytes, m.offset_of(idx)), t);
   }
   return e;
 }
@@ -45,7 +45,7 @@ Eval eval_all(const DiagnosisInput& in, const ArrayView& bytes, const ElementTes
     layout::permute_copy(bytes.data, buf.data(), es, slab, strides, offset + r0 * strides[0]);
     const ArrayView got{buf.data(), bytes.storage, nr * inner_n, false};
     for (std::int64_t j = 0; j < nr * inner_n; ++j)
-      e.add(read_value(in.ref, r0 * inner_n + j), read_value(got, j), t);
+      e.add_at(r0 * inner_n + j, read_value(in.ref, r0 * inner_n + j), read_value(got, j), t);
   }
   return e;
 }

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "validate/metrics/bounds.hpp"
 #include "validate/metrics/metrics.hpp"
 #include "validate/core/tensor.hpp"
 #include "validate/ops/op.hpp"
@@ -97,6 +98,17 @@ struct DiagnosisInput {
   double floor = 0;  // near-zero floor of the reference
   std::optional<double> atol, rtol;
   std::optional<std::uint64_t> max_ulp;
+  // The per-element error bound, when the tensor's gate is one (validate/metrics/bounds.hpp;
+  // docs/compare.md, "Error bounds"): the reference set's scale of the tensor (canonical order, one
+  // value per element, in units of options.scale_unit) and the bound's options. A hypothesis that
+  // re-reads the run's values then agrees at canonical position p when |x - ref[p]| <= 2 b(ref[p],
+  // scale[p]), the gate's own test of two correct stacks; atol, rtol and max_ulp, when set as well,
+  // must hold too. Unset (a set without scales): atol, rtol and max_ulp alone.
+  struct ElementBound {
+    ArrayView scale;
+    BoundOptions options;
+  };
+  std::optional<ElementBound> bound;
   // Reference tensors of the op (inputs "A", "B" or "input", "weight", "bias", "target", and the
   // reference "output" for loss and gradient hypotheses), with canonical shapes.
   std::map<std::string, ArrayView> inputs;
