@@ -142,6 +142,23 @@ TEST(Bounds, ARunAtLeastAsCloseToExactAsTheReferenceNeverFails) {
   EXPECT_EQ(two->beyond, 2);
 }
 
+TEST(Bounds, ANanExactValueFailsItsElement) {
+  // Both sides agree exactly; the oracle has NaN at one element: that element has no exact value to
+  // be within, so it fails instead of being left out (an oracle of NaNs checked nothing and passed).
+  BoundOptions o;
+  o.n = 4;
+  std::vector<float> ref{1, 2, 3}, run{1, 2, 3}, rho{1, 1, 1};
+  std::vector<double> exact{1, std::nan(""), 3};
+  const ArrayView xv = view(exact);
+  auto r = check_bounds(view(ref), view(run), view(rho), &xv, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->checked, 3);
+  EXPECT_EQ(r->beyond, 1);
+  ASSERT_EQ(r->worst.size(), 1u);
+  EXPECT_EQ(r->worst[0].index, 1);
+  EXPECT_TRUE(std::isinf(r->max_over));
+}
+
 TEST(Bounds, NonFiniteElementsAreLeftToTheirOwnGate) {
   BoundOptions o;
   std::vector<float> ref{NAN, 1.0f}, run{1.0f, 1.0f}, rho{1, 1};

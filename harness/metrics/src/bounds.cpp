@@ -181,11 +181,19 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     std::optional<double> x;
     if (exact) {
       x = element(*exact, i);
-      if (!std::isfinite(*x)) continue;
-      // Judged against the exact value: the run's own error within one side's bound. A run at
-      // least as close to exact as the reference never fails, whatever the bound.
-      err = std::fabs(bv - *x);
-      bound = std::max(side, std::fabs(av - *x));
+      if (std::isnan(*x)) {
+        // No exact value to hold the run to: the element cannot be shown within its bound, so it
+        // fails (skipped, an oracle of NaNs passed every run).
+        err = std::numeric_limits<double>::infinity();
+        bound = side;
+      } else if (!std::isfinite(*x)) {
+        continue;
+      } else {
+        // Judged against the exact value: the run's own error within one side's bound. A run at
+        // least as close to exact as the reference never fails, whatever the bound.
+        err = std::fabs(bv - *x);
+        bound = std::max(side, std::fabs(av - *x));
+      }
     } else {
       // Two correct stacks: each within its bound of the exact value, so within the sum of each
       // other (the stored roundings give one ULP between them: twice the half ULP of side()).
