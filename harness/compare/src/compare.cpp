@@ -100,6 +100,7 @@ Status Comparer::run() {
     if (variant && !variant->search(r.label)) continue;
     VALIDATE_TRY(check_belongs(r));
   }
+  if (oracle_) VALIDATE_TRY(check_oracle(*runs));
   for (const auto& r : *runs) {
     if (variant && !variant->search(r.label)) continue;
     report_.variants.push_back(r.label);
@@ -112,6 +113,7 @@ Status Comparer::run() {
       report_.entries.push_back(std::move(e));
     }
   }
+  if (auto w = oracle_uncovered_warning(); !w.empty()) report_.warnings.push_back(std::move(w));
   for (const auto& r : opt_.policy.unmatched_rules())
     report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
   if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // issue 12: the op's entries together
@@ -211,6 +213,7 @@ std::string Comparer::repro(const Entry& e, const std::string& label) const {
 }
 
 Entry Comparer::evaluate(const RunDirectory& run, const PairItem& it) {
+  current_run_ = &run;
   Entry e;
   e.variant = run.label;
   e.dtype = it.dtype;

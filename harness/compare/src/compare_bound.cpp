@@ -113,15 +113,13 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   }
   const BoundOptions& o = *opts;
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
-  std::optional<Mapped> exact;
-  if (oracle_) {
-    const std::string f = oracle_file(it);
-    if (!f.empty())
-      if (auto om = open_npy(f); om && shape_numel(om->header.shape) == shape_numel(e.shape))
-        exact = std::move(*om);
+  auto exact = open_oracle(it, e);
+  if (!exact) {
+    invalid(e, exact.message());
+    return std::nullopt;
   }
-  const ArrayView xv = exact ? exact->view(false) : ArrayView{};
-  auto r = check_bounds(ref.view(), run.view(), scale.map.view(), exact ? &xv : nullptr, o, 5, opt_.threads);
+  const ArrayView xv = *exact ? (*exact)->view(false) : ArrayView{};
+  auto r = check_bounds(ref.view(), run.view(), scale.map.view(), *exact ? &xv : nullptr, o, 5, opt_.threads);
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());
     return std::nullopt;

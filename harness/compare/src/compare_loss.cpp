@@ -117,22 +117,17 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
     e.verdict = Verdict::passed;
   }
   if (oracle_) {
-    auto o = oracle_file(it);
-    if (!o.empty()) {
-      auto om = open_npy(o);
-      if (om && shape_numel(om->header.shape) == 1) {
-        const double ov = scalar_value(om->view());
-        OracleComparison oc;
-        oc.ref_max_abs = std::fabs(l.ref - ov);
-        oc.run_max_abs = std::fabs(l.run - ov);
-        oc.ref_max_ulp =
-            ulp_distance(static_cast<float>(ov), static_cast<float>(l.ref), DType::float32);
-        oc.run_max_ulp =
-            ulp_distance(static_cast<float>(ov), static_cast<float>(l.run), DType::float32);
-        oc.closer = closer(oc);
-        e.oracle = oc;
-      }
-    }
+    auto om = open_oracle(it, e);
+    if (!om) return invalid(e, om.message());
+    if (!*om) return;
+    const double ov = scalar_value((*om)->view());
+    OracleComparison oc;
+    oc.ref_max_abs = std::fabs(l.ref - ov);
+    oc.run_max_abs = std::fabs(l.run - ov);
+    oc.ref_max_ulp = ulp_distance(static_cast<float>(ov), static_cast<float>(l.ref), DType::float32);
+    oc.run_max_ulp = ulp_distance(static_cast<float>(ov), static_cast<float>(l.run), DType::float32);
+    oc.closer = closer(oc);
+    e.oracle = oc;
   }
 }
 

@@ -9,7 +9,9 @@
 //   tensor_gates.cpp       check_tensor_gates: the gate checks and the sentence for each failure
 // Internal to validate_compare: nothing here is installed.
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,7 +85,15 @@ class Comparer {
   void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,
                     Entry& e);
   static std::string closer(const OracleComparison& oc);
-  std::string oracle_file(const PairItem& it) const;
+  // Error (exit 2) unless the oracle is the oracle backend's run of the reference's inputs and is
+  // neither the run being judged (any of `runs`) nor a byte-identical copy of it.
+  Status check_oracle(const std::vector<RunDirectory>& runs) const;
+  // The oracle's file of `e`, checked against the oracle's manifest, its element count and for NaN
+  // (an error: the entry is invalid); nullopt, recorded for the report's warning, when the oracle
+  // does not cover `e` or its file is the run's own bytes.
+  Result<std::optional<Mapped>> open_oracle(const PairItem& it, const Entry& e);
+  // "" when the oracle covered every tensor it was asked for; else the warning naming those it did not.
+  std::string oracle_uncovered_warning() const;
   // The per-element error-bound gate (bounds.hpp), against the oracle when one is given; adds its
   // check and reason to `gr`. Returns the precision-level diagnosis when the failing elements are
   // a few ULPs of the case dtype on a tiny fraction of the tensor (no layout mistake is that small).
@@ -109,6 +119,9 @@ class Comparer {
   Report& report_;
   std::vector<cases::RefCase> ref_;
   std::optional<RunDirectory> oracle_;
+  const RunDirectory* current_run_ = nullptr;        // the run (or variant) being evaluated
+  std::set<std::string> oracle_verified_;            // oracle files already hashed and scanned
+  std::map<std::string, std::string> oracle_uncovered_;  // entry id -> why the oracle has no value
 };
 
 }  // namespace validate::compare::detail
