@@ -1,10 +1,14 @@
 // `validate compare REF RUN`: pair, measure, gate, diagnose, report. Exit 0 when every gate passed,
 // 1 when one failed, 2 on bad usage or unreadable/corrupt input.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -24,7 +28,53 @@ struct CompareArgs {
   bool no_diagnose = false, verbose = false, quiet = false, require_all = false;
 };
 
+namespace stdfs = std::filesystem;
+
+// Where a report path ends up: links followed (a link's target is what gets written), the rest
+// made absolute and normal, so two spellings of one file compare equal.
+stdfs::path resolved(const std::string& p) {
+  std::error_code ec;
+  stdfs::path r = stdfs::weakly_canonical(p, ec);
+  return ec ? stdfs::absolute(p).lexically_normal() : r;
+}
+
+bool inside(const stdfs::path& p, const stdfs::path& dir) {
+  const stdfs::path rel = p.lexically_relative(dir);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// Refused before anything is compared or written: a report written into the reference set, the run
+// or the oracle replaced a file compare reads (--json REF/manifest.json destroyed the set and
+// exited 0), and two reports on one path kept only the last. A character device or FIFO is
+// written through, never replaced (report.hpp), so any number of reports may share one.
+Status check_report_paths(const CompareArgs& a) {
+  const std::pair<const char*, const std::string*> reports[] = {
+      {"--json", &a.json}, {"--md", &a.md}, {"--junit", &a.junit}, {"--html", &a.html}};
+  const std::pair<const char*, const std::string*> sets[] = {
+      {"the reference set", &a.ref}, {"the run directory", &a.run}, {"the oracle", &a.oracle}};
+  std::map<stdfs::path, std::pair<const char*, std::string>> taken;
+  for (const auto& [flag, path] : reports) {
+    if (path->empty()) continue;
+    struct stat st {};
+    if (::stat(path->c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) continue;
+    const stdfs::path target = resolved(*path);
+    for (const auto& [what, dir] : sets)
+      if (!dir->empty() && inside(target, resolved(*dir)))
+        return Error{std::string(flag) + " " + *path + ": inside " + what + " " + *dir +
+                     ": a report must not be written into a set compare reads"};
+    auto [it, fresh] = taken.emplace(target, std::make_pair(flag, *path));
+    if (!fresh)
+      return Error{std::string(it->second.first) + " " + it->second.second + " and " + flag + " " + *path +
+                   " name the same file (" + target.string() + "): each report needs a file of its own"};
+  }
+  return Status::ok();
+}
+
 int run_compare(const CompareArgs& a) {
+  if (Status st = check_report_paths(a); !st) {
+    std::cerr << "validate compare: " << st.message() << "\n";
+    return 2;
+  }
   compare::CompareOptions opt;
   opt.ref_dir = a.ref;
   opt.run_dir = a.run;
