@@ -97,13 +97,6 @@ EXCEPTIONS = [
      "on the bfloat16 k0072_ic008 conv2d cell rounding the output moves the loss by 2 float32 units (1.90298450 vs 1.90298474): "
      "within the float32 reduction noise of an honest loss, so the loss_on_stored_output check "
      "cannot decide, and the loss agrees with the reference's to 2 units anyway"),
-    ("fp16_accumulate", lambda c: dtype(c) == "bfloat16", "-",
-     "a float16 accumulator is finer than bfloat16's own rounding of the output: output and loss pass "
-     "every gate"),
-    ("fp16_accumulate", lambda c: dtype(c) == "bfloat16" and "/k0144_ic016/matmul" in c, "none",
-     "on the bfloat16 k0144_ic016 matmul cell output and loss pass; grad_A, computed from dL/dy of the slightly different output, moves one "
-     "bfloat16 unit on 5 of 147456 elements just above the near-zero floor: no hypothesis models "
-     "gradients of a perturbed output, so nothing is named (honestly: \"no hypothesis explains\")"),
     ("bias_missing", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("bias_doubled", lambda c: "odd_n2_c6_h7_w9_g2" in c, "-", "that case has no bias"),
     ("loss_mean_batch", lambda c: "/k0" in c and c.endswith("/conv2d"), "loss_sum",
