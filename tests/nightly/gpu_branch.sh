@@ -136,7 +136,8 @@ accepted() {
   else
     a[1]=$nosuch  # compare REF RUN ...
     for ((i = 0; i < ${#a[@]}; i++)); do
-      case ${a[i]} in --junit | --html | --md | --json) a[i + 1]=$work/probe-report ;; esac
+      # one file per report: compare refuses two reports on one path
+      case ${a[i]} in --junit | --html | --md | --json) a[i + 1]=$work/probe-report.${a[i]#--} ;; esac
     done
   fi
   msg=$("$real_bin" "${a[@]}" 2>&1)
