@@ -105,17 +105,9 @@ Status Comparer::check_oracle(const std::vector<RunDirectory>& runs) const {
       const std::string opn = cases::op_name(op);
       for (const auto& t : rc.c.tensors(op)) {
         if (t.role != cases::Role::input) continue;
-        std::string expected = cases::metadata_hash(rc.metadata, op, t.name);
-        if (expected.empty()) {
-          const Json* ih = find_path(rc.metadata, {"input_hashes", opn.c_str(), t.name.c_str()});
-          if (ih && ih->is_string()) expected = ih->get<std::string>();
-        }
+        const std::string expected = reference_input_hash(rc.metadata, op, t.name);
         if (expected.empty()) continue;  // the reference cannot prove it; verify reports that
-        const std::string* got = nullptr;
-        if (opr->input_hashes) {
-          auto h = opr->input_hashes->find(t.name);
-          if (h != opr->input_hashes->end()) got = &h->second;
-        }
+        const std::string* got = recorded_input_hash(*opr, t.name);
         if (!got)
           return Error{fmt::format("{}: {} records no hash for {} input '{}', so the oracle cannot show it "
                                    "consumed the reference's data",

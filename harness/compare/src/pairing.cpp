@@ -132,6 +132,22 @@ Result<std::vector<RunDirectory>> load_run(const std::string& dir) {
   return out;
 }
 
+std::string reference_input_hash(const Json& metadata, cases::Op op, const std::string& name) {
+  std::string expected = cases::metadata_hash(metadata, op, name);
+  if (expected.empty()) {
+    const std::string opn = cases::op_name(op);
+    const Json* ih = find_path(metadata, {"input_hashes", opn.c_str(), name.c_str()});
+    if (ih && ih->is_string()) expected = ih->get<std::string>();
+  }
+  return expected;
+}
+
+const std::string* recorded_input_hash(const cases::OpRunRecord& opr, const std::string& name) {
+  if (!opr.input_hashes) return nullptr;
+  auto h = opr.input_hashes->find(name);
+  return h == opr.input_hashes->end() ? nullptr : &h->second;
+}
+
 std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const RunDirectory& run) {
   std::vector<PairItem> items;
   std::set<std::string> known_cases;
@@ -176,17 +192,9 @@ std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const Run
       }
       for (const auto& t : tensors) {
         if (t.role != cases::Role::input) continue;
-        std::string expected = cases::metadata_hash(rc.metadata, op, t.name);
-        if (expected.empty()) {
-          const Json* ih = find_path(rc.metadata, {"input_hashes", opn.c_str(), t.name.c_str()});
-          if (ih && ih->is_string()) expected = ih->get<std::string>();
-        }
+        const std::string expected = reference_input_hash(rc.metadata, op, t.name);
         if (expected.empty()) continue;  // the reference cannot prove it; verify reports that
-        const std::string* got = nullptr;
-        if (opr->input_hashes) {
-          auto h = opr->input_hashes->find(t.name);
-          if (h != opr->input_hashes->end()) got = &h->second;
-        }
+        const std::string* got = recorded_input_hash(*opr, t.name);
         if (!got)
           items.push_back(base(PairItem::Kind::input_hash, t.name,
                                "the run recorded no hash for input '" + t.name +

@@ -59,9 +59,15 @@ struct PairItem {
 };
 
 // Error unless `rel` is listed in the run's manifest with the sha256 of these bytes: a run file
-// edited or swapped after the run fails as tampering, named (issue 10).
+// edited or swapped after the run fails as tampering, named.
 Status check_listed_bytes(const RunDirectory& run, const std::string& rel, const void* data,
                           std::size_t size);
+
+// The SHA-256 the reference's metadata holds for input `name` of `op` (the tensor's own hash, else
+// input_hashes), "" when it holds none and so cannot prove what a run consumed.
+std::string reference_input_hash(const Json& metadata, cases::Op op, const std::string& name);
+// The hash a run (or oracle) recorded for input `name` of an op, nullptr when it recorded none.
+const std::string* recorded_input_hash(const cases::OpRunRecord& opr, const std::string& name);
 
 // Pure: reads no tensor data. Items in reference order (dtype, case, op, tensor).
 std::vector<PairItem> pair_run(const std::vector<cases::RefCase>& ref, const RunDirectory& run);
