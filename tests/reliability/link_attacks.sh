@@ -10,24 +10,9 @@ bin=$1 work=$2 src=$3 attack=$4
 rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
 ref=$work/ref run=$work/run
-fail() { echo "link_attacks $attack: FAIL: $*"; exit 1; }
-ok() {
-  echo "link_attacks $attack: passed${1:+ ($1)}"
-  rm -rf "$work"
-  exit 0
-}
+script=link_attacks
+. "$(dirname "$0")/attack_lib.sh"
 cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
-expect() {  # expect CODE RC LOG NEEDLE...
-  local want=$1 rc=$2 log=$3
-  shift 3
-  [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $(tail -c 1500 "$log")"
-  for needle in "$@"; do grep -qF -- "$needle" "$log" || fail "'$needle' missing from: $(tail -c 1500 "$log")"; done
-}
-v() {
-  local log=$1
-  shift
-  timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
-}
 exec_run() { v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" "$@"; }
 # A digest of every file below a directory (names, bytes): what must not change.
 digest() { (cd "$1" && find . -print0 | LC_ALL=C sort -z | xargs -0 -n 64 sh -c 'for f; do [ -f "$f" ] && sha256sum "$f" || echo "$f"; done' sh); }

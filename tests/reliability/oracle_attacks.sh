@@ -13,25 +13,9 @@ bin=$1 work=$2 src=$3 attack=$4
 rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
 ref=$work/ref orc=$work/oracle x2=$work/x2 good=$work/refrun
-fail() { echo "oracle_attacks $attack: FAIL: $*"; exit 1; }
-ok() {
-  echo "oracle_attacks $attack: passed${1:+ ($1)}"
-  [ -n "${KEEP:-}" ] || rm -rf "$work"
-  exit 0
-}
+script=oracle_attacks
+. "$(dirname "$0")/attack_lib.sh"
 cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
-py() { /usr/bin/python3 - "$@"; }  # Debian's, with python3-numpy (install-deps.sh)
-expect() {  # expect CODE RC LOG NEEDLE...
-  local want=$1 rc=$2 log=$3
-  shift 3
-  [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $(tail -c 1500 "$log")"
-  for needle in "$@"; do grep -qF -- "$needle" "$log" || fail "'$needle' missing from: $(tail -c 1500 "$log")"; done
-}
-v() {
-  local log=$1
-  shift
-  timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
-}
 hash_of() { sha256sum "$1" | cut -d' ' -f1; }
 # derive SRC DST MODE [REHASH]: a copy of run SRC whose produced tensors are changed by MODE
 # (x2: doubled; nan: all NaN; ref: the reference's own tensor), its manifest rewritten unless

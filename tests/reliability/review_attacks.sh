@@ -9,25 +9,9 @@ bin=$1 work=$2 src=$3 attack=$4
 rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
 ref=$work/ref run=$work/run
-fail() { echo "review_attacks $attack: FAIL: $*"; exit 1; }
-ok() {
-  echo "review_attacks $attack: passed${1:+ ($1)}"
-  rm -rf "$work"
-  exit 0
-}
+script=review_attacks
+. "$(dirname "$0")/attack_lib.sh"
 cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
-py() { /usr/bin/python3 - "$@"; }  # Debian's, with python3-numpy (install-deps.sh)
-expect() {  # expect CODE RC LOG NEEDLE...
-  local want=$1 rc=$2 log=$3
-  shift 3
-  [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $(tail -c 1500 "$log")"
-  for needle in "$@"; do grep -qF -- "$needle" "$log" || fail "'$needle' missing from: $(tail -c 1500 "$log")"; done
-}
-v() {
-  local log=$1
-  shift
-  timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
-}
 oracle_run() { v "$work/run.log" run --backend oracle --progress 0 --ref "$ref" --out "$run" "$@" || fail "oracle run: $(tail -5 "$work/run.log")"; }
 # Rewrites run tensors through numpy (PY_EXPR of `a`, saved with SAVE_DTYPE) and their manifest
 # entries, so only the data, not the bookkeeping, is wrong.
