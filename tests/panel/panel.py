@@ -25,7 +25,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# name: (program, argument). numpy_* run panel_numpy.py (layouts_numpy.json), c_* the C program.
+# name: (program, argument). numpy_* run panel_numpy.py (layouts_numpy.json), c_* the C program,
+# "algo" panel_algorithms.py with layouts_<argument>.json.
 CORRECT = {
     "numpy_blas": ("numpy", "blas"),
     "numpy_blas_dyround": ("numpy", "blas_dyround"),
@@ -35,6 +36,12 @@ CORRECT = {
     "c_reversed": ("c", "reversed"),
     "c_pairwise": ("c", "pairwise"),
     "c_blocked": ("c", "blocked"),
+    # Other algorithms (panel_algorithms.py, layouts_<algorithm>.json declares them).
+    "numpy_winograd_f2": ("algo", "winograd_f2"),
+    "numpy_winograd_f4": ("algo", "winograd_f4"),
+    "numpy_winograd_f6": ("algo", "winograd_f6"),
+    "numpy_fft": ("algo", "fft"),
+    "numpy_split_k": ("algo", "split_k"),
 }
 # What must fail: TF32 operands every float32 output (and so at least one tensor of every float32
 # op); the misread weight every output of every dtype.
@@ -52,6 +59,9 @@ def command(args, program, arg):
     if program == "numpy":
         cmd = f"{shlex.quote(args.python)} {shlex.quote(os.path.join(HERE, 'panel_numpy.py'))} {{dir}} {arg}"
         return cmd, os.path.join(HERE, "layouts_numpy.json")
+    if program == "algo":
+        cmd = f"{shlex.quote(args.python)} {shlex.quote(os.path.join(HERE, 'panel_algorithms.py'))} {{dir}} {arg}"
+        return cmd, args.layouts or os.path.join(HERE, f"layouts_{arg}.json")
     return f"{shlex.quote(args.panel_c)} {{dir}} {arg}", os.path.join(HERE, "layouts_c.json")
 
 
@@ -233,6 +243,8 @@ def main():
     p.add_argument("--ref", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--known", default=os.path.join(HERE, "known_failures.txt"))
+    p.add_argument("--layouts", help="the layout file of the panel_algorithms.py variants instead of their own "
+                   "(layouts_numpy.json declares no algorithm: each run judged under the direct model)")
     p.add_argument("--keep", action="store_true", help="keep the runs (the default deletes each after comparing)")
     p.add_argument("--timeout", type=int, default=0,
                    help="seconds one program may take (validate run --timeout; default: run's own, 600 s): the "
