@@ -311,3 +311,71 @@ TEST(CudnnLayoutFallback, ErrorsOnlyWhenThereIsNoFallbackOrItFailsToo) {
 
 }  // namespace
 }  // namespace validate::runners::cudnn_detail
+
+namespace validate::runners::cudnn_detail {
+namespace {
+
+// Every enum value of cudnn_ops.h, written out by hand from the header (not from algo_name), with
+// the family the error bounds model for it.
+TEST(CudnnAlgorithmNames, EveryEnumValueMapsToItsFamilyAndTensor) {
+  struct Row {
+    Direction d;
+    int algo;
+    const char* family;
+    const char* cudnn;
+  };
+  const Row rows[] = {
+      {Direction::fwd, 0, "direct", "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM"},
+      {Direction::fwd, 1, "direct", "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM"},
+      {Direction::fwd, 2, "direct", "CUDNN_CONVOLUTION_FWD_ALGO_GEMM"},
+      {Direction::fwd, 3, "direct", "CUDNN_CONVOLUTION_FWD_ALGO_DIRECT"},
+      {Direction::fwd, 4, "fft", "CUDNN_CONVOLUTION_FWD_ALGO_FFT"},
+      {Direction::fwd, 5, "fft_tiling", "CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING"},
+      {Direction::fwd, 6, "winograd", "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD"},
+      {Direction::fwd, 7, "winograd", "CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED"},
+      {Direction::bwd_data, 0, "direct", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_0"},
+      {Direction::bwd_data, 1, "direct", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_1"},
+      {Direction::bwd_data, 2, "fft", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT"},
+      {Direction::bwd_data, 3, "fft_tiling", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING"},
+      {Direction::bwd_data, 4, "winograd", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD"},
+      {Direction::bwd_data, 5, "winograd", "CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED"},
+      {Direction::bwd_filter, 0, "direct", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0"},
+      {Direction::bwd_filter, 1, "direct", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1"},
+      {Direction::bwd_filter, 2, "fft", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT"},
+      {Direction::bwd_filter, 3, "direct", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3"},
+      {Direction::bwd_filter, 4, "winograd", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD"},
+      {Direction::bwd_filter, 5, "winograd",
+       "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED"},
+      {Direction::bwd_filter, 6, "fft_tiling", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING"},
+  };
+  int per_direction[3] = {0, 0, 0};
+  for (const Row& r : rows) {
+    EXPECT_EQ(algorithm_family(r.d, r.algo), r.family) << r.cudnn;
+    EXPECT_EQ(cudnn_enum_name(r.d, r.algo), r.cudnn);
+    ++per_direction[static_cast<int>(r.d)];
+  }
+  // The table above covers every value the runner knows: a new enum value needs a family here.
+  for (Direction d : kDirections) EXPECT_EQ(per_direction[static_cast<int>(d)], algo_count(d));
+  EXPECT_STREQ(produced_tensor(Direction::fwd), "output");
+  EXPECT_STREQ(produced_tensor(Direction::bwd_data), "grad_input");
+  EXPECT_STREQ(produced_tensor(Direction::bwd_filter), "grad_weight");
+}
+
+TEST(CudnnAlgorithmNames, AnUnknownValueIsNotGivenAFamily) {
+  EXPECT_EQ(algorithm_family(Direction::fwd, 8), "unknown:8");
+  EXPECT_EQ(algorithm_family(Direction::bwd_data, 6), "unknown:6");
+  EXPECT_EQ(algorithm_family(Direction::bwd_filter, -1), "unknown:-1");
+}
+
+TEST(CudnnAlgorithmNames, GemmIsDirectUnlessKIsSplit) {
+  EXPECT_EQ(gemm_algorithm_family(1, 0), "direct");
+  EXPECT_EQ(gemm_algorithm_family(1, 1), "direct");  // a scheme without a split sums once
+  EXPECT_EQ(gemm_algorithm_family(4, 2), "split_k:4");
+  EXPECT_EQ(gemm_algorithm_family(16, 0), "split_k:16");
+  EXPECT_EQ(gemm_algorithm_family(-1, 4), "split_k");  // split, S unreadable
+  EXPECT_EQ(gemm_algorithm_family(-1, 0), "direct");
+  EXPECT_EQ(gemm_algorithm_family(-1, -1), "direct");
+}
+
+}  // namespace
+}  // namespace validate::runners::cudnn_detail

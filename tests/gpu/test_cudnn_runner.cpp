@@ -112,9 +112,9 @@ TEST_P(CudnnConv, MatchesTheFloat64Reference) {
       }
       // What is recorded is what ran: each direction's applied math type, FMA for float32.
       for (const char* d : {"fwd", "bwd_data", "bwd_filter"}) {
-        ASSERT_TRUE(results[0].info["algorithms"][d].contains("math_type")) << d;
+        ASSERT_TRUE(results[0].info["algorithm_selection"][d].contains("math_type")) << d;
         if (dt == DType::float32) {
-          EXPECT_EQ(results[0].info["algorithms"][d]["math_type"], "CUDNN_FMA_MATH") << d;
+          EXPECT_EQ(results[0].info["algorithm_selection"][d]["math_type"], "CUDNN_FMA_MATH") << d;
         }
       }
     }
@@ -224,7 +224,9 @@ TEST(CudnnConvAlgos, NamedAlgorithmIsUsedOrUnsupported) {
   auto results = run(o, *layout::load_layout("torch"), c, cases::Op::conv2d, in);
   ASSERT_EQ(results.size(), 1u);
   if (results[0].outcome == RunOutcome::ok) {
-    EXPECT_EQ(results[0].info["algorithms"]["fwd"]["algo"], "IMPLICIT_GEMM");
+    EXPECT_EQ(results[0].info["algorithm_selection"]["fwd"]["algo"], "IMPLICIT_GEMM");
+    EXPECT_EQ(results[0].info["algorithms"]["output"], "direct");
+    EXPECT_EQ(results[0].info["cudnn_algorithms"]["output"], "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
   } else {
     EXPECT_EQ(results[0].outcome, RunOutcome::unsupported) << results[0].message;
   }

@@ -40,6 +40,41 @@ bool cudnn_status_rejects_call(int status) {
   return cudnn_status_is_not_supported(status) || (status >= 2000 && status < 3000);
 }
 
+const char* produced_tensor(Direction d) {
+  switch (d) {
+    case Direction::fwd:
+      return "output";
+    case Direction::bwd_data:
+      return "grad_input";
+    case Direction::bwd_filter:
+      return "grad_weight";
+  }
+  return "?";
+}
+
+std::string algorithm_family(Direction d, int algo) {
+  if (algo < 0 || algo >= algo_count(d)) return fmt::format("unknown:{}", algo);
+  const std::string n = algo_name(d, algo);
+  if (n == "FFT") return "fft";
+  if (n == "FFT_TILING") return "fft_tiling";
+  if (n == "WINOGRAD" || n == "WINOGRAD_NONFUSED") return "winograd";
+  return "direct";  // IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM, DIRECT, ALGO_0, ALGO_1, ALGO_3
+}
+
+std::string cudnn_enum_name(Direction d, int algo) {
+  const char* prefix = d == Direction::fwd        ? "CUDNN_CONVOLUTION_FWD_"
+                       : d == Direction::bwd_data ? "CUDNN_CONVOLUTION_BWD_DATA_"
+                                                  : "CUDNN_CONVOLUTION_BWD_FILTER_";
+  const std::string n = algo_name(d, algo);  // ALGO_0 already carries the ALGO_ of the enum
+  return prefix + (n.rfind("ALGO_", 0) == 0 ? n : "ALGO_" + n);
+}
+
+std::string gemm_algorithm_family(int splitk_num, int reduction_scheme) {
+  if (splitk_num > 1) return fmt::format("split_k:{}", splitk_num);
+  if (splitk_num < 0 && reduction_scheme > 0) return "split_k";
+  return "direct";
+}
+
 std::string Combo::label() const {
   return fmt::format("fwd={},bwd_data={},bwd_filter={}", algo_name(Direction::fwd, c[0].algo),
                      algo_name(Direction::bwd_data, c[1].algo),

@@ -23,6 +23,22 @@ const char* direction_name(Direction d);  // "fwd", "bwd_data", "bwd_filter"
 int algo_count(Direction d);
 std::string algo_name(Direction d, int algo);  // "IMPLICIT_PRECOMP_GEMM", or the number if unknown
 
+// What a run record says ran (info["algorithms"], read by the error bounds): per produced tensor
+// ("output" for fwd, "grad_input" for bwd_data, "grad_weight" for bwd_filter) the algorithm
+// family whose rounding the bound models: "direct" (IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM,
+// DIRECT and the backward ALGO_0/1/3, which all sum products in some order), "fft", "fft_tiling",
+// "winograd" (WINOGRAD and WINOGRAD_NONFUSED; cuDNN does not say which tile it uses). An unknown
+// enum value is "unknown:<n>", never a family it may not belong to.
+const char* produced_tensor(Direction d);
+std::string algorithm_family(Direction d, int algo);
+// "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED" (info["cudnn_algorithms"]).
+std::string cudnn_enum_name(Direction d, int algo);
+// A cuBLASLt matmul: "direct" unless the heuristic's algorithm splits K, then "split_k:S" with
+// S = CUBLASLT_ALGO_CONFIG_SPLITK_NUM, or "split_k" when S could not be read but a reduction
+// scheme (CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME != NONE) says the sum is split. A negative
+// argument means "could not be read".
+std::string gemm_algorithm_family(int splitk_num, int reduction_scheme);
+
 // --algo-* after parsing.
 struct AlgoRequest {
   enum Kind { automatic, all, named } kind = automatic;

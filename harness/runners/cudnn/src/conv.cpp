@@ -20,6 +20,18 @@ nlohmann::json choice_json(Direction d, const Choice& c) {
           {"heuristic_math_type", math_type_name(c.heuristic_math)}};
 }
 
+// What ran, per direction: info["algorithms"] {tensor -> family} (the error bounds read it),
+// info["cudnn_algorithms"] {tensor -> cuDNN's enum name}, and how each was chosen under
+// info["algorithm_selection"][direction].
+void record_algorithms(nlohmann::json& info, const Combo& combo) {
+  for (Direction d : kDirections) {
+    const Choice& c = combo.c[static_cast<int>(d)];
+    info["algorithms"][produced_tensor(d)] = algorithm_family(d, c.algo);
+    info["cudnn_algorithms"][produced_tensor(d)] = cudnn_enum_name(d, c.algo);
+    info["algorithm_selection"][direction_name(d)] = choice_json(d, c);
+  }
+}
+
 }  // namespace
 
 std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
@@ -58,8 +70,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
     OpResult r;
     r.info = info;
     r.notes.paths = cc.paths();
-    for (Direction d : kDirections)
-      r.info["algorithms"][direction_name(d)] = choice_json(d, combo.c[static_cast<int>(d)]);
+    record_algorithms(r.info, combo);
     // --repeat: the same algorithms again; any bit that moves is cuDNN nondeterminism (ALGO_0 and
     // ALGO_3 accumulate with atomics).
     run_repeated(ctx, r, [&](nlohmann::json* timing) { return cc.execute(combo, timing); });
@@ -107,8 +118,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
     } else {
       r.info = info;
       r.notes.paths = paths;
-      for (Direction d : kDirections)
-        r.info["algorithms"][direction_name(d)] = choice_json(d, p.combo.c[static_cast<int>(d)]);
+      record_algorithms(r.info, p.combo);
     }
     r.variant = p.variant;
     if (p.attempt.kind == Attempt::unsupported) {

@@ -88,10 +88,15 @@ Status gemm(const Context& ctx, DType dt, Mat out, Mat x, Mat z, void* out_ptr,
     std::size_t written = 0;
     (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
                                                &written);
-    (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-                                               sizeof splitk, &written);
-    (void)cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                               &reduction, sizeof reduction, &written);
+    // An attribute that cannot be read is -1, which gemm_algorithm_family reads as "unknown".
+    if (cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                             sizeof splitk, &written) != CUBLAS_STATUS_SUCCESS)
+      splitk = -1;
+    int scheme = -1;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&heur.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                             &reduction, sizeof reduction,
+                                             &written) == CUBLAS_STATUS_SUCCESS)
+      scheme = static_cast<int>(reduction);
     *info = {{"m", m},
              {"n", n},
              {"k", k},
@@ -100,7 +105,8 @@ Status gemm(const Context& ctx, DType dt, Mat out, Mat x, Mat z, void* out_ptr,
              {"compute_type", compute_name(ct)},
              {"algo_id", id},
              {"splitk", splitk},
-             {"reduction_scheme", reduction},
+             {"reduction_scheme", scheme},
+             {"algorithm", gemm_algorithm_family(splitk, scheme)},
              {"workspace_bytes", heur.workspaceSize}};
   }
   return Status::ok();
@@ -297,6 +303,11 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
   if (r.info.contains("time_ms") && r.info["time_ms"].contains("gemms")) {
     r.info["gemms"] = r.info["time_ms"]["gemms"];
     r.info["time_ms"].erase("gemms");
+    // What ran per produced tensor, in the format the conv2d records use (info["algorithms"]).
+    for (const char* t : {"forward", "grad_A", "grad_B"})
+      if (r.info["gemms"].contains(t))
+        r.info["algorithms"][std::string(t) == "forward" ? "output" : t] =
+            r.info["gemms"][t].value("algorithm", "direct");
   }
   if (plan && r.outcome == RunOutcome::ok) {
     if (Status st = run_training(*plan, pass); !st) {
