@@ -101,6 +101,10 @@ int run_compare(const CompareArgs& a) {
     }
     prefix += " --gate " + shell_arg(g);
   }
+  if (Status st = opt.policy.check_element_gates(); !st) {
+    std::cerr << "validate compare: " << st.message() << "\n";
+    return 2;
+  }
   opt.repro_prefix = prefix;
 
   auto report = compare::compare_sets(opt);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "validate/cases/refset.hpp"
+#include "validate/cases/scale_check.hpp"
 #include "validate/cases/verify_hashes.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
@@ -173,6 +174,11 @@ Result<VerifyReport> verify_set(const std::string& set_dir) {
       rep.mismatches.push_back(fmt::format("{}: generation failed for this case (manifest failed_cases)", json_text(f)));
   for (auto& p : problems) rep.mismatches.push_back(std::move(p));
   for (const auto& rc : *cases) check_case_tensors(rc, hashes, rep);
+  // What compare relies on in each error-bound scale (scale_check.hpp): a hash proves a file is the
+  // one the manifest lists, not that a scale in it can be what generate stored.
+  for (auto& p : check_scale_format(*cases)) rep.mismatches.push_back(std::move(p));
+  for (const auto& rc : *cases)
+    for (auto& p : check_case_scales(rc)) rep.mismatches.push_back(std::move(p));
   if (manifest->value("partial", false) == true) {
     // The missing shards are in the set's selection (config.json or run_info.json), as merge wrote it.
     std::string missing;

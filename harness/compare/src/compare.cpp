@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "validate/cases/scale_check.hpp"
 #include "validate/diagnosis/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/pairing.hpp"
@@ -56,6 +57,10 @@ Status Comparer::run() {
   auto ref = cases::load_cases(opt_.ref_dir);
   if (!ref) return ref.status();
   ref_ = std::move(*ref);
+  // A set of one scale format as a whole (cases/scale_check.hpp): a scale removed from one tensor
+  // would gate it by the looser fixed tolerance of sets made before scales.
+  if (auto bad = cases::check_scale_format(ref_); !bad.empty())
+    return Error{fmt::format("reference set {} is invalid: {}", opt_.ref_dir, bad.front())};
   auto runs = load_run(opt_.run_dir);
   if (!runs) return runs.status();
   if (!opt_.oracle_dir.empty()) {

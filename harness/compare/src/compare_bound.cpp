@@ -9,8 +9,10 @@
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
 #include "validate/cases/refset.hpp"
+#include "validate/cases/scale_check.hpp"
 #include "validate/cases/scale_file.hpp"
 #include "validate/core/json_io.hpp"
+#include "validate/ops/registry.hpp"
 #include "validate/train/tensor_names.hpp"
 
 namespace validate::compare::detail {
@@ -71,6 +73,34 @@ Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role
   return o;
 }
 
+namespace {
+
+// A scale compare would widen or narrow every bound with: finite, >= 0, at most the ceiling the
+// case's own inputs allow and at least the floor its reference element puts under it
+// (cases/scale_check.hpp). Anything else is an invalid reference set (exit 2), never a verdict.
+Status check_scale_plausible(const PairItem& it, const std::string& op, const std::string& tensor,
+                             const std::string& file, const Mapped& scale, double unit) {
+  const ops::OpDef* def = ops::find(op);
+  if (!def) return Status::ok();
+  auto limits = cases::scale_limits(*it.ref, def->id());
+  if (!limits) return Error{"reference: error-bound scale " + file + ": " + limits.message()};
+  const auto lim = limits->find(tensor);
+  const std::string ref_file = it.ref->dtype_dir + "/" + it.ref->c.file_name(def->id(), tensor);
+  auto ref = open_npy(ref_file);
+  if (!ref) return Error{"reference: " + ref.message()};
+  const ArrayView sv = scale.view(), rv = ref->view();
+  const std::string bad = cases::check_scale_values(
+      {sv.data, sv.storage, sv.numel}, unit,
+      ref->header.shape == scale.header.shape ? cases::StoredValues{rv.data, rv.storage, rv.numel} : cases::StoredValues{},
+      lim != limits->end() ? lim->second : cases::ScaleLimit{});
+  if (bad.empty()) return Status::ok();
+  return Error{fmt::format("reference: invalid error-bound scale {} ({}'s metadata, ops.{}.scales.{}): {}; the "
+                           "reference set is invalid (validate verify names every such scale)",
+                           file, it.ref->c.name, op, tensor, bad)};
+}
+
+}  // namespace
+
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
                                             const Shape& shape, const std::vector<std::string>& quantities) {
   const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str()});
@@ -92,6 +122,7 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   auto unit = cases::scale_unit(*entry, dt, fmt::format("reference: {}'s metadata, ops.{}.scales.{} ({})",
                                                         it.ref->c.name, op, tensor, f));
   if (!unit) return unit.status();
+  VALIDATE_TRY(check_scale_plausible(it, op, tensor, f, *sm, *unit));
   return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 

@@ -22,6 +22,21 @@ namespace validate::compare::detail {
 namespace stdfs = std::filesystem;
 
 namespace {
+
+// Why no element of a tensor was held to a value by its gates, if so: no element test at all, or
+// max_ulp alone with every element below the near-zero floor (where max_ulp does not look).
+std::optional<std::string> unchecked_by_value(const TensorStats& s, const Gates& gt, bool bounded) {
+  if (gt.atol || gt.rtol || (gt.bound && bounded)) return std::nullopt;
+  if (gt.max_ulp) {
+    if (s.ulp.count > 0) return std::nullopt;
+    return fmt::format("max_ulp is its only element test and all {} finite elements are below the near-zero floor "
+                       "{:.3g} (near_zero {} of max|ref| {:.3g}), where max_ulp does not look",
+                       s.compared, s.near_zero_floor, gt.near_zero, s.ref_max_abs);
+  }
+  return std::string("no element test is set (bound, atol, rtol and max_ulp all off): min_pcc alone, which no "
+                     "scaling of the run moves");
+}
+
 std::string npy_descr(DType d) {
   return d == DType::float16 ? "<f2" : d == DType::float64 ? "<f8" : "<f4";
 }
@@ -180,6 +195,12 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
         fmt::format("reference: {} holds {} NaN value(s): a NaN reference is a broken reference, "
                     "and nothing can be checked against it",
                     it.ref_file, s.nonfinite.nan_ref));
+  // Every element infinite on both sides alike (a reference of +inf everywhere): no value is left
+  // to check, as with a NaN reference.
+  if (s.numel > 0 && s.compared == 0 && s.nonfinite.mismatches() == 0)
+    return invalid(e, fmt::format("reference: {} holds no finite value: an all-infinite reference is a broken "
+                                  "reference, and no element can be checked against it by value",
+                                  it.ref_file));
   e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
   GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
@@ -227,6 +248,18 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
       auto dx = run_diagnosis(it, e, *ref, *run_arr, gt, s.near_zero_floor, scale && gt.bound ? &*scale : nullptr);
       e.diagnosis = std::move(dx);
     }
+  } else if (auto why = unchecked_by_value(s, gt, scale.has_value())) {
+    // The gates held, but no element was held to a value (only the data shows it: the policy's
+    // element tests are refused at parse time when they check nothing whatever the data).
+    e.verdict = Verdict::mistrusted;
+    e.message = "not checked by value: " + *why;
+    const std::string head = "tensor(s) not checked by value (no element test reached any of their elements; marked "
+                             "mistrusted): ";
+    const std::string id = fmt::format("{}/{}/{}/{}", it.dtype, it.ref->c.name, e.op_name(), it.tensor);
+    auto w = std::find_if(report_.warnings.begin(), report_.warnings.end(),
+                          [&](const std::string& x) { return x.rfind(head, 0) == 0; });
+    if (w == report_.warnings.end()) report_.warnings.push_back(head + id);
+    else *w += ", " + id;
   } else if (s.ref_zero_fraction() > gt.mistrust_zeros) {
     e.verdict = Verdict::mistrusted;
     e.message = fmt::format(

@@ -165,6 +165,13 @@ bool any_of_or_empty(const std::vector<T>& sel, const std::optional<T>& v) {
 std::optional<std::string> bad_gate_value(const std::string& key, double v) {
   if (key == "operand_bits" && !(v >= 2 && v <= 24 && v == std::floor(v)))
     return std::string("'operand_bits' must be a whole number of significand bits from 2 to 24 (TF32: 11)");
+  // An element test that every element passes checks none (docs/compare.md, "Keys").
+  if ((key == "bound" || key == "atol" || key == "rtol") && !std::isfinite(v))
+    return "'" + key + "' must be finite: " + key + " inf passes every element, so it checks none ('none' turns the "
+           "gate off)";
+  if (key == "near_zero" && !(v < 1))
+    return std::string("'near_zero' must be below 1: a near-zero floor at or above max|ref| makes every element "
+                       "near zero, and no relative or ULP test then checks any");
   return std::nullopt;
 }
 
@@ -351,6 +358,34 @@ std::vector<std::string> Policy::unmatched_rules() const {
     out.push_back(r.origin + " " + json_text(j));
   }
   return out;
+}
+
+Status Policy::check_element_gates() const {
+  const Policy probe = *this;  // resolve() counts matches for unmatched_rules(): probe a copy
+  std::vector<TensorKey> keys;
+  for (const ops::OpDef* d : ops::registry())
+    for (const auto& t : d->tensors(d->default_params()))
+      for (const auto& dt : kDtypes) {
+        if (t.role == ops::Role::output || t.role == ops::Role::grad) keys.push_back({dt, d->id(), t.role, t.name});
+        if (!t.parameter) continue;
+        for (const std::string& n : {"step1_" + t.name, "step1_grad_" + t.name})
+          keys.push_back({dt, d->id(), ops::Role::checkpoint, n});
+      }
+  for (const auto& r : rules_)  // a checkpoint of another step a rule names
+    for (const auto& n : r.tensor)
+      if (train::parse_checkpoint_tensor(n))
+        for (const ops::OpDef* d : ops::registry())
+          for (const auto& dt : kDtypes) keys.push_back({dt, d->id(), ops::Role::checkpoint, n});
+  for (const auto& k : keys) {
+    const Gates g = probe.resolve(k);
+    if (!g.min_pcc || g.bound || g.atol || g.rtol || g.max_ulp) continue;
+    const std::string sel = k.dtype + "." + ops::op_name(k.op) + "." + k.tensor;
+    return Error{"the policy leaves " + sel + " (" + std::string(ops::role_name(*k.role)) +
+                 ") with min_pcc alone: with bound, atol, rtol and max_ulp all off no element of it is checked by "
+                 "value, and a run scaled by any factor keeps its correlation (set one, e.g. --gate " +
+                 k.dtype + "." + ops::role_name(*k.role) + ".rtol=5e-4)"};
+  }
+  return Status::ok();
 }
 
 Gates Policy::resolve(const TensorKey& k) const {

@@ -1,5 +1,6 @@
 #include "validate/generate/generate.hpp"
 
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -171,6 +173,66 @@ Status check_resumable(const std::string& out, const Json& config_now, int threa
   return Status::ok();
 }
 
+// The memory this process may still take, in bytes, and what bounds it: the least of the kernel's
+// MemAvailable, the cgroup's memory.max less what the cgroup uses, and RLIMIT_AS / RLIMIT_DATA.
+struct Available {
+  double bytes = INFINITY;
+  std::string what = "no limit found";
+};
+Available available_memory() {
+  Available a;
+  auto take = [&](double b, const std::string& what) {
+    if (b >= 0 && b < a.bytes) a = {b, what};
+  };
+  std::ifstream mi("/proc/meminfo");
+  for (std::string line; std::getline(mi, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) take(std::stod(line.substr(13)) * 1024, "MemAvailable in /proc/meminfo");
+  auto read_num = [](const char* path) -> double {
+    std::ifstream in(path);
+    std::string v;
+    if (!(in >> v) || v == "max") return -1;
+    try {
+      return std::stod(v);
+    } catch (...) {
+      return -1;
+    }
+  };
+  const double max = read_num("/sys/fs/cgroup/memory.max"), cur = read_num("/sys/fs/cgroup/memory.current");
+  if (max >= 0) take(std::max(0.0, max - std::max(0.0, cur)), "the cgroup's memory.max less memory.current");
+  for (auto [res, name] : {std::pair{RLIMIT_AS, "RLIMIT_AS (ulimit -v)"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)"}}) {
+    struct rlimit r;
+    if (::getrlimit(res, &r) == 0 && r.rlim_cur != RLIM_INFINITY) take(static_cast<double>(r.rlim_cur), name);
+  }
+  return a;
+}
+
+std::string gib(double b) { return fmt::format("{:.1f} GiB", b / (1u << 30)); }
+
+// Refuses, before anything is allocated, a case whose op cannot fit: its tensors alone (inputs,
+// output, gradients, all float32 and alive together when its results are taken) must fit in what
+// the machine has; a case of 16 GiB weights otherwise ended in std::bad_alloc. A lower bound of
+// the need (LibTorch's scratch and the scale pass's squared copies come on top), so no case that
+// fits is refused.
+Status check_memory(const std::vector<cases::Case>& list, const std::string& cases_path) {
+  const Available have = available_memory();
+  for (const auto& c : list)
+    for (const cases::OpInstance& inst : c.ops) {
+      double need = 0, largest = 0;
+      std::string big;
+      for (const auto& t : c.tensors(inst.op())) {
+        const double b = static_cast<double>(shape_numel(t.shape)) * 4;
+        need += b;
+        if (b > largest) largest = b, big = fmt::format("{} {}: {}", t.name, shape_to_string(t.shape), gib(b));
+      }
+      if (need > have.bytes)
+        return Error{fmt::format("{}: case {}/{} ({}) needs at least {} for its tensors alone (the largest, {}), "
+                                 "and this machine has {} ({}): refused before allocating anything",
+                                 cases_path, dtype_name(c.dtype), c.name, cases::op_name(inst.op()), gib(need), big,
+                                 gib(have.bytes), have.what)};
+    }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) {
@@ -181,6 +243,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   auto list = cases::expand(*file, sel);
   if (!list) return list.status();
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
+  VALIDATE_TRY(check_memory(*list, opt.cases_path));
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
   auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);

@@ -22,6 +22,10 @@
 
 namespace validate::cases {
 
+// The most cases (sweep values plus "cases" entries) one case file may list: 10^4 is 600 times the
+// default sweep, and a list this long is refused before any case is built.
+inline constexpr std::size_t kMaxCases = 10000;
+
 struct CaseFile {
   std::uint64_t seed = 42;
   std::string loss = "mse";

@@ -65,6 +65,10 @@ class Policy {
 
   // Counts, per rule, the keys it matched (see unmatched_rules).
   Gates resolve(const TensorKey& k) const;
+  // Error unless every output, gradient and checkpoint of every dtype and op that the rules give
+  // a gate has an element test (bound, atol, rtol or max_ulp): min_pcc alone checks no element's
+  // value, and no scaling of a run moves it. Called once every layer is added.
+  Status check_element_gates() const;
   // Rules from a file or --gate that matched no key resolved so far: "--gate {"tensor":...}".
   // compare warns about each, since a rule that selects nothing gates nothing.
   std::vector<std::string> unmatched_rules() const;

@@ -1,0 +1,263 @@
+#include "validate/cases/scale_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "validate/cases/scale_file.hpp"
+#include "validate/core/npy.hpp"
+#include "validate/ops/registry.hpp"
+
+namespace validate::cases {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+
+const double kU = std::ldexp(1.0, -24);  // float32's unit roundoff
+
+double unit_roundoff(DType d) {
+  return d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : kU;
+}
+double half_subnormal(DType d) {  // as generate's scale pass widens a subnormal dL/dy
+  return d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+}
+double numel(const Shape& s) { return static_cast<double>(std::max<std::int64_t>(shape_numel(s), 1)); }
+
+double value(const StoredValues& v, std::int64_t i) {
+  switch (v.storage) {
+    case DType::float16:
+      return float16_bits_to_float(static_cast<const std::uint16_t*>(v.data)[i]);
+    case DType::float64:
+      return static_cast<const double*>(v.data)[i];
+    default:
+      return static_cast<const float*>(v.data)[i];
+  }
+}
+
+// The products summed into an element of the gradient of leaf `leaf`: the other operand of each
+// product (empty: the bias gradient's factor 1) and at most how many there are (the op's geometry:
+// every product of one element pairs distinct elements of the operand and of dL/dy).
+struct GradTerms {
+  std::string partner;
+  double n = 1;
+};
+std::optional<GradTerms> grad_terms(const std::string& op, const std::string& leaf, const std::map<std::string, Shape>& s) {
+  const auto at = [&](const char* name, std::size_t axis) {
+    const auto it = s.find(name);
+    return it != s.end() && axis < it->second.size() ? static_cast<double>(it->second[axis]) : 0.0;
+  };
+  if (op == "matmul") {
+    if (leaf == "A") return GradTerms{"B", at("B", 1)};  // grad_A = dY B^T: a row of N products
+    if (leaf == "B") return GradTerms{"A", at("A", 0)};  // grad_B = A^T dY: a column of M
+    return std::nullopt;
+  }
+  const double per_channel = numel(s.at("output")) / std::max(1.0, at("output", 1));  // N Ho Wo
+  if (leaf == "bias") return GradTerms{"", per_channel};
+  if (op == "conv2d") {
+    // weight (O, C/g, kh, kw): an input element meets at most every output channel at each tap
+    if (leaf == "input") return GradTerms{"weight", at("weight", 0) * at("weight", 2) * at("weight", 3)};
+    if (leaf == "weight") return GradTerms{"input", per_channel};
+  }
+  if (op == "conv_transpose2d") {
+    // weight (C, O/g, kh, kw): an input element feeds O/g channels at each tap
+    if (leaf == "input") return GradTerms{"weight", at("weight", 1) * at("weight", 2) * at("weight", 3)};
+    if (leaf == "weight") return GradTerms{"input", numel(s.at("input")) / std::max(1.0, at("input", 1))};
+  }
+  return std::nullopt;
+}
+
+std::string g(double v) { return fmt::format("{:.4g}", v); }
+
+}  // namespace
+
+std::vector<std::string> scale_quantities(Role role) {
+  if (role == Role::checkpoint) return {kCheckpointBoundQuantity};
+  if (role == Role::grad) return {kGradientBoundQuantity, "rss_products"};
+  return {"rss_products"};
+}
+
+Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op) {
+  std::map<std::string, ScaleLimit> out;
+  const OpInstance* inst = rc.c.find(op);
+  if (!inst) return out;
+  const std::string on = op_name(op);
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, double> most;  // finite max|x| of each input and of the output; absent: not finite
+  std::vector<std::string> leaves;
+  for (const auto& t : rc.c.tensors(op)) {
+    shapes[t.name] = t.shape;
+    if (t.role != Role::input && t.role != Role::output) continue;
+    if (t.role == Role::input && t.name != "target") leaves.push_back(t.name);
+    const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
+    auto tensor = npy::read(path);
+    if (!tensor) return Error{path + ": " + tensor.message()};
+    if (auto m = finite_max_abs(*tensor)) most[t.name] = *m;
+  }
+  const double K = static_cast<double>(std::max<std::int64_t>(ops::find(op).reduction_length(inst->params), 1));
+  // A checkpoint's scale is a trajectory bound, not a root-sum-square, and a training case's
+  // scales are not checked against its reference tensors here: neither has the ceiling or the
+  // floor below. Their values are still checked for sign and finiteness.
+  for (const auto& t : rc.c.tensors(op))
+    if (rc.c.has_bound_scale(t))
+      out[t.name] = ScaleLimit{t.role == Role::output ? K + 1 : 1, std::nullopt, !rc.c.train && t.role != Role::checkpoint};
+  const bool known = on == "matmul" || on == "conv2d" || on == "conv_transpose2d";
+  const std::string a = on == "matmul" ? "A" : "input", b = on == "matmul" ? "B" : "weight";
+  for (const auto& t : rc.c.tensors(op))
+    if (t.role == Role::grad)
+      if (auto gt = grad_terms(on, t.name.substr(5), shapes)) out[t.name].n = std::max(1.0, gt->n);
+  if (!known || rc.c.train || !most.count(a) || !most.count(b) || !most.count("output") || !most.count("target"))
+    return out;
+  const DType d = rc.c.dtype;
+  const double ud = unit_roundoff(d), r = kU / ud;
+  const double bias = most.count("bias") ? most["bias"] : 0.0;
+  if (shapes.count("bias") && !most.count("bias")) return out;
+  // The output: K products (+ the bias, one more term).
+  const double rho_y = std::sqrt(K * std::pow(most[a] * most[b], 2) + bias * bias);
+  // A gradient (generate's scale pass): S^2 = sum (m^2 + n_max r^2 (dy + u_d m)^2) x^2 over its
+  // products, dy = 2 |y - t| / N and m = dy widened by the output's rounding and the forward's
+  // accumulation, in units of u_d.
+  const double N = numel(shapes.at("output")), Y = most["output"], T = most["target"];
+  const double dy = 2 * (Y + T) / N;
+  const double m = dy + (2 / N) * ((d == DType::float32 ? 0.0 : 2.0) * Y + std::sqrt(K + 1) * r * (Y + rho_y)) +
+                   half_subnormal(d) / ud;
+  double n_max = K;
+  for (const auto& l : leaves)
+    n_max = std::max(n_max, std::ceil(l == "bias" ? N / numel(shapes.at(l)) : N * K / numel(shapes.at(l))));
+  const double per_unit_x = std::sqrt(m * m + n_max * r * r * std::pow(dy + ud * m, 2));
+  // Float32 rounding in generate's own pass (the squared op's sums, the roots) and the float16
+  // storage's rounding up: a few parts in a thousand at most, and K u relatively.
+  auto slack = [&](double n) { return 1 + std::ldexp(1.0, -7) + 2 * std::max(n, n_max) * kU; };
+  for (auto& [name, lim] : out) {
+    if (name == "output") {
+      lim.ceiling = rho_y * slack(K + 1);
+    } else if (auto gt = grad_terms(on, name.substr(5), shapes)) {
+      const double x = gt->partner.empty() ? 1.0 : (most.count(gt->partner) ? most[gt->partner] : INFINITY);
+      if (std::isfinite(x)) lim.ceiling = std::sqrt(lim.n) * x * per_unit_x * slack(lim.n);
+    }
+  }
+  return out;
+}
+
+std::string check_scale_values(const StoredValues& scale, double unit, const StoredValues& ref, const ScaleLimit& limit) {
+  const bool floor = limit.floor && ref.data && ref.numel == scale.numel;
+  const double root_n = std::sqrt(limit.n);
+  // |ref| <= sqrt(n) rho, up to the reference's own rounding (its dtype, dL/dy's, the float32 sum)
+  // and an underflow allowance of n float32 half-spacings plus float16's smallest subnormal.
+  const double grow = 1 + std::ldexp(1.0, -5) + 2 * limit.n * kU;
+  const double tiny = limit.n * std::ldexp(1.0, -149) + std::ldexp(1.0, -24);
+  for (std::int64_t i = 0; i < scale.numel; ++i) {
+    const double s = value(scale, i) * unit;
+    if (std::isnan(s)) return fmt::format("element {} is NaN: a scale is finite", i);
+    if (std::isinf(s)) return fmt::format("element {} is {}: a scale is finite", i, s > 0 ? "+inf" : "-inf");
+    if (s < 0) return fmt::format("element {} is {}: a scale is a root-sum-square, never negative", i, g(s));
+    if (limit.ceiling && s > *limit.ceiling)
+      return fmt::format("element {} is {}, above {}, the largest this tensor's scale can be (sqrt(n) max|a| max|b| "
+                         "from the set's own inputs, n = {}): a raised scale widens every bound made from it",
+                         i, g(s), g(*limit.ceiling), g(limit.n));
+    if (floor) {
+      const double y = std::fabs(value(ref, i));
+      if (std::isfinite(y) && y > root_n * s * grow + tiny)
+        return fmt::format("element {} is {} where the reference is {}: below |ref| / sqrt(n) = {} (n = {}), the least "
+                           "a sum of n products of that size has{}",
+                           i, g(s), g(value(ref, i)), g(y / root_n), g(limit.n), s == 0 ? " (a zero scale)" : "");
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> check_scale_format(const std::vector<RefCase>& cases) {
+  // Per kind of scale (results, checkpoints): who has one and who lacks one; per gradient: the
+  // quantity; per scale: the storage (unit_log2 or not).
+  std::map<std::string, std::vector<std::string>> with, without;
+  std::map<std::string, std::string> first_of;  // "quantity:" / "storage:" -> the first scale's value and name
+  std::vector<std::string> out;
+  auto same = [&](const std::string& key, const std::string& v, const std::string& who) {
+    auto [it, fresh] = first_of.emplace(key, v + "\t" + who);
+    if (fresh) return;
+    const std::string have = it->second.substr(0, it->second.find('\t'));
+    if (have != v)
+      out.push_back(fmt::format("{}: {} {}, but {} has {}: a set is of one format as a whole (regenerate it)", who, key,
+                                v, it->second.substr(it->second.find('\t') + 1), have));
+  };
+  for (const RefCase& rc : cases)
+    for (const OpInstance& inst : rc.c.ops) {
+      const Op op = inst.op();
+      for (const auto& t : rc.c.tensors(op)) {
+        if (!rc.c.has_bound_scale(t)) continue;
+        const std::string kind = t.role == Role::checkpoint ? "checkpoint" : "output and gradient";
+        const std::string who = fmt::format("{}/{}_metadata.json (ops.{}.scales.{})", rc.dtype_dir, rc.c.name,
+                                            op_name(op), t.name);
+        const Json* e = find_path(rc.metadata, {"ops", op_name(op), "scales", t.name.c_str()});
+        if (!e || !e->is_object()) {
+          without[kind].push_back(who);
+          continue;
+        }
+        with[kind].push_back(who);
+        if (t.role == Role::grad && e->contains("quantity") && (*e)["quantity"].is_string())
+          same("gradient scale quantity", "\"" + (*e)["quantity"].get<std::string>() + "\"", who);
+        same("scale storage", e->contains("unit_log2") ? "float16 with unit_log2" : "float32 without unit_log2", who);
+      }
+    }
+  for (const auto& [kind, missing] : without)
+    if (with.count(kind))
+      out.push_back(fmt::format("{} lists no error-bound scale while {} and {} other {} scale(s) of the set do: a set "
+                                "made since scales exist has one for every {}, and an older one has none (a scale "
+                                "removed leaves its tensor gated by the looser fixed tolerance); {} lack one",
+                                missing.front(), with.at(kind).front(), with.at(kind).size() - 1, kind, kind,
+                                missing.size()));
+  return out;
+}
+
+std::vector<std::string> check_case_scales(const RefCase& rc) {
+  std::vector<std::string> out;
+  for (const OpInstance& inst : rc.c.ops) {
+    const Op op = inst.op();
+    auto limits = scale_limits(rc, op);
+    if (!limits) {
+      out.push_back(limits.message());
+      continue;
+    }
+    for (const auto& t : rc.c.tensors(op)) {
+      if (!rc.c.has_bound_scale(t)) continue;
+      const Json* e = find_path(rc.metadata, {"ops", op_name(op), "scales", t.name.c_str()});
+      if (!e || !e->is_object()) continue;  // check_scale_format's
+      const std::string f = rc.dtype_dir + "/" + rc.c.file_name(op, t.name + "_scale");
+      const std::string where = fmt::format("{}: error-bound scale of {} (ops.{}.scales.{})", f, t.name, op_name(op), t.name);
+      const auto q = scale_quantities(t.role);
+      const Json* sq = find_path(*e, {"quantity"});
+      if (!sq || !sq->is_string() || std::find(q.begin(), q.end(), sq->get<std::string>()) == q.end()) {
+        out.push_back(fmt::format("{}: quantity {} is not what a {} scale is (\"{}\")", where, sq ? sq->dump() : "missing",
+                                  role_name(t.role), q.front()));
+        continue;
+      }
+      auto s = npy::read(f);
+      if (!s) {
+        out.push_back(fmt::format("{}: {}", where, s.message()));
+        continue;
+      }
+      if (s->shape() != t.shape) {
+        out.push_back(fmt::format("{}: shape {} but its tensor is {}", where, shape_to_string(s->shape()),
+                                  shape_to_string(t.shape)));
+        continue;
+      }
+      auto unit = scale_unit(*e, s->dtype(), where);
+      if (!unit) {
+        out.push_back(unit.message());
+        continue;
+      }
+      auto ref = npy::read(rc.dtype_dir + "/" + rc.c.file_name(op, t.name));
+      StoredValues rv;
+      if (ref && ref->shape() == t.shape) rv = {ref->bytes(), ref->dtype(), ref->numel()};
+      const std::string bad =
+          check_scale_values({s->bytes(), s->dtype(), s->numel()}, *unit, rv, limits->count(t.name) ? limits->at(t.name) : ScaleLimit{});
+      if (!bad.empty()) out.push_back(fmt::format("{}: {} (an invalid reference set)", where, bad));
+    }
+  }
+  return out;
+}
+
+}  // namespace validate::cases
