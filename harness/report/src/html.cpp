@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "consequences.hpp"
 #include "format.hpp"
 #include "svg.hpp"
 #include "validate/metrics/ulp_histogram.hpp"
@@ -118,7 +119,7 @@ std::string render_html(const compare::Report& r) {
     for (const auto& c : causes)
       o << "<li class=\"v-failed\">" << escape(detail::root_cause_line(c)) << " <code>" << escape(c.h->code)
         << "</code></li>\n";
-    const std::size_t n = detail::consequence_count(r);
+    const std::size_t n = detail::consequence_counts(r).after_named;
     if (n > 0) o << "<li>" << n << " more failure" << (n == 1 ? "" : "s") << " follow from them (below)</li>\n";
     o << "</ul>\n";
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "consequences.hpp"
 #include "format.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/report/reporter.hpp"
@@ -127,8 +128,8 @@ std::string render_markdown(const compare::Report& r) {
     o << "#### Needs attention\n\n";
     detail_lines(bad);
     if (!follows.empty()) {
-      o << "\n<details><summary>" << follows.size() << " more failure" << (follows.size() == 1 ? "" : "s")
-        << " that follow from the mistakes named above</summary>\n\n";
+      o << "\n<details><summary>" << md_escape(detail::consequences_phrase(detail::consequence_counts(r)))
+        << "</summary>\n\n";
       detail_lines(follows);
       o << "\n</details>\n";
     }

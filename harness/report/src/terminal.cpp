@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ostream>
 
+#include "consequences.hpp"
 #include "format.hpp"
 #include "validate/report/reporter.hpp"
 
@@ -75,7 +76,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
     out << "\n" << p.bold(fmt::format("what went wrong ({} named mistake{})", causes.size(), causes.size() == 1 ? "" : "s"))
         << "\n";
     for (const auto& c : causes) out << "  " << p("- ", colour_of(Verdict::failed)) << detail::root_cause_line(c) << "\n";
-    const std::size_t n = detail::consequence_count(r);
+    const std::size_t n = detail::consequence_counts(r).after_named;
     if (n > 0)
       out << "  " << p.dim(fmt::format("{} more failure{} follow{} from {}{}", n, n == 1 ? "" : "s", n == 1 ? "s" : "",
                                        causes.size() == 1 ? "it" : "them", opt.verbose ? "" : " (--verbose details them)"))
@@ -151,8 +152,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
     if (!e.repro.empty()) out << "  " << p.dim("repro: " + e.repro) << "\n";
   }
   if (folded)
-    out << p.dim(fmt::format("({} failure{} that follow{} from the mistakes named above not detailed: --verbose)", folded,
-                             folded == 1 ? "" : "s", folded == 1 ? "s" : ""))
+    out << p.dim(fmt::format("({} not detailed: --verbose)", detail::consequences_phrase(detail::consequence_counts(r))))
         << "\n";
   what_went_wrong();
   const auto c = r.counts();

@@ -1,6 +1,7 @@
 // The run's first two SGD updates against its own earlier parameters and gradients
 // (trajectory_check.hpp, check_own_update): an optimizer check that no gradient noise blurs, and,
 // when it fails, the settings the run's update actually used.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "validate/diagnosis/named_diagnosis.hpp"
+#include "sgd_settings.hpp"
 #include "trajectory_files.hpp"
 #include "validate/compare/trajectory_check.hpp"
 #include "validate/metrics/ulp.hpp"
@@ -19,6 +21,20 @@ namespace validate::compare {
 namespace {
 
 using detail::CaseFiles;
+using detail::Candidate;
+using detail::LinearFit;
+using detail::OwnSteps;
+using detail::UpdateCoefficients;
+using detail::named_on_every_element;
+using detail::fit_first_update;
+using detail::fit_second_update;
+using detail::fit_two;
+using detail::first_update_candidates;
+using detail::predicted_coefficients;
+using detail::read_settings;
+using detail::same_coefficients;
+using detail::setting_differences;
+using detail::weight_decay_difference;
 
 // Half an ULP of the case dtype, relative: the most a gradient changes when a stack hands its
 // optimizer the float32 gradient and writes the checkpoint rounded to the case dtype (legitimate).
@@ -57,28 +73,318 @@ Hypothesis gradients_accumulated(const std::string& param, const std::string& te
   return h;
 }
 
-struct Fit {
-  double a = 0, b = 0;  // w0 - w1 = a g + b w0
-  bool ok = false;
+// The case's SGD updates replayed on the run's own parameters and gradients of the steps before k
+// (train::sgd_step in float32, which torch.optim.SGD's agrees with within an ULP): step j starts
+// from the run's w_j, so only the last update is judged, with the momentum buffer the earlier ones
+// built. Replayed again with every gradient moved by the case dtype's rounding either way, for the
+// tolerance.
+using StepFn = void (*)(float*, const float*, std::size_t, train::SgdState<float>&, const train::TrainConfig&);
+struct OwnReplay {
+  const std::vector<Tensor>& ws;
+  const std::vector<Tensor>& gs;
+  const train::TrainConfig& tc;
+  std::size_t n = 0;
+  double u = 0;  // gradient_rounding of the case dtype
+
+  // `scaled`: the step whose gradient is multiplied by `scale` (-1: none). `accumulated`: each
+  // step applies the sum of the gradients so far (the buffers never zeroed), in float32.
+  std::vector<float> run(StepFn fn, std::int64_t scaled = -1, double scale = 1, bool accumulated = false) const {
+    train::SgdState<float> state;
+    std::vector<float> p(n), g(n), sum(n, 0.0f);
+    for (std::size_t j = 0; j < ws.size(); ++j) {
+      const double f = static_cast<std::int64_t>(j) == scaled ? scale : 1.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        p[i] = static_cast<float>(ws[j].get(static_cast<std::int64_t>(i)));
+        g[i] = static_cast<float>(gs[j].get(static_cast<std::int64_t>(i)) * f);
+        if (accumulated) g[i] = sum[i] = sum[i] + g[i];
+      }
+      fn(p.data(), g.data(), n, state, tc);
+    }
+    return p;
+  }
+  // Per element: 4 float32 ULP of the largest operand, plus each gradient's rounding moved alone
+  // either way (the gradients round independently, so their effects add).
+  std::vector<double> tolerance(StepFn fn, const std::vector<float>& base, bool accumulated = false) const {
+    const Tensor& wprev = ws.back();
+    std::vector<double> t(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double wi = wprev.get(static_cast<std::int64_t>(i)), ei = base[i];
+      t[i] = 4 * float32_ulp(std::max({std::fabs(wi), std::fabs(ei), std::fabs(wi - ei)}));
+    }
+    if (u > 0)
+      for (std::size_t j = 0; j < ws.size(); ++j) {
+        const auto sj = static_cast<std::int64_t>(j);
+        const std::vector<float> up = run(fn, sj, 1 + u, accumulated), down = run(fn, sj, 1 - u, accumulated);
+        for (std::size_t i = 0; i < n; ++i)
+          t[i] += std::max(std::fabs(static_cast<double>(up[i]) - base[i]), std::fabs(static_cast<double>(down[i]) - base[i]));
+      }
+    return t;
+  }
+  // The run's step k is `fn` replayed, on every element within twice the tolerance.
+  bool fits(StepFn fn, bool accumulated, const Tensor& wk) const {
+    const std::vector<float> v = run(fn, -1, 1, accumulated);
+    const std::vector<double> vt = tolerance(fn, v, accumulated);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(std::fabs(wk.get(static_cast<std::int64_t>(i)) - v[i]) <= 2 * vt[i])) return false;
+    return true;
+  }
 };
 
-// Least squares of the run's update on the gradient and the parameter.
-Fit fit_update(const std::vector<double>& d, const std::vector<double>& g, const std::vector<double>& w) {
-  double gg = 0, gw = 0, ww = 0, gd = 0, wd = 0;
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    gg += g[i] * g[i];
-    gw += g[i] * w[i];
-    ww += w[i] * w[i];
-    gd += g[i] * d[i];
-    wd += w[i] * d[i];
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.get(static_cast<std::int64_t>(i));
+  return v;
+}
+
+// The names of one parameter's checkpoint tensors.
+struct ParamNames {
+  std::string param;
+  std::string w(std::int64_t k) const { return train::checkpoint_tensor(k, param); }
+  std::string g(std::int64_t k) const { return train::checkpoint_tensor(k, "grad_" + param); }
+};
+
+// Weight decay added after the momentum, not to the gradient before it (the trap sgd.hpp names).
+void decay_after_step(float* p, const float* g, std::size_t m, train::SgdState<float>& st, const train::TrainConfig& cfg) {
+  train::TrainConfig no_decay = cfg;
+  no_decay.weight_decay = 0;
+  std::vector<float> before(p, p + m);
+  train::sgd_step(p, g, m, st, no_decay);
+  const float lr = static_cast<float>(cfg.lr), wd = static_cast<float>(cfg.weight_decay);
+  for (std::size_t i = 0; i < m; ++i) p[i] = static_cast<float>(p[i] - static_cast<float>(lr * static_cast<float>(wd * before[i])));
+}
+
+// No momentum (momentum=0 where the case has one, or the buffer rebuilt every step): each update is
+// lr (g + wd w) alone.
+void no_momentum_step(float* p, const float* g, std::size_t m, train::SgdState<float>& st, const train::TrainConfig& cfg) {
+  train::TrainConfig plain = cfg;
+  plain.momentum = 0;
+  plain.dampening = 0;
+  plain.nesterov = false;
+  train::sgd_step(p, g, m, st, plain);
+}
+
+// The second update is the first that reads state the earlier steps left: the momentum buffer and,
+// in a loop that never zeroes them, the gradient buffers. Each classic way of getting that state
+// wrong gives the same first update and a different second one; one is named when the run's step 2
+// is that variant replayed from its own steps 0 and 1 on every element.
+std::optional<Hypothesis> second_update_variant(const OwnReplay& replay, const Tensor& wk, const ParamNames& p,
+                                                const train::TrainConfig& tc) {
+  Hypothesis h;
+  if (tc.momentum != 0 && tc.weight_decay != 0 && replay.fits(&decay_after_step, false, wk)) {
+    h = optimizer_settings(p.param, {{"variant", "weight_decay_after_momentum"}});
+    h.description = fmt::format("the second update of {} applies the weight decay after the momentum: {} is the "
+                                "case's SGD step with weight_decay·{} added to the update instead of to the gradient",
+                                p.param, p.w(2), p.param);
+    h.cause = "torch.optim.SGD adds weight_decay·p to the gradient before the momentum buffer, so the decay is "
+              "accumulated (1/(1 − momentum) times larger); added after it, the first update is the same and the "
+              "trajectories part from step 2";
+    h.fix = "add weight_decay·p to the gradient before updating the momentum buffer";
+  } else if (tc.momentum != 0 && replay.fits(&no_momentum_step, false, wk)) {
+    h = optimizer_settings(p.param, {{"variant", "momentum_missing"}, {"momentum_case", tc.momentum}});
+    h.description = fmt::format("momentum missing: the second update of {} is lr·(gradient + weight_decay·{}) alone, "
+                                "the case's SGD step with momentum 0 instead of {} ({} from the run's own {} and {})",
+                                p.param, p.param, tc.momentum, p.w(2), p.w(1), p.g(1));
+    h.cause = "the optimizer is built without the case's momentum (SGD's momentum defaults to 0), or its momentum "
+              "buffer is not kept between steps; the first update of SGD with momentum equals the plain one, so "
+              "the trajectories part from step 2";
+    h.fix = fmt::format("use momentum {} (dampening {}{}) and keep the momentum buffer from one step to the next",
+                        tc.momentum, tc.dampening, tc.nesterov ? ", Nesterov" : "");
+  } else if (replay.fits(&train::sgd_step<float>, true, wk)) {
+    h = gradients_accumulated(
+        p.param, p.param, nlohmann::json::object(),
+        fmt::format("gradients accumulated across steps: the second update of {} applies {} + {} (the gradients "
+                    "the run wrote), the case's SGD step on their sum",
+                    p.param, p.g(1), p.g(0)),
+        "), while the gradients written out are each step's own");
+  } else {
+    return std::nullopt;
   }
-  const double det = gg * ww - gw * gw;
-  Fit f;
-  if (!(gg > 0) || !(ww > 0) || !(det > 1e-12 * gg * ww)) return f;  // g and w (nearly) parallel
-  f.a = (gd * ww - wd * gw) / det;
-  f.b = (wd * gg - gd * gw) / det;
-  f.ok = std::isfinite(f.a) && std::isfinite(f.b);
-  return f;
+  return h;
+}
+
+std::string settings_fix(const train::TrainConfig& tc) {
+  return fmt::format("train with lr {}, momentum {}, dampening {}, weight_decay {}{} as torch.optim.SGD applies them",
+                     tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov ? ", Nesterov" : "");
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (const auto& x : parts) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// "A or B", "A, B or C".
+std::string join_or(const std::vector<std::string>& parts) {
+  std::string s;
+  for (std::size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " or " : ", ") + parts[i];
+  return s;
+}
+
+// The weight decay the run's first update shows, or the case's when they agree (the fit reads the
+// float32 rounding of the weights as a decay of ~1e-8: not worth writing into a formula).
+double shown_weight_decay(double wd_run, const train::TrainConfig& tc) {
+  return weight_decay_difference(wd_run, tc) ? wd_run : tc.weight_decay;
+}
+
+// "0.045·(step1_grad_weight + 0.001·step1_weight) + 0.025·(step0_grad_weight + 0.001·step0_weight)"
+std::string second_form(double alpha, double beta, double wd, const ParamNames& p) {
+  auto term = [&](double c, std::int64_t k) {
+    return wd == 0 ? fmt::format("{:.6g}·{}", c, p.g(k)) : fmt::format("{:.6g}·({} + {:.3g}·{})", c, p.g(k), wd, p.w(k));
+  };
+  return term(alpha, 1) + " + " + term(beta, 0);
+}
+
+// Step 2 read as settings (sgd_settings.hpp): the run's own steps 0 to 2 fit the SGD form with a
+// learning rate, momentum, dampening and weight decay of their own, each told apart there.
+std::optional<Hypothesis> second_update_settings(const OwnSteps& st, const ParamNames& p, const train::TrainConfig& tc,
+                                                 double u) {
+  const auto first = fit_first_update(st, u);
+  if (!first || first->a == 0) return std::nullopt;
+  const double wd = shown_weight_decay(first->b / first->a, tc);
+  const auto second = fit_second_update(st, wd, u);
+  if (!second) return std::nullopt;
+  const auto r = read_settings(first->a, wd, *second, tc, u);
+  if (!r) return std::nullopt;
+  const std::vector<std::string> diffs = setting_differences(*r, tc, u);
+  if (diffs.empty()) return std::nullopt;
+  const UpdateCoefficients c = predicted_coefficients(tc);
+  // Both coefficients scaled alike from the case's, after a first update at the case's rate: a
+  // learning rate changed from step 2 on (a schedule) reads as momentum and dampening too.
+  const double t = detail::coefficient_tolerance(u), s2 = second->a / c.alpha;
+  const bool rescaled = std::fabs(s2 - 1) > t && std::fabs(first->a - c.a1) <= t * c.a1 &&
+                        std::fabs(second->b - s2 * c.beta) <= t * std::max(std::fabs(second->a), std::fabs(second->b));
+  const std::string schedule =
+      rescaled ? fmt::format("; or, with the case's momentum and dampening, learning rate {:.6g} from step 2 on (the "
+                             "case's is constant), which fits equally: a later update would tell them apart",
+                             tc.lr * s2)
+               : std::string();
+  Hypothesis h = optimizer_settings(p.param, {{"variant", "second_update_settings"},
+                                              {"lr_case", tc.lr},
+                                              {"lr_run", r->lr},
+                                              {"momentum_case", tc.momentum},
+                                              {"momentum_run", r->momentum},
+                                              {"dampening_case", tc.dampening},
+                                              {"dampening_run", r->dampening},
+                                              {"weight_decay_case", tc.weight_decay},
+                                              {"weight_decay_run", wd},
+                                              {"lr_from_step2", rescaled ? nlohmann::json(tc.lr * s2) : nlohmann::json(nullptr)}});
+  h.description = fmt::format(
+      "the second update of {} is an SGD step with other settings: {} ({} − {} = {} fits every element, from the "
+      "run's own steps 0 and 1{}; the case's is {}; the first update fixes lr{} = {:.6g}, the second separates them){}",
+      p.param, join(diffs, "; "), p.w(1), p.w(2), second_form(second->a, second->b, wd, p),
+      tc.nesterov ? ", Nesterov" : "", second_form(c.alpha, c.beta, tc.weight_decay, p),
+      tc.nesterov ? "·(1 + momentum)" : "", first->a, schedule);
+  h.cause = "the optimizer is configured otherwise than the case's schedule; the second update is the first that "
+            "reads the momentum buffer, so it is where momentum and dampening show";
+  h.fix = settings_fix(tc);
+  return h;
+}
+
+// What tells the candidates of a first update apart (step 2), and what it said.
+struct Resolution {
+  std::vector<const Candidate*> fitting;  // the candidates step 2 agrees with
+  std::string sentence;
+};
+
+Resolution resolve_with_step2(const std::vector<Candidate>& cands, const OwnSteps& st, double a1, double wd,
+                              const ParamNames& p, const train::TrainConfig& tc, bool has_step2, double u) {
+  Resolution r;
+  const std::string tie = fmt::format("{} (the first update that reads the momentum buffer)", p.w(2));
+  if (!has_step2) {
+    const auto kept = train::checkpoint_steps(tc);
+    r.sentence = std::find(kept.begin(), kept.end(), 2) != kept.end()
+                     ? fmt::format("{} would tell them apart, and the run has no {} and {}", tie, p.w(2), p.g(1))
+                     : fmt::format("a step-2 checkpoint would tell them apart, and this case of {} steps has none",
+                                   tc.steps);
+    return r;
+  }
+  const auto second = fit_second_update(st, wd, u);
+  if (second)
+    for (const auto& c : cands)
+      if (same_coefficients(c.predicted, a1, *second, u)) r.fitting.push_back(&c);
+  if (r.fitting.size() == 1) {
+    std::vector<std::string> others;
+    for (const auto& c : cands)
+      if (&c != r.fitting.front()) others.push_back(c.phrase);
+    r.sentence = fmt::format("{} tells them apart: {} fits it on every element, {}", tie, r.fitting.front()->phrase,
+                             others.size() == 1 ? others.front() + " does not" : "neither " + join(others, " nor ") + " does");
+  } else if (r.fitting.empty()) {
+    r.sentence = fmt::format("{} fits none of them alone (its own check reads the settings it shows)", tie);
+  } else {
+    r.sentence = fmt::format("{} fits them too", tie);
+  }
+  return r;
+}
+
+// Step 1 read as settings: w0 − w1 = a·g0 + b·w0 on every element, against the case's
+// a = lr (1 + momentum if Nesterov), b = a·weight_decay. `st` holds the run's step 2 too when it has
+// one: where several settings fit step 1 alone, step 2 decides between them or the diagnosis says
+// it cannot.
+std::optional<Diagnosis> first_update_settings(const LinearFit& f, const OwnSteps& st, bool has_step2,
+                                               const ParamNames& p, const train::TrainConfig& tc, double u) {
+  const double a_case = predicted_coefficients(tc).a1, ratio = f.a / a_case;
+  const double wd_run = f.a != 0 ? f.b / f.a : 0;
+  const bool same_rate = std::fabs(ratio - 1) <= 1e-3;
+  const std::vector<Candidate> cands = same_rate ? std::vector<Candidate>{} : first_update_candidates(f.a, tc);
+  const auto wd_phrase = weight_decay_difference(wd_run, tc);
+  if (cands.empty() && !wd_phrase) return std::nullopt;
+  const std::size_t n = st.w0.size();
+  nlohmann::json base = {{"lr_case", tc.lr},           {"lr_run", tc.lr},
+                         {"momentum_case", tc.momentum}, {"weight_decay_case", tc.weight_decay},
+                         {"weight_decay_run", wd_run}, {"update_ratio", ratio},
+                         {"step1_factor", f.a}};
+  // "0.05·step0_grad_weight + 5e-05·step0_weight", the second sign written out.
+  auto form = [&](double a, double b) {
+    return fmt::format("{:.6g}·{} {} {:.3g}·{}", a, p.g(0), b < 0 ? "−" : "+", std::fabs(b), p.w(0));
+  };
+  const std::string fitted = fmt::format("{} − {} = {} fits every element; the case's is {}", p.w(0), p.w(1),
+                                         form(f.a, f.b), form(a_case, a_case * tc.weight_decay));
+  const std::string cause =
+      "the optimizer is configured or applied otherwise than the case's schedule (torch.optim.SGD: weight decay added "
+      "to the gradient, the momentum buffer starting as that gradient)";
+  auto hypothesis = [&](const Candidate* c, std::string description) {
+    nlohmann::json params = base;
+    if (c) params.update(c->params);
+    Hypothesis h = optimizer_settings(p.param, std::move(params));
+    h.description = std::move(description);
+    h.cause = cause;
+    h.fix = settings_fix(tc);
+    return h;
+  };
+  if (cands.size() <= 1) {
+    std::vector<std::string> named;
+    if (!cands.empty()) named.push_back(cands.front().phrase);
+    if (wd_phrase) named.push_back(*wd_phrase);
+    return named_on_every_element(
+        hypothesis(cands.empty() ? nullptr : &cands.front(),
+                   fmt::format("the first update of {} is an SGD step with other settings: {} ({})", p.param,
+                               join(named, "; "), fitted)),
+        static_cast<std::int64_t>(n));
+  }
+  // Several settings give this first update: name them all, unless step 2 picks one.
+  std::vector<std::string> phrases, settings;
+  for (const auto& c : cands) phrases.push_back(c.phrase), settings.push_back(c.setting);
+  base["candidates"] = settings;
+  const Resolution res = resolve_with_step2(cands, st, f.a, shown_weight_decay(wd_run, tc), p, tc, has_step2, u);
+  base["told_apart_by"] = res.fitting.size() == 1 ? nlohmann::json(p.w(2)) : nlohmann::json(nullptr);
+  const std::string shows =
+      tc.nesterov ? "lr·(1 + momentum), Nesterov's first factor" : "lr, the momentum buffer starting as the gradient";
+  const std::string description = fmt::format(
+      "the first update of {} is an SGD step with other settings, which step 1 alone cannot name: {}. Step 1 shows only "
+      "the gradient's factor {:.6g} ({}; the case's {:.6g}), which {} each explain equally{}; {}",
+      p.param, fitted, f.a, shows, a_case, join_or(phrases), wd_phrase ? "; and " + *wd_phrase : std::string(),
+      res.sentence);
+  if (res.fitting.size() == 1)
+    return named_on_every_element(hypothesis(res.fitting.front(), description), static_cast<std::int64_t>(n));
+  Diagnosis dx = named_on_every_element(hypothesis(&cands.front(), description), static_cast<std::int64_t>(n));
+  for (std::size_t i = 1; i < cands.size(); ++i) {
+    Hypothesis h = hypothesis(&cands[i], description);
+    h.checked = static_cast<std::int64_t>(n);
+    h.passes = h.confirmed_all = true;
+    dx.matches.push_back(std::move(h));
+  }
+  dx.ambiguous = true;
+  return dx;
 }
 
 }  // namespace
@@ -91,7 +397,7 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   const auto name = train::parse_checkpoint_tensor(in.tensor);
   if (!name || (name->step != 1 && name->step != 2) || name->tensor.rfind("grad_", 0) == 0) return std::nullopt;
   const std::int64_t k = name->step;
-  const std::string param = name->tensor;
+  const ParamNames p{name->tensor};
   const auto all = c.tensors(in.op);
   const cases::TensorInfo* info = detail::find_tensor(all, in.tensor);
   if (!info) return std::nullopt;
@@ -99,9 +405,8 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   // The run's own parameters and gradients of the steps before k.
   std::vector<Tensor> ws, gs;
   for (std::int64_t j = 0; j < k; ++j) {
-    const std::string wn = train::checkpoint_tensor(j, param), gn = train::checkpoint_tensor(j, "grad_" + param);
-    if (!detail::produced(in.run, wn) || !detail::produced(in.run, gn)) return std::nullopt;
-    auto w = files.run(wn, info->shape), g = files.run(gn, info->shape);
+    if (!detail::produced(in.run, p.w(j)) || !detail::produced(in.run, p.g(j))) return std::nullopt;
+    auto w = files.run(p.w(j), info->shape), g = files.run(p.g(j), info->shape);
     if (!w || !g) return std::nullopt;
     ws.push_back(std::move(*w));
     gs.push_back(std::move(*g));
@@ -110,47 +415,10 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   if (!wk) return std::nullopt;
   const std::size_t n = static_cast<std::size_t>(wk->numel());
   const double u = gradient_rounding(c.dtype);
-  // The case's updates in float32 (train::sgd_step, which torch.optim.SGD's agrees with within an
-  // ULP) replayed on the run's own parameters and gradients: step j starts from the run's w_j, so
-  // only the last update is judged, with the momentum buffer the earlier ones built. Replayed again
-  // with every gradient moved by the case dtype's rounding either way, for the tolerance.
-  using StepFn = void (*)(float*, const float*, std::size_t, train::SgdState<float>&, const train::TrainConfig&);
-  // `scaled`: the step whose gradient is multiplied by `scale` (-1: none). `accumulated`: each
-  // step applies the sum of the gradients so far (the buffers never zeroed), in float32.
-  auto replay = [&](StepFn fn, std::int64_t scaled = -1, double scale = 1, bool accumulated = false) {
-    train::SgdState<float> state;
-    std::vector<float> p(n), g(n), sum(n, 0.0f);
-    for (std::int64_t j = 0; j < k; ++j) {
-      const double f = j == scaled ? scale : 1.0;
-      for (std::size_t i = 0; i < n; ++i) {
-        p[i] = static_cast<float>(ws[static_cast<std::size_t>(j)].get(static_cast<std::int64_t>(i)));
-        g[i] = static_cast<float>(gs[static_cast<std::size_t>(j)].get(static_cast<std::int64_t>(i)) * f);
-        if (accumulated) g[i] = sum[i] = sum[i] + g[i];
-      }
-      fn(p.data(), g.data(), n, state, tc);
-    }
-    return p;
-  };
-  // Per element: 4 float32 ULP of the largest operand, plus each gradient's rounding moved alone
-  // either way (the gradients round independently, so their effects add).
-  const Tensor& wprev = ws.back();
-  auto tolerance = [&](StepFn fn, const std::vector<float>& base, bool accumulated = false) {
-    std::vector<double> t(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double wi = wprev.get(static_cast<std::int64_t>(i)), ei = base[i];
-      t[i] = 4 * float32_ulp(std::max({std::fabs(wi), std::fabs(ei), std::fabs(wi - ei)}));
-    }
-    if (u > 0)
-      for (std::int64_t j = 0; j < k; ++j) {
-        const std::vector<float> up = replay(fn, j, 1 + u, accumulated), down = replay(fn, j, 1 - u, accumulated);
-        for (std::size_t i = 0; i < n; ++i)
-          t[i] += std::max(std::fabs(static_cast<double>(up[i]) - base[i]), std::fabs(static_cast<double>(down[i]) - base[i]));
-      }
-    return t;
-  };
+  const OwnReplay replay{ws, gs, tc, n, u};
   const StepFn torch_sgd = &train::sgd_step<float>;
-  const std::vector<float> e = replay(torch_sgd);
-  const std::vector<double> tol = tolerance(torch_sgd, e);
+  const std::vector<float> e = replay.run(torch_sgd);
+  const std::vector<double> tol = replay.tolerance(torch_sgd, e);
   std::int64_t beyond = 0, worst = -1;
   double worst_ratio = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -164,11 +432,9 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   out.check = Check{k == 1 ? "own_first_update_beyond_tolerance" : "own_second_update_beyond_tolerance",
                     static_cast<double>(beyond), 0, true, beyond == 0};
   if (beyond == 0) return out;
-  const std::string w0_name = train::checkpoint_tensor(0, param), g0_name = train::checkpoint_tensor(0, "grad_" + param);
   const std::string from =
-      k == 1 ? fmt::format("{} and {}", w0_name, g0_name)
-             : fmt::format("{} and {}, with the momentum buffer of {} and {}", train::checkpoint_tensor(1, param),
-                           train::checkpoint_tensor(1, "grad_" + param), w0_name, g0_name);
+      k == 1 ? fmt::format("{} and {}", p.w(0), p.g(0))
+             : fmt::format("{} and {}, with the momentum buffer of {} and {}", p.w(1), p.g(1), p.w(0), p.g(0));
   const std::string rounding =
       u > 0 ? fmt::format(" + the {} rounding of the gradient", dtype_name(c.dtype)) : std::string();
   out.reason = fmt::format(
@@ -177,133 +443,34 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
       beyond, n, in.tensor, from, rounding, format_coords(worst, info->shape, info->canonical_axes),
       e[static_cast<std::size_t>(worst)], wk->get(worst));
 
+  OwnSteps st{values(ws[0]), values(gs[0]), k == 1 ? values(*wk) : values(ws[1]), {}, {}};
   if (k == 2) {
-    // The second update is the first that reads state the earlier steps left: the momentum buffer
-    // and, in a loop that never zeroes them, the gradient buffers. Each classic way of getting that
-    // state wrong gives the same first update and a different second one; one is named when the
-    // run's step 2 is that variant replayed from its own steps 0 and 1 on every element (within
-    // twice the tolerance of the case's own replay).
-    auto fits = [&](StepFn fn, bool accumulated) {
-      const std::vector<float> v = replay(fn, -1, 1, accumulated);
-      const std::vector<double> vt = tolerance(fn, v, accumulated);
-      for (std::size_t i = 0; i < n; ++i)
-        if (!(std::fabs(wk->get(static_cast<std::int64_t>(i)) - v[i]) <= 2 * vt[i])) return false;
-      return true;
-    };
-    // Weight decay added after the momentum, not to the gradient before it (the trap sgd.hpp names).
-    const StepFn decay_after = [](float* p, const float* g, std::size_t m, train::SgdState<float>& st,
-                                  const train::TrainConfig& cfg) {
-      train::TrainConfig no_decay = cfg;
-      no_decay.weight_decay = 0;
-      std::vector<float> before(p, p + m);
-      train::sgd_step(p, g, m, st, no_decay);
-      const float lr = static_cast<float>(cfg.lr), wd = static_cast<float>(cfg.weight_decay);
-      for (std::size_t i = 0; i < m; ++i) p[i] = static_cast<float>(p[i] - static_cast<float>(lr * static_cast<float>(wd * before[i])));
-    };
-    // No momentum (momentum=0 where the case has one, or the buffer rebuilt every step): each
-    // update is lr (g + wd w) alone.
-    const StepFn no_momentum = [](float* p, const float* g, std::size_t m, train::SgdState<float>& st,
-                                  const train::TrainConfig& cfg) {
-      train::TrainConfig plain = cfg;
-      plain.momentum = 0;
-      plain.dampening = 0;
-      plain.nesterov = false;
-      train::sgd_step(p, g, m, st, plain);
-    };
-    Hypothesis h;
-    if (tc.momentum != 0 && tc.weight_decay != 0 && fits(decay_after, false)) {
-      h = optimizer_settings(param, {{"variant", "weight_decay_after_momentum"}});
-      h.description = fmt::format("the second update of {} applies the weight decay after the momentum: {} is the "
-                                  "case's SGD step with weight_decay·{} added to the update instead of to the gradient",
-                                  param, in.tensor, param);
-      h.cause = "torch.optim.SGD adds weight_decay·p to the gradient before the momentum buffer, so the decay is "
-                "accumulated (1/(1 − momentum) times larger); added after it, the first update is the same and the "
-                "trajectories part from step 2";
-      h.fix = "add weight_decay·p to the gradient before updating the momentum buffer";
-    } else if (tc.momentum != 0 && fits(no_momentum, false)) {
-      h = optimizer_settings(param, {{"variant", "momentum_missing"}, {"momentum_case", tc.momentum}});
-      h.description = fmt::format("momentum missing: the second update of {} is lr·(gradient + weight_decay·{}) alone, "
-                                  "the case's SGD step with momentum 0 instead of {} ({} from the run's own {} and {})",
-                                  param, param, tc.momentum, in.tensor, train::checkpoint_tensor(1, param),
-                                  train::checkpoint_tensor(1, "grad_" + param));
-      h.cause = "the optimizer is built without the case's momentum (SGD's momentum defaults to 0), or its momentum "
-                "buffer is not kept between steps; the first update of SGD with momentum equals the plain one, so "
-                "the trajectories part from step 2";
-      h.fix = fmt::format("use momentum {} (dampening {}{}) and keep the momentum buffer from one step to the next",
-                          tc.momentum, tc.dampening, tc.nesterov ? ", Nesterov" : "");
-    } else if (fits(torch_sgd, true)) {
-      h = gradients_accumulated(
-          param, param, nlohmann::json::object(),
-          fmt::format("gradients accumulated across steps: the second update of {} applies {} + {} (the gradients "
-                      "the run wrote), the case's SGD step on their sum",
-                      param, train::checkpoint_tensor(1, "grad_" + param), g0_name),
-          "), while the gradients written out are each step's own");
-    } else {
-      return out;
-    }
-    out.diagnosis = detail::named_on_every_element(std::move(h), static_cast<std::int64_t>(n));
+    st.g1 = values(gs[1]);
+    st.w2 = values(*wk);
+    std::optional<Hypothesis> h = second_update_variant(replay, *wk, p, tc);
+    if (!h) h = second_update_settings(st, p, tc, u);
+    if (h) out.diagnosis = named_on_every_element(std::move(*h), static_cast<std::int64_t>(n));
     return out;
   }
-
-  // Which settings the run's update used: w0 - w1 = a g + b w0, against the case's
-  // a = lr (1 + momentum if Nesterov), b = a weight_decay. Named only when the fit explains every
-  // element within twice its tolerance (a layout mistake, a lost update, a rounded master do not fit).
-  std::vector<double> dv(n), gv(n), wv(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto at = static_cast<std::int64_t>(i);
-    dv[i] = ws[0].get(at) - wk->get(at);
-    gv[i] = gs[0].get(at);
-    wv[i] = ws[0].get(at);
-  }
-  const Fit f = fit_update(dv, gv, wv);
+  // Step 1: which settings the run's update used, named only when the fit explains every element
+  // within twice its tolerance (a layout mistake, a lost update, a rounded master do not fit).
+  std::vector<double> dv(n);
+  for (std::size_t i = 0; i < n; ++i) dv[i] = st.w0[i] - st.w1[i];
+  const LinearFit f = fit_two(dv, st.g0, st.w0);
   if (!f.ok) return out;
   for (std::size_t i = 0; i < n; ++i)
-    if (!(std::fabs(dv[i] - f.a * gv[i] - f.b * wv[i]) <= 2 * tol[i])) return out;
-  const double nesterov_factor = tc.nesterov ? 1 + tc.momentum : 1.0;
-  const double a_case = tc.lr * nesterov_factor, ratio = f.a / a_case;
-  const double wd_run = f.a != 0 ? f.b / f.a : 0;
-  std::vector<std::string> named;
-  auto near = [](double x, double y) { return std::fabs(x - y) <= 1e-3 * std::max(std::fabs(y), 1e-12); };
-  if (!near(ratio, 1)) {
-    if (tc.momentum != 0 && tc.dampening != 0 && near(ratio, 1 - tc.dampening))
-      named.push_back(fmt::format("dampening {} applied to the first step (torch.optim.SGD starts the momentum "
-                                  "buffer as the undamped gradient)",
-                                  tc.dampening));
-    else if (tc.momentum != 0 && !tc.nesterov && near(ratio, 1 + tc.momentum))
-      named.push_back("Nesterov momentum applied (the case has none)");
-    else if (tc.nesterov && near(ratio, 1 / (1 + tc.momentum)))
-      named.push_back("Nesterov momentum missing");
-    else
-      named.push_back(fmt::format("learning rate {:.6g} instead of {}", f.a / nesterov_factor, tc.lr));
+    if (!(std::fabs(dv[i] - f.a * st.g0[i] - f.b * st.w0[i]) <= 2 * tol[i])) return out;
+  // The run's step 2, when it wrote one: what tells apart the settings step 1 cannot.
+  bool has_step2 = false;
+  if (detail::produced(in.run, p.w(2)) && detail::produced(in.run, p.g(1))) {
+    auto w2 = files.run(p.w(2), info->shape), g1 = files.run(p.g(1), info->shape);
+    if (w2 && g1) {
+      st.w2 = values(*w2);
+      st.g1 = values(*g1);
+      has_step2 = true;
+    }
   }
-  // Within 5% of the case's, or 1e-5 absolute: the fit's b carries the float32 rounding of the
-  // stored weights (~6e-8 |w|), which reads as a weight decay of ~1e-6 at lr 0.1 on a case with none.
-  if (!(std::fabs(wd_run - tc.weight_decay) <= std::max(0.05 * tc.weight_decay, 1e-5))) {
-    if (tc.weight_decay != 0 && std::fabs(wd_run) <= 0.05 * tc.weight_decay)
-      named.push_back(fmt::format("weight decay missing (the case's is {})", tc.weight_decay));
-    else
-      named.push_back(fmt::format("weight decay {:.3g} instead of {}", wd_run, tc.weight_decay));
-  }
-  if (named.empty()) return out;
-  std::string what;
-  for (const auto& s : named) what += (what.empty() ? "" : "; ") + s;
-  Hypothesis h = optimizer_settings(param, {{"lr_case", tc.lr},
-                                             {"lr_run", f.a / nesterov_factor},
-                                             {"weight_decay_case", tc.weight_decay},
-                                             {"weight_decay_run", wd_run},
-                                             {"update_ratio", ratio}});
-  // "0.05·step0_grad_weight + 5e-05·step0_weight", the second sign written out.
-  auto form = [&](double a, double b) {
-    return fmt::format("{:.6g}·{} {} {:.3g}·{}", a, g0_name, b < 0 ? "−" : "+", std::fabs(b), w0_name);
-  };
-  h.description = fmt::format("the first update of {} is an SGD step with other settings: {} ({} − {} = {} fits every "
-                              "element; the case's is {})",
-                              param, what, w0_name, in.tensor, form(f.a, f.b), form(a_case, a_case * tc.weight_decay));
-  h.cause = "the optimizer is configured or applied otherwise than the case's schedule (torch.optim.SGD: weight decay "
-            "added to the gradient, the momentum buffer starting as that gradient)";
-  h.fix = fmt::format("train with lr {}, momentum {}, dampening {}, weight_decay {}{} as torch.optim.SGD applies them",
-                      tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov ? ", Nesterov" : "");
-  out.diagnosis = detail::named_on_every_element(std::move(h), static_cast<std::int64_t>(n));
+  out.diagnosis = first_update_settings(f, st, has_step2, p, tc, u);
   return out;
 }
 
