@@ -13,6 +13,7 @@ constexpr const char* kNotRequested = "not_requested";
 constexpr const char* kUnnamedResults = "unnamed_results";
 constexpr const char* kBitwise = "bitwise_deterministic";
 constexpr const char* kNondeterministic = "nondeterministic_tensors";
+constexpr const char* kAlgorithms = "algorithms";
 constexpr const char* kPathSuffix = "_path";  // "<tensor>_path": how that tensor reached the backend
 
 bool is_path_key(const std::string& k) {
@@ -55,6 +56,7 @@ Json to_json(const RunnerNotes& n) {
     info[kNondeterministic] = n.nondeterministic_tensors;
   }
   for (const auto& [tensor, how] : n.paths) info[tensor + kPathSuffix] = how;
+  if (!n.algorithms.empty()) info[kAlgorithms] = n.algorithms;
   return info;
 }
 
@@ -72,6 +74,9 @@ RunnerNotes notes_from_json(const Json& info) {
       n.bitwise_deterministic = it->get<bool>();
     } else if (k == kNondeterministic && it->is_array()) {
       n.nondeterministic_tensors = strings_of(*it);
+    } else if (k == kAlgorithms && it->is_object()) {
+      for (auto a = it->begin(); a != it->end(); ++a)
+        if (a->is_string()) n.algorithms[a.key()] = a->get<std::string>();
     } else if (is_path_key(k) && it->is_string()) {
       n.paths[k.substr(0, k.size() - std::char_traits<char>::length(kPathSuffix))] = it->get<std::string>();
     } else {

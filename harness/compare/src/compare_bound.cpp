@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compare_algorithm.hpp"
 #include "comparer.hpp"
 #include "validate/metrics/bounds.hpp"
 #include "validate/cases/refset.hpp"
@@ -142,7 +143,14 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     invalid(e, opts.message());
     return std::nullopt;
   }
-  const BoundOptions& o = *opts;
+  BoundOptions o = *opts;
+  auto alg = algorithm_bound(it, e, o.lambda);  // the run's algorithm: its own term, if any
+  if (!alg) {
+    invalid(e, alg.message());
+    return std::nullopt;
+  }
+  e.algorithm = alg->algorithm, e.bound_model = alg->model;
+  if (!alg->extra.empty()) o.run_extra = alg->extra.data();
   // Three-way: with an oracle, the run is held to its own bound against the exact value.
   auto exact = open_oracle(it, e);
   if (!exact) {

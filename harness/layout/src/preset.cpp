@@ -128,7 +128,8 @@ Result<LayoutSet> load_layout(std::string_view arg) {
   if (!bp) return with_context(path + ": \"base\"", bp.message());
   LayoutSet out{path, "bin", {}};
   for (const auto& [key, value] : j.items()) {
-    if (key == "base" || key == "comment") continue;
+    // "algorithms" (each result's algorithm) is the exec runner's to read (docs/layouts.md).
+    if (key == "base" || key == "comment" || key == "algorithms") continue;
     if (key == "format") {
       if (!value.is_string() || (value != "bin" && value != "npy"))
         return Error{fmt::format("{}: \"format\" must be \"bin\" or \"npy\", not {}", path, json_text(value))};
@@ -136,8 +137,8 @@ Result<LayoutSet> load_layout(std::string_view arg) {
       continue;
     }
     if (tensor_names(key).empty())
-      return Error{fmt::format("{}: unknown key '{}' (expected an op ({}), \"format\", \"base\" or "
-                               "\"comment\")", path, key, fmt::join(op_names(), ", "))};
+      return Error{fmt::format("{}: unknown key '{}' (expected an op ({}), \"format\", \"base\", "
+                               "\"algorithms\" or \"comment\")", path, key, fmt::join(op_names(), ", "))};
     if (!value.is_object())
       return Error{fmt::format("{}: \"{}\" must be an object mapping tensor names to layout specs", path, key)};
     TensorSpecs specs = bp->ops[key];  // entries the file leaves out keep the base preset's layout

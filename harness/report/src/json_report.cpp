@@ -58,6 +58,9 @@ json entry_json(const compare::Entry& e) {
             {"failed", compare::is_failure(e.verdict)},
             {"message", e.message},
             {"repro", e.repro}};
+  // The algorithm that computed the tensor and the bound model it was judged by (docs/compare.md,
+  // "Algorithm-aware bounds"); only where an error bound was checked.
+  if (!e.bound_model.empty()) j["algorithm"] = e.algorithm, j["bound_model"] = e.bound_model;
   if (e.gates) {
     const auto& g = *e.gates;
     j["gates"] = {{"max_ulp", opt_num(g.max_ulp)},   {"atol", opt_num(g.atol)},

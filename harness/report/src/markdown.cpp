@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "algorithm_lines.hpp"
 #include "consequences.hpp"
 #include "format.hpp"
 #include "validate/core/fs.hpp"
@@ -121,9 +122,16 @@ std::string render_markdown(const compare::Report& r) {
         o << "  - Oracle: reference " << detail::sci(e->oracle->ref_max_abs) << " / run "
           << detail::sci(e->oracle->run_max_abs) << " max abs from exact (" << e->oracle->closer
           << " closer)\n";
+      if (!e->bound_model.empty()) o << "  - " << md_escape(detail::algorithm_line(*e)) << "\n";
       if (!e->repro.empty()) o << "  - Repro: " << code(e->repro) << "\n";
     }
   };
+  if (const auto lines = detail::algorithm_lines(r); !lines.empty()) {
+    o << "#### Algorithms\n\nTensors the run computed by another algorithm than the direct sum, and the error-bound "
+         "model each was judged by (every other tensor: direct).\n\n";
+    for (const auto& l : lines) o << "- " << md_escape(l) << "\n";
+    o << "\n";
+  }
   if (!bad.empty() || !follows.empty()) {
     o << "#### Needs attention\n\n";
     detail_lines(bad);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ostream>
 
+#include "algorithm_lines.hpp"
 #include "consequences.hpp"
 #include "format.hpp"
 #include "validate/report/reporter.hpp"
@@ -149,7 +150,13 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
           << (e.oracle->closer == "tie" ? "equally close"
                                         : e.oracle->closer + " is closer to exact")
           << "\n";
+    if (!e.bound_model.empty()) out << "  " << p.dim(detail::algorithm_line(e)) << "\n";
     if (!e.repro.empty()) out << "  " << p.dim("repro: " + e.repro) << "\n";
+  }
+  if (opt.verbose) {
+    const auto lines = detail::algorithm_lines(r);
+    if (!lines.empty()) out << "\n" << p.bold("algorithms") << p.dim(" (every other tensor: direct)") << "\n";
+    for (const auto& l : lines) out << "  " << l << "\n";
   }
   if (folded)
     out << p.dim(fmt::format("({} not detailed: --verbose)", detail::consequences_phrase(detail::consequence_counts(r))))

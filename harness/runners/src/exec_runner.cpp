@@ -152,6 +152,9 @@ Status ExecRunner::prepare() {
   VALIDATE_TRY(check_placeholders_unquoted(opt_.cmd));
   if (::access("/bin/sh", X_OK) != 0)
     return Error{"--backend exec runs --cmd with /bin/sh, which is not executable here"};
+  auto algorithms = algorithms_in_file(layouts_);
+  if (!algorithms) return algorithms.status();
+  algorithms_ = std::move(*algorithms);
   return Status::ok();
 }
 
@@ -182,6 +185,7 @@ void ExecRunner::run_one(const OpTask& task, OpResult& r) const {
             {"layouts", files.layouts_used()}, {"program_s", run.pr.seconds}, {"exit_status", run.pr.exit_code},
             {"protocol", files.train ? kProtocolTrain : kProtocol}};
   r.notes.not_requested = not_requested(op, task.c->tensors(task.op));
+  r.notes.algorithms = algorithms_for(algorithms_, op, params_of(task));
   if (!run.changed.empty()) r.info["written_outside"] = run.changed;
   if (!run.stderr_tail.empty()) r.info["stderr_tail"] = run.stderr_tail;
 

@@ -18,6 +18,7 @@
 
 #include "exec_process.hpp"
 #include "exec_result_file.hpp"
+#include "validate/cases/algorithm.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/layout/convert.hpp"
 #include "validate/ops/op.hpp"
@@ -50,6 +51,12 @@ bool within(const std::string& p, const std::string& root);
 // declares every tensor it holds.
 using Declared = std::map<std::string, std::set<std::string>, std::less<>>;
 std::optional<Declared> declared_in_file(const layout::LayoutSet& set);
+// The layout file's "algorithms" (exec_algorithms.cpp): op -> tensor -> algorithm; an error names
+// the file and the entry (an unknown op, tensor or algorithm, with a did-you-mean).
+using DeclaredAlgorithms = std::map<std::string, std::map<std::string, cases::Algorithm>, std::less<>>;
+Result<DeclaredAlgorithms> algorithms_in_file(const layout::LayoutSet& set);
+std::map<std::string, std::string> algorithms_for(const DeclaredAlgorithms& d, const std::string& op,
+                                                  const ops::OpParams& p);
 
 // The task's op instance: the run driver hands a runner only the case's own ops.
 const ops::OpParams& params_of(const OpTask& task);
@@ -181,6 +188,7 @@ class ExecRunner final : public Runner {
   std::vector<std::string> guard_;  // opt_.guard_dirs, normalised
   layout::LayoutSet layouts_;
   std::optional<Declared> declared_;
+  DeclaredAlgorithms algorithms_;  // read by prepare()
 };
 
 }  // namespace validate::runners::exec

@@ -6,6 +6,17 @@ namespace validate::runners {
 
 namespace {
 
+// On CUDA, LibTorch lets cuDNN choose a convolution's algorithm (its heuristics or benchmark mode:
+// Winograd, FFT, implicit GEMM) and does not say which, so a convolution's output and gradients
+// are bounded by "any" (the loosest algorithm the geometry admits). On the CPU they are direct.
+std::map<std::string, std::string> conv_algorithms(const OpTask& task, const std::map<std::string, Tensor>& outputs) {
+  std::map<std::string, std::string> out;
+  if (task.op != cases::Op::conv2d && task.op != cases::Op::conv_transpose2d) return out;
+  for (const char* t : {"output", "grad_input", "grad_weight"})
+    if (outputs.count(t)) out[t] = "any";
+  return out;
+}
+
 class TorchRunner final : public Runner {
  public:
   explicit TorchRunner(TorchOptions opt) : opt_(std::move(opt)) {}
@@ -44,6 +55,7 @@ class TorchRunner final : public Runner {
       r.outputs = std::move(*out);
       r.info = info;
       r.info["device"] = device_.used;
+      if (device_.used != "cpu") r.notes.algorithms = conv_algorithms(task, r.outputs);
     }
     std::vector<OpResult> v;
     v.push_back(std::move(r));

@@ -37,6 +37,10 @@ struct RunnerNotes {
   // How a tensor reached the backend: "activation" -> "native" | "strided" | "converted"
   // ("info.activation_path"), gathered per op into run_info.json "paths".
   std::map<std::string, std::string> paths;
+  // The algorithm that computed each result ("info.algorithms": tensor -> name, the names of
+  // validate/cases/algorithm.hpp); a tensor not listed was computed by the direct sum. compare
+  // bounds each tensor's error by its algorithm's model.
+  std::map<std::string, std::string> algorithms;
   Json extra = Json::object();
 };
 

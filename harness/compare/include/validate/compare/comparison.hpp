@@ -72,6 +72,10 @@ struct Entry {
   std::optional<OracleComparison> oracle;
   // A training case's loss curve (role loss_curve): the trajectory verdict (trajectory_stats.hpp).
   std::optional<TrajectoryStats> trajectory;
+  // The algorithm that computed the tensor (the run's info.algorithms; "direct" when it names
+  // none) and the error-bound model applied ("" when no error bound was checked): docs/compare.md,
+  // "Algorithm-aware bounds".
+  std::string algorithm, bound_model;
   std::string worst_coords;  // "n=0 c=5 h=31 w=0"
   std::string repro;         // a command that compares only this tensor
 

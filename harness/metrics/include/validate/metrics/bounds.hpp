@@ -54,6 +54,10 @@ struct BoundOptions {
   // What one unit of the scale array stands for: a set's float16 scale is value * 2^unit_log2
   // (docs/formats.md, "scales"); float32 scales 1.
   double scale_unit = 1;
+  // Per element, the run's own algorithm's term times lambda (algorithm_bounds.hpp: Winograd,
+  // FFT), added to the run's side of the bound only; null for the direct sum (and split-K, whose
+  // bound is the direct sum's: docs/compare.md, "Algorithm-aware bounds").
+  const double* run_extra = nullptr;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error

@@ -1,0 +1,25 @@
+#pragma once
+// Which algorithm computed a run's tensor (the run record's info.algorithms) and the extra term of
+// its error bound (validate/metrics/algorithm_bounds.hpp; docs/compare.md, "Algorithm-aware
+// bounds"). Internal to validate_compare.
+#include <string>
+#include <vector>
+
+#include "validate/compare/comparison.hpp"
+#include "validate/compare/pairing.hpp"
+#include "validate/core/result.hpp"
+
+namespace validate::compare::detail {
+
+struct AlgorithmBound {
+  std::string algorithm = "direct";  // as the run recorded it
+  std::string model = "direct";      // the bound model applied (reports show it)
+  std::vector<double> extra;         // per element, lambda times the algorithm's term; empty: none
+};
+
+// The direct sum (nothing to load) unless the run names another algorithm for this tensor; then
+// the reference's inputs are read and the term computed. An unknown algorithm name is an error
+// naming the run record.
+Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda);
+
+}  // namespace validate::compare::detail

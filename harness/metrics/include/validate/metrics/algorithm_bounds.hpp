@@ -1,0 +1,63 @@
+#pragma once
+// The rounding error of a convolution computed by Winograd F(m x m, 3 x 3) or through FFTs, per
+// element of the result and per unit lambda, beyond what the direct sum's bound (bounds.hpp)
+// already allows. docs/compare.md, "Algorithm-aware bounds", has the derivations; both terms are
+// root-sum-squares of independent roundings, as the direct bound's statistical part is.
+//
+// Winograd (Lavin and Gray's transforms; the error analysis of Barabasz et al.): with
+// U = G g G^T, V = B^T d B per channel and tile, M = sum_c U .* V, y = A^T M A, every rounding is
+// bounded through the absolute values of the matrices, Ubar = |G||g||G^T|, Vbar = |B^T||d||B|:
+//   term(i,j) = u sqrt(sum_{xi,nu} a^2 ((tU + tV + 1) S2 + C S1^2)) + u sqrt(tA) sum a S1,
+// a = |A^T|_{i,xi} |A^T|_{j,nu}, S1 = sum_c Ubar Vbar, S2 = sum_c (Ubar Vbar)^2 at point (xi, nu),
+// tU, tV, tA the roundings of one transformed value (two matrix products, each a multiply and an
+// add per non-zero), C the channels summed.
+//
+// FFT (Higham, "Accuracy and Stability of Numerical Algorithms", Thm 24.2: a radix-2 FFT of Lt
+// points errs by at most kappa u ||X||_2, kappa = log2(Lt) (1 + 4 sqrt 2) with twiddles accurate to
+// u): only norm-wise. Per element, the inverse transform spreads the frequency-domain errors evenly
+// (each output is a unit-modulus combination of all Lt of them), so with P channel (or batch)
+// pairs of plane norms ||a_p||, ||b_p||:
+//   term = u / sqrt(Lt) sqrt((2 kappa^2 + P + 2) Q2 + kappa^2 Q1^2),
+// Q2 = sum_p ||a_p||^2 ||b_p||^2, Q1 = sum_p ||a_p|| ||b_p||; Lt the points of one transform (the
+// padded plane, or cuDNN's 32 x 32 tile for fft_tiling).
+#include <cstdint>
+#include <vector>
+
+namespace validate::compare {
+
+// A conv2d's geometry (input NCHW, weight OIHW with C / groups input channels), stride 1 and
+// dilation 1: the only geometry Winograd and FFT convolutions run.
+struct ConvShape {
+  std::int64_t n = 1, c = 1, h = 1, w = 1, o = 1, kh = 3, kw = 3, ph = 0, pw = 0, groups = 1;
+  std::int64_t hout() const { return h + 2 * ph - kh + 1; }
+  std::int64_t wout() const { return w + 2 * pw - kw + 1; }
+};
+
+enum class ConvPass { forward, backward_data, backward_filter };
+
+// The inputs the terms need, float64, canonical layouts: x [N, C, H, W], w [O, C/groups, KH, KW],
+// dy [N, O, HOUT, WOUT] (dL/dy; unused by the forward pass).
+struct ConvOperands {
+  const std::vector<double>* x = nullptr;
+  const std::vector<double>* w = nullptr;
+  const std::vector<double>* dy = nullptr;
+};
+
+// Per element of the pass's result (output [N, O, HOUT, WOUT], grad_input [N, C, H, W],
+// grad_weight [O, C/groups, KH, KW]), per unit lambda; empty when the pass has no model here
+// (Winograd's backward filter pass). m is 2, 4 or 6.
+std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, const ConvOperands& in);
+// tile 0: one transform of the whole padded plane (cuDNN FFT); else tiles of `tile` x `tile`
+// points (FFT_TILING: 32).
+std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const ConvOperands& in);
+
+// |A^T| (m x n), |G| (n x r), |B^T| (n x n) of F(m, r) from the Toom-Cook points 0, 1, -1, 2, -2,
+// 1/2, -1/2 (the first n - 1) and infinity, row-major, and the transforms' result y of one 1-D
+// tile computed exactly in float64 (for tests): y = A^T ((G g) .* (B^T d)).
+struct WinogradMatrices {
+  int m = 2, r = 3, n = 4;
+  std::vector<double> at, g, bt;  // signed, as the transforms use them
+};
+WinogradMatrices winograd_matrices(int m, int r = 3);
+
+}  // namespace validate::compare
