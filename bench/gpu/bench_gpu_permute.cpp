@@ -3,7 +3,8 @@
 //   bench_gpu_permute [--reps N]
 //
 // Each row converts a canonical tensor to a layout with gpu::to_layout (the runner's path), timed
-// with CUDA events: 3 warm-up runs, then the median of N (default 20). GB/s counts each tensor's
+// with CUDA events: 3 warm-up runs, then the median of N (default 20). Rows marked back convert
+// layout -> canonical (what the runner does with every result). GB/s counts each tensor's
 // bytes once, as docs/layouts.md does for the CPU engine; the copy reads and writes them, so the
 // DRAM traffic is twice that. "% of memcpy" compares with cudaMemcpyAsync device-to-device of the
 // same size, timed the same way.
@@ -29,6 +30,7 @@ struct Case {
   const char* spec;
   Shape shape;
   DType dtype;
+  bool back;
 };
 
 double median(std::vector<double> v) {
@@ -75,29 +77,29 @@ int main(int argc, char** argv) {
     std::printf("bench_gpu_permute: skipped: no CUDA device: %s\n", dev.message().c_str());
     return 0;
   }
+  // back: layout -> canonical (the download side), else canonical -> layout.
   const Case cases[] = {
-      {"act_f32/NCHW->NHWC", "NCHW", "NHWC", {16, 64, 128, 128}, DType::float32},
-      {"act_f32/NHWC->NCHW",
-       "NCHW",
-       "NHWC",
-       {16, 64, 128, 128},
-       DType::float32},  // reverse direction below
-      {"act_f32/NCHW->CHWN:F", "NCHW", "CHWN:F", {16, 64, 128, 128}, DType::float32},
-      {"act_f32/NCHW->NCHW+flip=HW", "NCHW", "NCHW+flip=HW", {16, 64, 128, 128}, DType::float32},
-      {"wgt_f32/OIHW->WHIO:F+flip=HW",
-       "OIHW",
-       "WHIO:F+flip=HW",
-       {2048, 1024, 3, 3},
-       DType::float32},
-      {"wgt_f32/OIHW->HWIO:F+flip=HW",
-       "OIHW",
-       "HWIO:F+flip=HW",
-       {2048, 1024, 3, 3},
-       DType::float32},
-      {"wgt_f32/OIHW->OHWI", "OIHW", "OHWI", {2048, 1024, 3, 3}, DType::float32},
-      {"mat_f32/151936x896 MK->KM", "MK", "KM", {151936, 896}, DType::float32},
-      {"act_bf16/NCHW->NHWC", "NCHW", "NHWC", {16, 128, 128, 128}, DType::bfloat16},
-      {"act_f64/NCHW->NHWC", "NCHW", "NHWC", {16, 32, 128, 128}, DType::float64},
+      {"act_f32/NCHW->NHWC", "NCHW", "NHWC", {16, 64, 128, 128}, DType::float32, false},
+      {"act_f32/NHWC->NCHW", "NCHW", "NHWC", {16, 64, 128, 128}, DType::float32, true},
+      {"act_f32/NCHW->CHWN:F", "NCHW", "CHWN:F", {16, 64, 128, 128}, DType::float32, false},
+      {"act_f32/CHWN:F->NCHW", "NCHW", "CHWN:F", {16, 64, 128, 128}, DType::float32, true},
+      {"act_f32/NCHW->NCHW+flip=HW", "NCHW", "NCHW+flip=HW", {16, 64, 128, 128}, DType::float32,
+       false},
+      {"wgt_f32/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {2048, 1024, 3, 3},
+       DType::float32, false},
+      {"wgt_f32/OIHW->HWIO:F+flip=HW", "OIHW", "HWIO:F+flip=HW", {2048, 1024, 3, 3},
+       DType::float32, false},
+      {"wgt_f32/OIHW->OHWI", "OIHW", "OHWI", {2048, 1024, 3, 3}, DType::float32, false},
+      {"wgt_f32/OHWI->OIHW", "OIHW", "OHWI", {2048, 1024, 3, 3}, DType::float32, true},
+      {"mat_f32/151936x896 MK->KM", "MK", "KM", {151936, 896}, DType::float32, false},
+      {"mat_bf16/151936x896 MK->KM", "MK", "KM", {151936, 896}, DType::bfloat16, false},
+      {"act_bf16/NCHW->NHWC", "NCHW", "NHWC", {16, 128, 128, 128}, DType::bfloat16, false},
+      {"act_bf16/NHWC->NCHW", "NCHW", "NHWC", {16, 128, 128, 128}, DType::bfloat16, true},
+      {"act_bf16/NCHW->CHWN:F", "NCHW", "CHWN:F", {16, 128, 128, 128}, DType::bfloat16, false},
+      {"wgt_bf16/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {2048, 2048, 3, 3},
+       DType::bfloat16, false},
+      {"wgt_bf16/OIHW->OHWI", "OIHW", "OHWI", {2048, 2048, 3, 3}, DType::bfloat16, false},
+      {"act_f64/NCHW->NHWC", "NCHW", "NHWC", {16, 32, 128, 128}, DType::float64, false},
   };
   std::printf(
       "GPU: %s (sm_%d%d, %d SMs), CUDA runtime %d, driver %d; median of %d runs after 3 "
@@ -124,10 +126,9 @@ int main(int argc, char** argv) {
       continue;
     }
     (void)src->fill_zero();
-    const bool reverse = std::strstr(c.name, "NHWC->NCHW") != nullptr;
-    const auto g = reverse ? layout::from_layout_gather(layout::placement(*spec, c.axes, c.shape))
+    const auto g = c.back ? layout::from_layout_gather(layout::placement(*spec, c.axes, c.shape))
                            : layout::to_layout_gather(layout::placement(*spec, c.axes, c.shape));
-    const auto plan = gpu::plan_permute(g.dst_shape, g.src_strides, g.src_offset);
+    const auto plan = gpu::plan_permute(g.dst_shape, g.src_strides, g.src_offset, elem);
     auto ours = time_ms(
         [&] {
           return gpu::permute_copy(src->data(), dst->data(), elem, g.dst_shape, g.src_strides,

@@ -50,10 +50,15 @@ TEST(GpuPermutePlan, FlipOfLongRowsIsReversedRows) {
   EXPECT_EQ(p.stride.back(), -1);
 }
 
-TEST(GpuPermutePlan, SubsampleAndShortRowsGather) {
+TEST(GpuPermutePlan, SubsampleGathersAndShortFlippedRowsArePlanes) {
   EXPECT_EQ(plan_permute({100, 100}, {200, 2}, 0).kernel, PermuteKernel::gather);
-  EXPECT_EQ(plan_permute({100, 9}, {9, -1}, 8).kernel,
-            PermuteKernel::gather);  // 3x3 kernel planes, flipped
+  // 3x3 kernel planes, flipped: 100 dense 9-element blocks, batched through shared memory.
+  const auto p = plan_permute({100, 9}, {9, -1}, 8);
+  EXPECT_EQ(p.kernel, PermuteKernel::planes);
+  EXPECT_EQ(p.plane_m, -1);
+  EXPECT_EQ(p.plane_group, 100);
+  // Planes whose blocks are not dense (every other element) are not planes.
+  EXPECT_EQ(plan_permute({100, 9}, {18, -2}, 16).kernel, PermuteKernel::gather);
 }
 
 TEST(GpuPermutePlan, SizeOneAxesAreDropped) {
@@ -66,16 +71,37 @@ TEST(GpuPermutePlan, SizeOneAxesAreDropped) {
 }
 
 // A weight's 3x3 planes transposed and flipped (OIHW -> HWIO:F+flip=HW): [O*I, W, H] read at
-// strides (9, -1, -3). A tile would hold 9 of its 32 x 32 slots; the gather runs it.
-TEST(GpuPermutePlan, SmallPlaneTransposesGather) {
+// strides (9, -1, -3). A tile would hold 9 of its 32 x 32 slots; groups of whole planes go through
+// shared memory instead.
+TEST(GpuPermutePlan, SmallPlaneTransposesArePlanes) {
   const auto g = layout::to_layout_gather(
       layout::placement(spec("HWIO:F+flip=HW", "OIHW"), "OIHW", {64, 48, 3, 3}));
   auto p = plan_permute(g.dst_shape, g.src_strides, g.src_offset);
   EXPECT_EQ(p.shape, (Shape{64 * 48, 3, 3}));
-  EXPECT_EQ(p.kernel, PermuteKernel::gather);
-  // OIHW -> OHWI keeps its tile: I is long, only the other side (H*W = 9) is short.
-  const auto o = layout::to_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {64, 48, 3, 3}));
-  EXPECT_EQ(plan_permute(o.dst_shape, o.src_strides, o.src_offset).kernel, PermuteKernel::tile);
+  EXPECT_EQ(p.kernel, PermuteKernel::planes);
+  // (24 KiB - 16) / 36 bytes = 682 float32 planes per block, down to a multiple of 4 so that
+  // every group starts on 16 bytes of the destination; bfloat16: 1364, down to a multiple of 8.
+  EXPECT_EQ(p.plane_m, -1);
+  EXPECT_EQ(p.plane_group, 680);
+  EXPECT_EQ(plan_permute(g.dst_shape, g.src_strides, g.src_offset, 2).plane_group, 1360);
+  // OIHW -> OHWI: each O's [I][HW] plane, HW read at stride 9; a plane over 24 KiB goes in slabs
+  // of I (the destination's innermost axis).
+  const auto o =
+      layout::to_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {64, 48, 3, 3}));
+  p = plan_permute(o.dst_shape, o.src_strides, o.src_offset);
+  EXPECT_EQ(p.kernel, PermuteKernel::planes);
+  EXPECT_EQ(p.plane_m, -1);
+  const auto big =
+      layout::to_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {32, 8192, 3, 3}));
+  p = plan_permute(big.dst_shape, big.src_strides, big.src_offset);
+  EXPECT_EQ(p.kernel, PermuteKernel::planes);
+  EXPECT_EQ(p.plane_m, 2);
+  EXPECT_EQ(p.plane_chunk, 680);  // 680 * 9 * 4 bytes <= 24 KiB, a multiple of 4 elements
+  // Back (OHWI -> OIHW) the destination's innermost axis is read at stride I (even): the tile.
+  const auto back =
+      layout::from_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {64, 48, 3, 3}));
+  EXPECT_EQ(plan_permute(back.dst_shape, back.src_strides, back.src_offset).kernel,
+            PermuteKernel::tile);
 }
 
 // The layout -> layout gather, checked on the CPU against two CPU conversions: needs no device.

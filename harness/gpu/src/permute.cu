@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "permute_kernels.hpp"
+#include "permute_wide.hpp"
 #include "validate/gpu/check.hpp"
 #include "validate/gpu/permute.hpp"
 
@@ -44,6 +45,39 @@ __global__ void tile_kernel(TileArgs<T, I> a) {
   }
 }
 
+template <class T, class I>
+__global__ void __launch_bounds__(kRowThreads) wide_rows_kernel(WideRowsArgs<T, I> a) {
+  for (I item = static_cast<I>(blockIdx.x); item < a.items; item += static_cast<I>(gridDim.x))
+    wide_rows_item(a, item, static_cast<int>(threadIdx.x));
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(kWideTileThreads) wide_tile_kernel(WideTileArgs<T, I> a) {
+  __shared__ Pack<T> tile[WideTileArgs<T, I>::kEdge * kWideTilePacks];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (I item = static_cast<I>(blockIdx.x); item < a.items; item += static_cast<I>(gridDim.x)) {
+    const TileOrigin<I> o = wide_tile_origin(a, item);
+    wide_tile_load(a, o, tile, tid);
+    __syncthreads();
+    wide_tile_store(a, o, tile, tid);
+    __syncthreads();
+  }
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(kPlaneThreads) planes_kernel(PlanesArgs<T, I> a) {
+  extern __shared__ __align__(16) unsigned char planes_smem[];
+  T* smem = reinterpret_cast<T*>(planes_smem);
+  const int tid = static_cast<int>(threadIdx.x);
+  for (I unit = static_cast<I>(blockIdx.x); unit < a.units; unit += static_cast<I>(gridDim.x)) {
+    const PlaneUnit<I> u = plane_unit(a, unit);
+    planes_load(a, u, smem, tid, kPlaneThreads);
+    __syncthreads();
+    planes_store(a, u, smem, tid, kPlaneThreads);
+    __syncthreads();
+  }
+}
+
 unsigned blocks_for(std::int64_t items) {
   return static_cast<unsigned>(
       std::max<std::int64_t>(1, std::min<std::int64_t>(items, kMaxBlocks)));
@@ -58,13 +92,30 @@ Status launch(const PermutePlan& p, const void* src, void* dst, cudaStream_t str
                                        cudaMemcpyDeviceToDevice, stream));
       return Status::ok();
     case PermuteKernel::rows: {
+      if (wide_rows_ok<T>(p, src, dst)) {
+        const auto a = wide_rows_args<T, I>(p, src, dst);
+        wide_rows_kernel<T, I><<<blocks_for(a.items), kRowThreads, 0, stream>>>(a);
+        break;
+      }
       const auto a = rows_args<T, I>(p, src, dst);
       rows_kernel<T, I><<<blocks_for(a.items), kRowThreads, 0, stream>>>(a);
       break;
     }
     case PermuteKernel::tile: {
+      if constexpr (sizeof(T) > 1) {
+        if (wide_tile_ok<T>(p, src, dst)) {
+          const auto a = wide_tile_args<T, I>(p, src, dst);
+          wide_tile_kernel<T, I><<<blocks_for(a.items), kWideTileThreads, 0, stream>>>(a);
+          break;
+        }
+      }
       const auto a = tile_args<T, I>(p, src, dst);
       tile_kernel<T, I><<<blocks_for(a.items), dim3(kTile, kTileRows), 0, stream>>>(a);
+      break;
+    }
+    case PermuteKernel::planes: {
+      const auto a = planes_args<T, I>(p, src, dst);
+      planes_kernel<T, I><<<blocks_for(a.units), kPlaneThreads, planes_smem_bytes(p), stream>>>(a);
       break;
     }
     case PermuteKernel::gather: {
@@ -97,7 +148,7 @@ Status permute_copy(const void* src, void* dst, std::size_t elem_size, const Sha
     if (s < 0) return Error{"gpu::permute_copy: negative extent in " + shape_to_string(dst_shape)};
     if (s == 0) return Status::ok();  // nothing to move
   }
-  const PermutePlan p = plan_permute(dst_shape, src_strides, src_offset);
+  const PermutePlan p = plan_permute(dst_shape, src_strides, src_offset, elem_size);
   if (p.shape.size() > static_cast<std::size_t>(kMaxRank))
     return Error{
         fmt::format("gpu::permute_copy: rank {} after merging contiguous axes of {}; the kernels "

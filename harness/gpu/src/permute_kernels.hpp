@@ -14,6 +14,14 @@
 #define VALIDATE_HD inline
 #endif
 
+// Fixed-count loops over per-thread arrays must unroll, or nvcc puts the arrays (and kernel
+// parameter arrays indexed by a loop counter) in local memory.
+#if defined(__CUDA_ARCH__)
+#define VALIDATE_UNROLL _Pragma("unroll")
+#else
+#define VALIDATE_UNROLL
+#endif
+
 namespace validate::gpu::kernels {
 
 constexpr int kMaxRank = 6;
@@ -34,7 +42,9 @@ struct Axes {
 // Adds the source and destination offsets of linear index `linear` over `ax` (C order).
 template <class I>
 VALIDATE_HD void decompose(I linear, const Axes<I>& ax, I& src, I& dst) {
-  for (int k = ax.rank - 1; k >= 0; --k) {
+  VALIDATE_UNROLL
+  for (int k = kMaxRank - 1; k >= 0; --k) {
+    if (k >= ax.rank) continue;
     const I c = linear % ax.shape[k];
     linear /= ax.shape[k];
     src += c * ax.src_stride[k];

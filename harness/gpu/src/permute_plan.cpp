@@ -1,9 +1,12 @@
 // Host side of the device permute: simplification, kernel choice, and the Spec -> gather
 // descriptions. No device code here, so the choice is testable without a GPU.
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
+#include <numeric>
 
 #include "permute_kernels.hpp"
+#include "permute_wide.hpp"
 #include "validate/gpu/permute.hpp"
 #include "validate/layout/convert.hpp"
 #include "validate/layout/permute.hpp"
@@ -20,12 +23,64 @@ const char* kernel_name(PermuteKernel k) {
       return "tile";
     case PermuteKernel::gather:
       return "gather";
+    case PermuteKernel::planes:
+      return "planes";
   }
   return "?";
 }
 
+namespace {
+
+// Batched planes: the outermost axis steps over whole dense blocks of P source elements (its
+// stride is +-P and the inner strides, sorted, are the dense strides of a permutation of the inner
+// axes, flips allowed), and the destination's innermost axis is read at an odd source stride. Whole planes when one fits in shared memory; else slabs of the plane's
+// slowest source axis m, only when m is the destination's innermost axis and a slab keeps at least
+// 32 of its elements (a run of whole 128-byte lines for 4-byte elements).
+bool plan_planes(PermutePlan& p) {
+  const std::size_t r = p.shape.size();
+  if (r < 2) return false;
+  std::int64_t plane = 1;
+  for (std::size_t a = 1; a < r; ++a) plane *= p.shape[a];
+  if (std::llabs(p.stride[0]) != plane) return false;
+  // The store phase reads shared memory at the source stride of the destination's innermost axis,
+  // one element per lane: an odd stride spreads a warp over all 32 banks, an even one piles it
+  // onto a few (NHWC -> NCHW reads at stride C); those go to the tile, which is padded for it.
+  if (std::llabs(p.stride[r - 1]) % 2 == 0) return false;
+  std::vector<std::size_t> inner(r - 1);
+  std::iota(inner.begin(), inner.end(), std::size_t{1});
+  std::sort(inner.begin(), inner.end(),
+            [&](std::size_t x, std::size_t y) { return std::llabs(p.stride[x]) < std::llabs(p.stride[y]); });
+  std::int64_t dense = 1;
+  for (std::size_t a : inner) {
+    if (std::llabs(p.stride[a]) != dense) return false;
+    dense *= p.shape[a];
+  }
+  if (p.elem_size != 1 && p.elem_size != 2 && p.elem_size != 4 && p.elem_size != 8) return false;
+  const auto elem = static_cast<std::int64_t>(p.elem_size);
+  const std::int64_t v = 16 / elem;
+  if (plane * elem <= kernels::kPlaneBytes) {
+    p.plane_m = -1;
+    p.plane_group = std::min(p.shape[0], kernels::kPlaneBytes / (plane * elem));
+    // A group of whole planes is 16-byte aligned in the destination when group * P is a
+    // multiple of V.
+    const std::int64_t align = v / std::gcd(plane, v);
+    if (p.plane_group >= align) p.plane_group -= p.plane_group % align;
+    return true;
+  }
+  const std::size_t m = inner.back();
+  const std::int64_t row = plane / p.shape[m];
+  std::int64_t chunk = std::min(p.shape[m], kernels::kPlaneBytes / (row * elem));
+  if (m != r - 1 || chunk < 32) return false;
+  if (chunk >= v) chunk -= chunk % v;
+  p.plane_m = static_cast<int>(m);
+  p.plane_chunk = chunk;
+  return true;
+}
+
+}  // namespace
+
 PermutePlan plan_permute(const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
-                         std::int64_t src_offset) {
+                         std::int64_t src_offset, std::size_t elem_size) {
   assert(dst_shape.size() == src_strides.size());
   // The CPU engine's simplification (validate/layout/permute.hpp), so both engines see one plan.
   layout::SimpleGather g = layout::simplify_gather(dst_shape, src_strides, src_offset);
@@ -37,12 +92,15 @@ PermutePlan plan_permute(const Shape& dst_shape, const std::vector<std::int64_t>
     p.shape = {1};
     p.stride = {1};
   }
+  p.elem_size = elem_size;
   const std::size_t r = p.shape.size();
   const std::int64_t inner = p.stride[r - 1];
   if (r == 1 && inner == 1) {
     p.kernel = PermuteKernel::copy;
   } else if (std::llabs(inner) == 1 && p.shape[r - 1] >= 128) {
     p.kernel = PermuteKernel::rows;
+  } else if (plan_planes(p)) {
+    p.kernel = PermuteKernel::planes;
   } else {
     p.kernel = PermuteKernel::gather;
     if (std::llabs(inner) != 1) {

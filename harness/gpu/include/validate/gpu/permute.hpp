@@ -15,9 +15,15 @@
 //            is read along the source's fast axis and written along the destination's, staged
 //            through shared memory padded to 33 columns so the column reads hit 32 different banks
 //            (for 2-, 4- and 8-byte elements);
+//   planes — batched small planes: every entry of the outermost axis is one dense block of source
+//            elements (a weight's 3x3 planes flipped or transposed; OIHW -> OHWI's [I][HW]
+//            planes): a block stages a group of whole planes, or a slab of one, through shared
+//            memory, contiguous 16-byte loads in, 16-byte stores out;
 //   gather — no unit-stride axis (sub-sampling, broadcast): one element per thread, coalesced
 //   writes.
-// Rank <= 6 after simplification; element sizes 1, 2, 4 and 8 bytes.
+// rows and tile move 16 bytes per access when the sizes, strides, offset and pointers are multiples
+// of 16 bytes (permute_wide.hpp), else one element. Rank <= 6 after simplification; element sizes
+// 1, 2, 4 and 8 bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -31,7 +37,7 @@
 
 namespace validate::gpu {
 
-enum class PermuteKernel { copy, rows, tile, gather };
+enum class PermuteKernel { copy, rows, tile, gather, planes };
 const char* kernel_name(PermuteKernel k);
 
 // The gather after dropping size-1 axes and merging neighbours that stay contiguous in the source,
@@ -42,9 +48,14 @@ struct PermutePlan {
   std::int64_t offset = 0;
   PermuteKernel kernel = PermuteKernel::copy;
   int tile_axis = -1;  // tile: the simplified axis the source walks with stride +-1
+  std::size_t elem_size = 4;
+  // planes: the inner axis split into slabs (-1: whole planes), planes per block, slab width.
+  int plane_m = -1;
+  std::int64_t plane_group = 1, plane_chunk = 1;
 };
+// elem_size matters to the planes kernel only (how many planes fit in shared memory).
 PermutePlan plan_permute(const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
-                         std::int64_t src_offset);
+                         std::int64_t src_offset, std::size_t elem_size = 4);
 
 // Device pointers; src and dst must not overlap. Asynchronous on `stream` (nullptr: the legacy
 // default stream); errors are launch/configuration errors, named.
