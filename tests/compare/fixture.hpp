@@ -2,6 +2,7 @@
 // Small reference sets and run directories built by the tests themselves (no generator, no
 // LibTorch): tensors are seeded normals written with the core .npy writer, metadata comes from
 // cases::case_metadata (the DESIGN.md document), run files follow docs/formats.md.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -14,6 +15,7 @@
 
 #include "validate/cases/case.hpp"
 #include "validate/cases/refset.hpp"
+#include "validate/cases/scale_check.hpp"
 #include "validate/cases/scale_file.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
@@ -91,9 +93,19 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
         const std::string file = c.file_name(op, t.name);
         (void)npy::write(ddir + "/" + file, x);
         records[file] = cases::TensorRecord{tensor_sha256(x), x.dtype(), std::nullopt, std::nullopt};
+        done.emplace(t.name, std::move(x));
+      }
+      // Scales go in once the op's tensors are on disk: |x| + 1, held under the ceiling a scale
+      // of these inputs can have (cases/scale_check.hpp), which compare enforces.
+      auto limits = cases::scale_limits(cases::RefCase{c, Json::object(), ddir}, op);
+      for (const auto& t : c.tensors(op)) {
+        const Tensor& x = done.at(t.name);
         if (scales && c.has_bound_scale(t)) {
+          double cap = INFINITY;
+          if (limits)
+            if (auto l = limits->find(t.name); l != limits->end() && l->second.ceiling) cap = 0.99 * *l->second.ceiling;
           Tensor s(DType::float32, x.shape());
-          for (std::int64_t i = 0; i < x.numel(); ++i) s.set(i, std::fabs(x.get(i)) + 1);
+          for (std::int64_t i = 0; i < x.numel(); ++i) s.set(i, std::min(std::fabs(x.get(i)) + 1, cap));
           const std::string sf = c.file_name(op, t.name + "_scale");
           std::optional<int> unit;
           if (float16_scales) {
@@ -104,7 +116,6 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
           (void)npy::write(ddir + "/" + sf, s);
           records[sf] = cases::TensorRecord{sha256_hex(s.bytes(), s.nbytes()), s.dtype(), std::nullopt, unit};
         }
-        done.emplace(t.name, std::move(x));
       }
     }
     (void)write_json(ddir + "/" + c.name + "_metadata.json", cases::case_metadata(c, records));

@@ -5,7 +5,7 @@
 // failed a correct run and blamed the program. verify and compare both hold a set to these checks:
 //
 // - format: a set is of one format as a whole, every output and gradient with a scale or none
-//   (checkpoints likewise), every gradient of one quantity, every scale of one storage;
+//   (checkpoints likewise), every gradient of one quantity;
 // - each scale: its quantity the one its role takes, float16 with unit_log2 or float32, the
 //   tensor's shape, every value finite and >= 0, at most its a-priori ceiling and at least the
 //   floor its own reference element puts under it (ScaleLimit).
