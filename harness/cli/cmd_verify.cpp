@@ -8,7 +8,7 @@
 namespace validate::cli {
 
 void register_verify(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("verify", "Re-hash every file of a set against its manifest and every input against its metadata");
+  auto* sub = app.add_subcommand("verify", "Re-hash every file of a set against its manifest and every input against its metadata; check every error-bound scale (one format, shape, finite, >= 0, ceiling and floor)");
   static std::string dir;
   sub->add_option("dir", dir, "Reference set or run directory")->required();
   sub->callback([&exit_code] {

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -76,6 +78,29 @@ Result<BoundOptions> bound_options(const PairItem& it, const Entry& e, ops::Role
 
 namespace {
 
+// scale_limits reads the op's inputs and output, which every scale of the op shares: read once per
+// op (the largest im2col A was read three times). The key holds the metadata's hashes of the op's
+// tensors, so a set rewritten between two compares in one process is read again.
+Result<std::map<std::string, cases::ScaleLimit>> op_scale_limits(const PairItem& it, ops::Op op) {
+  std::string key = it.ref->dtype_dir + "/" + it.ref->c.name + "/" + ops::op_name(op);
+  if (const Json* ts = find_path(it.ref->metadata, {"ops", ops::op_name(op), "tensors"}); ts && ts->is_object())
+    for (const auto& [name, t] : ts->items())
+      if (t.is_object() && t.contains("sha256") && t["sha256"].is_string())
+        key += "|" + name + "=" + t["sha256"].get<std::string>();
+  static std::mutex mu;
+  static std::map<std::string, std::map<std::string, cases::ScaleLimit>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto hit = cache.find(key); hit != cache.end()) return hit->second;
+  }
+  auto limits = cases::scale_limits(*it.ref, op);
+  if (limits) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache.emplace(key, *limits);
+  }
+  return limits;
+}
+
 // A scale compare would widen or narrow every bound with: finite, >= 0, at most the ceiling the
 // case's own inputs allow and at least the floor its reference element puts under it
 // (cases/scale_check.hpp). Anything else is an invalid reference set (exit 2), never a verdict.
@@ -83,7 +108,7 @@ Status check_scale_plausible(const PairItem& it, const std::string& op, const st
                              const std::string& file, const Mapped& scale, double unit) {
   const ops::OpDef* def = ops::find(op);
   if (!def) return Status::ok();
-  auto limits = cases::scale_limits(*it.ref, def->id());
+  auto limits = op_scale_limits(it, def->id());
   if (!limits) return Error{"reference: error-bound scale " + file + ": " + limits.message()};
   const auto lim = limits->find(tensor);
   const std::string ref_file = it.ref->dtype_dir + "/" + it.ref->c.file_name(def->id(), tensor);

@@ -1,6 +1,7 @@
 #pragma once
 // `validate verify`: re-hash every file of a set against its manifest and every input tensor
-// against its metadata.
+// against its metadata, and hold every error-bound scale to what compare relies on
+// (scale_check.hpp).
 #include <string>
 #include <vector>
 
