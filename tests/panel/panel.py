@@ -48,6 +48,10 @@ CORRECT = {
 WRONG = {
     "numpy_tf32": (("numpy", "tf32"), ("float32",)),
     "numpy_wtrans": (("numpy", "wtrans"), ("float32", "bfloat16", "float16")),
+    # TF32 operands declared "any" for every conv2d tensor (layouts_tf32_any.json): the loosest
+    # algorithm model (the max over Winograd F(2..6, 3) and FFT where the geometry admits them)
+    # must still fail every float32 output.
+    "numpy_tf32_any": (("numpy:layouts_tf32_any.json", "tf32"), ("float32",)),
 }
 # A policy that must accept a wrong variant's float32 checks: policies/tf32.json is how a user says
 # "TF32 is intended", so TF32 operands must pass it (and still fail the default).
@@ -56,9 +60,9 @@ MODES = ("plain", "oracle")
 
 
 def command(args, program, arg):
-    if program == "numpy":
+    if program.split(":")[0] == "numpy":  # "numpy:FILE": panel_numpy.py with another layout file
         cmd = f"{shlex.quote(args.python)} {shlex.quote(os.path.join(HERE, 'panel_numpy.py'))} {{dir}} {arg}"
-        return cmd, os.path.join(HERE, "layouts_numpy.json")
+        return cmd, os.path.join(HERE, program.split(":")[1] if ":" in program else "layouts_numpy.json")
     if program == "algo":
         cmd = f"{shlex.quote(args.python)} {shlex.quote(os.path.join(HERE, 'panel_algorithms.py'))} {{dir}} {arg}"
         return cmd, args.layouts or os.path.join(HERE, f"layouts_{arg}.json")
