@@ -26,7 +26,8 @@ namespace validate::testing {
 struct TrainSetup {
   std::uint64_t seed = 1;
   std::int64_t steps = 100, checkpoint_every = 25;
-  double lr = 0.05, momentum = 0.9, weight_decay = 1e-4;
+  double lr = 0.05, momentum = 0.9, weight_decay = 1e-4, dampening = 0;
+  bool nesterov = false;
 };
 
 inline constexpr std::int64_t kTN = 2, kTC = 3, kTH = 9, kTW = 8, kTO = 5, kTKH = 4, kTKW = 2;
@@ -52,6 +53,8 @@ inline cases::Case training_case(const TrainSetup& s, const std::string& name = 
   t.lr = s.lr;
   t.momentum = s.momentum;
   t.weight_decay = s.weight_decay;
+  t.dampening = s.dampening;
+  t.nesterov = s.nesterov;
   t.checkpoint_every = s.checkpoint_every;
   c.train = t;
   return c;
@@ -78,10 +81,11 @@ std::vector<T> reinterpret_oihw(const std::vector<T>& g, const std::vector<int>&
 enum class GradBuffers { zeroed, accumulated, accumulated_update_only };
 
 // T = double: the exact trajectory; T = float: a float32 stack; `bytes_as` non-empty: the planted
-// mistake (the update reads dW in that layout's bytes); `buffers`: see GradBuffers.
+// mistake (the update reads dW in that layout's bytes) from step `planted_from` on; `buffers`: see
+// GradBuffers.
 template <class T>
 TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as = {},
-                          GradBuffers buffers = GradBuffers::zeroed) {
+                          GradBuffers buffers = GradBuffers::zeroed, std::int64_t planted_from = 0) {
   const cases::Case c = training_case(s);
   const auto keep = train::checkpoint_steps(*c.train);
   // float32-representable data, identical for every precision (references and runs read the same
@@ -172,7 +176,7 @@ TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as 
       out[train::checkpoint_tensor(step, "grad_weight")].assign(gw_out.begin(), gw_out.end());
       out[train::checkpoint_tensor(step, "grad_bias")].assign(gb_out.begin(), gb_out.end());
     }
-    const std::vector<T> applied = bytes_as.empty() ? gw : reinterpret_oihw(gw, bytes_as);
+    const std::vector<T> applied = bytes_as.empty() || step < planted_from ? gw : reinterpret_oihw(gw, bytes_as);
     train::sgd_step(w.data(), applied.data(), w.size(), sw, *c.train);
     train::sgd_step(b.data(), gb.data(), b.size(), sb, *c.train);
   }
