@@ -356,9 +356,6 @@ TEST(CudnnAlgorithmNames, EveryEnumValueMapsToItsFamilyAndTensor) {
   }
   // The table above covers every value the runner knows: a new enum value needs a family here.
   for (Direction d : kDirections) EXPECT_EQ(per_direction[static_cast<int>(d)], algo_count(d));
-  EXPECT_STREQ(produced_tensor(Direction::fwd), "output");
-  EXPECT_STREQ(produced_tensor(Direction::bwd_data), "grad_input");
-  EXPECT_STREQ(produced_tensor(Direction::bwd_filter), "grad_weight");
 }
 
 TEST(CudnnAlgorithmNames, AnUnknownValueIsNotGivenAFamily) {

@@ -314,23 +314,5 @@ TEST(CudnnRepeat, RepeatRecordsDeterminism) {
   EXPECT_TRUE(*r[0].notes.bitwise_deterministic);  // cuBLASLt matmul: deterministic
 }
 
-// conv_transpose2d is not implemented on cuDNN (backward-data as forward would do it): the runner
-// says so with an explicit `unsupported`, never a conv2d or matmul path.
-TEST(CudnnRunner, ConvTranspose2dIsExplicitlyUnsupported) {
-  VALIDATE_REQUIRE_GPU();
-  cases::Case c;
-  c.name = "ct";
-  c.dtype = DType::float32;
-  auto& p = c.params<cases::ConvTransposeParams>();
-  p.n = 2, p.c = 4, p.h = 5, p.w = 7, p.o = 6, p.kh = 2, p.kw = 5, p.groups = 2;
-  p.stride = {2, 2}, p.output_padding = {1, 1};
-  Tensors in;
-  for (const auto& t : c.inputs(cases::Op::conv_transpose2d)) in.emplace(t.name, Tensor(DType::float32, t.shape));
-  auto results = run({}, *layout::load_layout("torch"), c, cases::Op::conv_transpose2d, in);
-  ASSERT_EQ(results.size(), 1u);
-  EXPECT_EQ(results[0].outcome, RunOutcome::unsupported);
-  EXPECT_NE(results[0].message.find("conv_transpose2d"), std::string::npos) << results[0].message;
-}
-
 }  // namespace
 }  // namespace validate::runners

@@ -4,7 +4,8 @@
 // whose every axis has a different size, batch 2, 20 steps with momentum and weight decay; conv2d
 // in the torch, channels_last (NHWC filter: the update runs on KRSC bytes with KRSC dW) and fortran
 // (strided activations, flipped filter, conv mode) presets; matmul with grad_B in B's layout and in
-// another one (converted before the update). Each device test skips without a GPU.
+// another one (converted before the update); Adam, conv_transpose2d, and mixed precision's float32
+// masters. Each device test skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "gpu_test_util.hpp"
@@ -204,17 +205,91 @@ TEST(CudnnTrain, MatmulTrajectoryMatchesFloat64InEveryGradLayout) {
   EXPECT_EQ(results[0].info["training"]["grad_B"], "converted to B's layout before the update");
 }
 
+// Adam (torch.optim.Adam's update, gpu::adam_update) in the three presets, and conv_transpose2d's
+// trajectory (SGD with momentum), against the float64 trajectory of the same loop.
+TEST(CudnnTrain, AdamAndConvTransposeTrajectoriesMatchFloat64) {
+  VALIDATE_REQUIRE_GPU();
+  auto c = conv_case();
+  c.train->optimizer = train::Optimizer::adam;
+  c.train->momentum = 0;
+  c.train->lr = 1e-2;
+  c.train->weight_decay = 1e-2;
+  const auto step0 = batch(c, cases::Op::conv2d, 0);
+  for (const auto& p : {Preset{"torch", "xcorr"}, Preset{"channels_last", "xcorr"},
+                        Preset{"fortran", "conv"}}) {
+    CudnnOptions o;
+    o.conv_mode = p.conv_mode;
+    auto results = run_training(o, *layout::load_layout(p.name), c, cases::Op::conv2d, step0);
+    ASSERT_EQ(results.size(), 1u);
+    expect_trajectory(results[0], c, cases::Op::conv2d, std::string("adam/") + p.name);
+    EXPECT_EQ(results[0].info["training"]["optimizer"], "adam");
+  }
+  cases::Case t;
+  t.name = "train_ct";
+  t.dtype = DType::float32;
+  auto& tp = t.params<ops::ConvTransposeParams>();
+  tp.n = 2, tp.c = 4, tp.h = 5, tp.w = 7, tp.o = 6, tp.kh = 2, tp.kw = 5;
+  tp.stride = {2, 2}, tp.padding = {1, 2}, tp.output_padding = {1, 1}, tp.dilation = {1, 2};
+  tp.groups = 2, tp.bias = true;
+  t.train = config();
+  const auto t0 = batch(t, cases::Op::conv_transpose2d, 0);
+  for (const char* preset : {"torch", "channels_last", "fortran"}) {
+    auto results =
+        run_training({}, *layout::load_layout(preset), t, cases::Op::conv_transpose2d, t0);
+    ASSERT_EQ(results.size(), 1u);
+    expect_trajectory(results[0], t, cases::Op::conv_transpose2d,
+                      std::string("conv_transpose2d/") + preset);
+  }
+}
+
+// Mixed precision: bfloat16 and float16 parameters with float32 masters. The checkpoints are the
+// masters, float32 and off the narrow grid once an update moved them (a master kept in the case
+// dtype would sit on it); the loss curve follows the float64 trajectory to within the narrow
+// dtype's rounding.
+TEST(CudnnTrain, MixedPrecisionKeepsFloat32Masters) {
+  VALIDATE_REQUIRE_GPU();
+  for (DType dt : {DType::bfloat16, DType::float16})
+    for (auto opt : {train::Optimizer::sgd, train::Optimizer::adam}) {
+      auto c = conv_case();
+      c.dtype = dt;
+      c.train->optimizer = opt;
+      if (opt == train::Optimizer::adam) c.train->momentum = 0, c.train->lr = 1e-2;
+      const std::string what = std::string(dtype_name(dt)) + "/" + train::optimizer_name(opt);
+      const auto step0 = batch(c, cases::Op::conv2d, 0);
+      auto results = run_training({}, *layout::load_layout("channels_last"), c,
+                                  cases::Op::conv2d, step0);
+      ASSERT_EQ(results.size(), 1u);
+      const OpResult& r = results[0];
+      ASSERT_EQ(r.outcome, RunOutcome::ok) << what << ": " << r.message;
+      const Tensor& w1 = r.outputs.at(train::checkpoint_tensor(1, "weight"));
+      EXPECT_EQ(w1.dtype(), DType::float32) << what;
+      std::int64_t off_grid = 0;
+      for (std::int64_t i = 0; i < w1.numel(); ++i) {
+        const float v = static_cast<float>(w1.get(i));
+        off_grid += round_to_dtype(v, dt) != v;
+      }
+      EXPECT_GT(off_grid, w1.numel() / 2) << what << ": the master looks narrowed";
+      const auto ref = reference_trajectory(c, cases::Op::conv2d);
+      const Tensor& curve = r.outputs.at(train::kLossCurve);
+      for (std::int64_t s = 0; s < curve.numel(); ++s)
+        EXPECT_NEAR(curve.get(s), ref.losses[static_cast<std::size_t>(s)],
+                    5e-2 * std::abs(ref.losses[static_cast<std::size_t>(s)]))
+            << what << " step " << s;
+    }
+}
+
 // What the device does not train is an explicit `unsupported` with the reason, never the
 // single-step results alone (which would leave every trajectory tensor silently missing).
 TEST(CudnnTrain, WhatIsNotTrainedIsUnsupported) {
   VALIDATE_REQUIRE_GPU();
   auto c = conv_case();
-  c.dtype = DType::bfloat16;
+  c.dtype = DType::float64;
   const auto step0 = batch(c, cases::Op::conv2d, 0);
   auto results = run_training({}, *layout::load_layout("torch"), c, cases::Op::conv2d, step0);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].outcome, RunOutcome::unsupported);
-  EXPECT_NE(results[0].message.find("float32 only"), std::string::npos) << results[0].message;
+  EXPECT_NE(results[0].message.find("float32, bfloat16 and float16"), std::string::npos)
+      << results[0].message;
 
   // A training case without the later batches is an error, not a one-step trajectory.
   const auto f = conv_case();

@@ -14,9 +14,12 @@
 
 #include "conv_case.hpp"
 #include "device_trajectory.hpp"
+#include "adam_element.hpp"
+#include "device_param.hpp"
 #include "sgd_element.hpp"
 #include "validate/core/rng.hpp"
 #include "validate/layout/layout.hpp"
+#include "validate/train/adam.hpp"
 #include "validate/train/sgd.hpp"
 #include "validate/train/tensor_names.hpp"
 #include "validate/train/trajectory.hpp"
@@ -248,7 +251,7 @@ TEST(CudnnTrainHost, DivergenceAndStepFailuresNameTheStep) {
   };
   out = run_device_trajectory(*plan, st);
   ASSERT_FALSE(out);
-  EXPECT_NE(out.message().find("training step 2: the SGD update: kernel refused"),
+  EXPECT_NE(out.message().find("training step 2: the optimizer update: kernel refused"),
             std::string::npos)
       << out.message();
 
@@ -264,16 +267,83 @@ TEST(CudnnTrainHost, DivergenceAndStepFailuresNameTheStep) {
   EXPECT_NE(out.message().find("no grad_B"), std::string::npos) << out.message();
 }
 
+// The Adam element the device kernel runs, against train::adam_step<float> (torch.optim.Adam's
+// order and roundings), bit for bit over 6 steps (the bias corrections change every step), with
+// and without weight decay, on gradients spanning 1e-6 to 1e1.
+TEST(CudnnTrainHost, AdamElementMatchesAdamStepBitForBit) {
+  for (double wd : {0.0, 1e-2})
+    for (double lr : {1e-3, 5e-2}) {
+      train::TrainConfig c;
+      c.optimizer = train::Optimizer::adam;
+      c.lr = lr;
+      c.weight_decay = wd;
+      c.beta1 = 0.8, c.beta2 = 0.99, c.eps = 1e-6;
+      const std::size_t n = 301;
+      std::vector<float> p_ref = normal(n, "p"), p_dev = p_ref, m(n, 0.f), v(n, 0.f);
+      train::AdamState<float> state;
+      int moved = 0;
+      for (int s = 1; s <= 6; ++s) {
+        std::vector<float> g = normal(n, "g" + std::to_string(s));
+        for (std::size_t i = 0; i < n; ++i) g[i] *= std::pow(10.f, static_cast<float>(i % 8) - 6.f);
+        train::adam_step(p_ref.data(), g.data(), n, state, c);
+        const gpu::AdamHyper h = gpu::adam_hyper(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, s);
+        for (std::size_t i = 0; i < n; ++i) gpu::kernels::adam_element(p_dev[i], g[i], m[i], v[i], h);
+        for (std::size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::memcmp(&p_ref[i], &p_dev[i], sizeof(float)), 0)
+              << "step " << s << " element " << i << ": " << p_ref[i] << " vs " << p_dev[i];
+          ASSERT_EQ(std::memcmp(&state.m[i], &m[i], sizeof(float)), 0) << "m, step " << s;
+          ASSERT_EQ(std::memcmp(&state.v[i], &v[i], sizeof(float)), 0) << "v, step " << s;
+        }
+        moved += p_dev[0] != normal(n, "p")[0];
+      }
+      EXPECT_GT(moved, 0);
+    }
+}
+
+// The per-step constants: t counted from 1, the corrections computed in double then rounded.
+TEST(CudnnTrainHost, AdamHyperFollowsTheStep) {
+  const gpu::AdamHyper h1 = gpu::adam_hyper(1e-3, 0.9, 0.999, 1e-8, 0, 1);
+  EXPECT_EQ(h1.step_size, static_cast<float>(1e-3 / (1 - 0.9)));
+  EXPECT_EQ(h1.bc2_sqrt, static_cast<float>(std::sqrt(1 - 0.999)));
+  EXPECT_FALSE(h1.use_weight_decay);
+  const gpu::AdamHyper h3 = gpu::adam_hyper(1e-3, 0.9, 0.999, 1e-8, 1e-2, 3);
+  EXPECT_EQ(h3.step_size, static_cast<float>(1e-3 / (1 - 0.9 * 0.9 * 0.9)));
+  EXPECT_EQ(h3.bc2_sqrt, static_cast<float>(std::sqrt(1 - 0.999 * 0.999 * 0.999)));
+  EXPECT_TRUE(h3.use_weight_decay);
+  EXPECT_EQ(h3.keep2, static_cast<float>(1 - 0.999));
+}
+
+TEST(CudnnTrainHost, DeviceUpdateNamesTheRecipe) {
+  train::TrainConfig c;
+  auto f = device_update_name(c, DType::float32);
+  ASSERT_TRUE(f);
+  EXPECT_NE(f->find("gpu::sgd_update, float32"), std::string::npos) << *f;
+  c.optimizer = train::Optimizer::adam;
+  auto b = device_update_name(c, DType::bfloat16);
+  ASSERT_TRUE(b);
+  EXPECT_NE(b->find("gpu::adam_update, mixed precision: float32 master"), std::string::npos) << *b;
+  EXPECT_FALSE(device_update_name(c, DType::float64));
+}
+
 TEST(CudnnTrainHost, PlanTrainingRefusesWhatTheDeviceDoesNotTrain) {
   const HostModel hm;
   cases::Case cs = matmul_case(hm, configs()[0]);
   cs.train.reset();
   EXPECT_FALSE(plan_training(cs, cases::Op::matmul));
   cs.train = configs()[0];
-  cs.dtype = DType::bfloat16;
+  cs.dtype = DType::float64;
   auto p = plan_training(cs, cases::Op::matmul);
   ASSERT_FALSE(p);
-  EXPECT_NE(p.message().find("float32 only"), std::string::npos) << p.message();
+  EXPECT_NE(p.message().find("float32, bfloat16 and float16, not float64"), std::string::npos)
+      << p.message();
+  // bfloat16 and float16 train in mixed precision, Adam as well as SGD.
+  for (DType dt : {DType::bfloat16, DType::float16}) {
+    cs.dtype = dt;
+    cs.train->optimizer = train::Optimizer::adam;
+    auto mixed = plan_training(cs, cases::Op::matmul);
+    ASSERT_TRUE(mixed) << mixed.message();
+    EXPECT_EQ(mixed->params, std::vector<std::string>{"B"});
+  }
 
   // conv2d: weight and bias, or weight alone.
   cases::Case conv;

@@ -40,18 +40,6 @@ bool cudnn_status_rejects_call(int status) {
   return cudnn_status_is_not_supported(status) || (status >= 2000 && status < 3000);
 }
 
-const char* produced_tensor(Direction d) {
-  switch (d) {
-    case Direction::fwd:
-      return "output";
-    case Direction::bwd_data:
-      return "grad_input";
-    case Direction::bwd_filter:
-      return "grad_weight";
-  }
-  return "?";
-}
-
 std::string algorithm_family(Direction d, int algo) {
   if (algo < 0 || algo >= algo_count(d)) return fmt::format("unknown:{}", algo);
   const std::string n = algo_name(d, algo);

@@ -24,12 +24,11 @@ int algo_count(Direction d);
 std::string algo_name(Direction d, int algo);  // "IMPLICIT_PRECOMP_GEMM", or the number if unknown
 
 // What a run record says ran (info["algorithms"], read by the error bounds): per produced tensor
-// ("output" for fwd, "grad_input" for bwd_data, "grad_weight" for bwd_filter) the algorithm
+// (conv_geometry.hpp's produced_tensor: "output", "grad_input", "grad_weight") the algorithm
 // family whose rounding the bound models: "direct" (IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM,
 // DIRECT and the backward ALGO_0/1/3, which all sum products in some order), "fft", "fft_tiling",
 // "winograd" (WINOGRAD and WINOGRAD_NONFUSED; cuDNN does not say which tile it uses). An unknown
 // enum value is "unknown:<n>", never a family it may not belong to.
-const char* produced_tensor(Direction d);
 std::string algorithm_family(Direction d, int algo);
 // "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED" (info["cudnn_algorithms"]).
 std::string cudnn_enum_name(Direction d, int algo);

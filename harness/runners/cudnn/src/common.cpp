@@ -192,22 +192,6 @@ bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string
   return pa.memory_axes == pb.memory_axes && pa.stride == pb.stride && pa.flipped == pb.flipped;
 }
 
-Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& momentum,
-                     const gpu::SgdHyper& h, bool first_step) {
-  if (param.dtype != DType::float32)
-    return Error{fmt::format("the device SGD update is float32 only ({} is {})", param.axes,
-                             dtype_name(param.dtype))};
-  const std::size_t bytes = static_cast<std::size_t>(param.numel()) * sizeof(float);
-  if (h.use_momentum && momentum.size() != bytes) {
-    auto b = gpu::DeviceBuffer::allocate(bytes, "momentum buffer");
-    if (!b) return b.status();
-    momentum = std::move(*b);
-  }
-  return gpu::sgd_update(param.buf.as<float>(), grad,
-                         h.use_momentum ? momentum.as<float>() : nullptr, param.numel(), h,
-                         first_step);
-}
-
 cudnnDataType_t cudnn_type(DType d) {
   switch (d) {
     case DType::bfloat16:

@@ -1,4 +1,4 @@
-// conv2d through cuDNN: the algorithm selection over one case's executions (single step, every
+// conv2d and conv_transpose2d through cuDNN: the algorithm selection over one case's executions (single step, every
 // variant of --algo all, --repeat), then, for a training case, each variant's trajectory
 // (conv_train.cpp). The case itself — plans, descriptors, buffers, execution — is conv_case.hpp.
 #include <optional>
@@ -23,11 +23,11 @@ nlohmann::json choice_json(Direction d, const Choice& c) {
 // What ran, per direction: info["algorithms"] {tensor -> family} (the error bounds read it),
 // info["cudnn_algorithms"] {tensor -> cuDNN's enum name}, and how each was chosen under
 // info["algorithm_selection"][direction].
-void record_algorithms(nlohmann::json& info, const Combo& combo) {
+void record_algorithms(nlohmann::json& info, const Combo& combo, bool transposed) {
   for (Direction d : kDirections) {
     const Choice& c = combo.c[static_cast<int>(d)];
-    info["algorithms"][produced_tensor(d)] = algorithm_family(d, c.algo);
-    info["cudnn_algorithms"][produced_tensor(d)] = cudnn_enum_name(d, c.algo);
+    info["algorithms"][produced_tensor(d, transposed)] = algorithm_family(d, c.algo);
+    info["cudnn_algorithms"][produced_tensor(d, transposed)] = cudnn_enum_name(d, c.algo);
     info["algorithm_selection"][direction_name(d)] = choice_json(d, c);
   }
 }
@@ -49,8 +49,10 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
   };
   if (task.c->dtype == DType::float64)
     return single(RunOutcome::unsupported, "the cudnn runner runs float32, bfloat16 and float16");
-  if (!ctx.layouts.has_op("conv2d"))
-    return single(RunOutcome::skipped, "the layout set has no conv2d");
+  const bool transposed = task.op == cases::Op::conv_transpose2d;
+  const char* op = transposed ? "conv_transpose2d" : "conv2d";
+  if (!ctx.layouts.has_op(op))
+    return single(RunOutcome::skipped, std::string("the layout set has no ") + op);
   // A training case trains on the device (conv_train.cpp) or says why not: never the single
   // step's results alone, which would leave every trajectory tensor "not produced".
   std::optional<TrainPlan> plan;
@@ -70,7 +72,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
     OpResult r;
     r.info = info;
     r.notes.paths = cc.paths();
-    record_algorithms(r.info, combo);
+    record_algorithms(r.info, combo, transposed);
     // --repeat: the same algorithms again; any bit that moves is cuDNN nondeterminism (ALGO_0 and
     // ALGO_3 accumulate with atomics).
     run_repeated(ctx, r, [&](nlohmann::json* timing) { return cc.execute(combo, timing); });
@@ -118,7 +120,7 @@ std::vector<OpResult> run_conv(Context& ctx, const OpTask& task) {
     } else {
       r.info = info;
       r.notes.paths = paths;
-      record_algorithms(r.info, p.combo);
+      record_algorithms(r.info, p.combo, transposed);
     }
     r.variant = p.variant;
     if (p.attempt.kind == Attempt::unsupported) {

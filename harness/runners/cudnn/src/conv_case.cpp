@@ -16,13 +16,13 @@ Status ConvCase::allocate_and_upload() {
   auto x = upload(*in("input"), dt_, xp_.stack, "NCHW", "input");
   if (!x) return x.status();
   x_ = std::move(*x);
-  auto w = upload(*in("weight"), dt_, wp_.stack, "OIHW", "weight");
+  auto w = upload(*in("weight"), dt_, wp_.stack, g_.weight_axes, "weight");
   if (!w) return w.status();
   w_buf_ = std::move(*w);
   auto t = upload(*in("target"), DType::float32, yp_.stack, "NCHW", "target");
   if (!t) return t.status();
   t_buf_ = std::move(*t);
-  if (p_.bias) {
+  if (g_.bias) {
     auto b = upload(*in("bias"), dt_, layout::canonical_spec("O"), "O", "bias");
     if (!b) return b.status();
     b_ = std::move(*b);
@@ -37,8 +37,9 @@ Status ConvCase::allocate_and_upload() {
   VALIDATE_TRY(alloc(y_, yp_.stack, "NCHW", ys_, "output"));
   VALIDATE_TRY(alloc(dy_, yp_.stack, "NCHW", ys_, "grad_output"));
   VALIDATE_TRY(alloc(dx_, dxp_.stack, "NCHW", xs_, "grad_input"));
-  VALIDATE_TRY(alloc(dw_, cudnn_grad_weight_spec(wp_, w_spec_), "OIHW", ws_, "grad_weight"));
-  if (p_.bias) VALIDATE_TRY(alloc(db_, layout::canonical_spec("O"), "O", bs_, "grad_bias"));
+  VALIDATE_TRY(alloc(dw_, cudnn_grad_weight_spec(wp_, w_spec_, g_.weight_axes),
+                     g_.weight_axes.c_str(), ws_, "grad_weight"));
+  if (g_.bias) VALIDATE_TRY(alloc(db_, layout::canonical_spec("O"), "O", bs_, "grad_bias"));
   auto l = gpu::DeviceBuffer::allocate(sizeof(float), "loss");
   if (!l) return l.status();
   loss_ = std::move(*l);
@@ -57,7 +58,7 @@ Status ConvCase::allocate_and_upload() {
 // and info["bias_add"] / info["bias_grad"] say which ran and why.
 Status ConvCase::probe_bias(nlohmann::json& info) {
   own_bias_add_ = own_bias_grad_ = false;
-  if (!p_.bias) return Status::ok();
+  if (!g_.bias) return Status::ok();
   if (ctx_.options.bias == "own") {
     own_bias_add_ = own_bias_grad_ = true;
     info["bias_add"] = info["bias_grad"] = "own kernel (requested)";
@@ -137,15 +138,46 @@ Status ConvCase::pass(const Combo& combo, nlohmann::json* timing) {
         conv_, static_cast<cudnnMathType_t>(combo.c[static_cast<int>(d)].math)));
     return Status::ok();
   };
-  VALIDATE_TRY(timed("fwd_ms", [&]() -> Status {
-    VALIDATE_TRY(math(Direction::fwd));
-    VALIDATE_TRY(direction_call(
-        Direction::fwd,
-        cudnnConvolutionForward(ctx_.cudnn, &one, xd_, x_.buf.data(), wd_, w_buf_.buf.data(), conv_,
-                                static_cast<cudnnConvolutionFwdAlgo_t>(combo.c[0].algo), ws->data(),
-                                ws_bytes, &zero, yd_, y_.buf.data()),
-        "cudnnConvolutionForward(…)"));
-    if (p_.bias) {
+  // One cuDNN call per direction on its operands (operands(): conv2d's or the transposed op's).
+  auto run = [&](Direction d) -> Status {
+    const int i = static_cast<int>(d);
+    const Operands o = operands(d);
+    VALIDATE_TRY(math(d));
+    void* a = o.buf[0]->buf.data();
+    void* b = o.buf[1]->buf.data();
+    switch (d) {
+      case Direction::fwd:
+        return direction_call(
+            d,
+            cudnnConvolutionForward(ctx_.cudnn, &one, *o.desc[0], a, wd_, w_buf_.buf.data(), conv_,
+                                    static_cast<cudnnConvolutionFwdAlgo_t>(combo.c[i].algo),
+                                    ws->data(), ws_bytes, &zero, *o.desc[1], b),
+            "cudnnConvolutionForward(…)");
+      case Direction::bwd_data:
+        return direction_call(
+            d,
+            cudnnConvolutionBackwardData(
+                ctx_.cudnn, &one, wd_, w_buf_.buf.data(), *o.desc[0], a, conv_,
+                static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[i].algo), ws->data(), ws_bytes,
+                &zero, *o.desc[1], b),
+            "cudnnConvolutionBackwardData(…)");
+      case Direction::bwd_filter:
+        // dW is written through the filter descriptor: its memory order and the buffer's flip.
+        return direction_call(
+            d,
+            cudnnConvolutionBackwardFilter(
+                ctx_.cudnn, &one, *o.desc[0], a, *o.desc[1], b, conv_,
+                static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[i].algo), ws->data(),
+                ws_bytes, &zero, wd_, dw_.buf.data()),
+            "cudnnConvolutionBackwardFilter(…)");
+    }
+    return Status::ok();
+  };
+  const auto order = execution_order(g_.transposed);
+  // The direction that writes the output, then the bias on it (timed with it, as the forward).
+  VALIDATE_TRY(timed(fmt::format("{}_ms", direction_name(order[0])).c_str(), [&]() -> Status {
+    VALIDATE_TRY(run(order[0]));
+    if (g_.bias) {
       if (own_bias_add_)
         VALIDATE_TRY(bias_add(y_.buf.data(), b_.buf.data(), dt_, yg, nullptr));
       else
@@ -156,28 +188,11 @@ Status ConvCase::pass(const Combo& combo, nlohmann::json* timing) {
   }));
   VALIDATE_TRY(mse_loss_grad(y_.buf.data(), dt_, t_buf_.buf.as<float>(), y_.numel(), dy_.buf.data(),
                              loss_.as<float>(), scratch_.as<float>(), nullptr));
-  VALIDATE_TRY(timed("bwd_data_ms", [&]() -> Status {
-    VALIDATE_TRY(math(Direction::bwd_data));
-    VALIDATE_TRY(direction_call(
-        Direction::bwd_data,
-        cudnnConvolutionBackwardData(ctx_.cudnn, &one, wd_, w_buf_.buf.data(), yd_, dy_.buf.data(),
-                                     conv_,
-                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[1].algo),
-                                     ws->data(), ws_bytes, &zero, dxd_, dx_.buf.data()),
-        "cudnnConvolutionBackwardData(…)"));
-    return Status::ok();
-  }));
+  VALIDATE_TRY(timed(fmt::format("{}_ms", direction_name(order[1])).c_str(),
+                     [&]() -> Status { return run(order[1]); }));
   VALIDATE_TRY(timed("bwd_filter_ms", [&]() -> Status {
-    VALIDATE_TRY(math(Direction::bwd_filter));
-    // dW is written through the filter descriptor: its memory order and the buffer's flip.
-    VALIDATE_TRY(
-        direction_call(Direction::bwd_filter,
-                       cudnnConvolutionBackwardFilter(
-                           ctx_.cudnn, &one, xd_, x_.buf.data(), yd_, dy_.buf.data(), conv_,
-                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[2].algo),
-                           ws->data(), ws_bytes, &zero, wd_, dw_.buf.data()),
-                       "cudnnConvolutionBackwardFilter(…)"));
-    if (p_.bias) {
+    VALIDATE_TRY(run(Direction::bwd_filter));
+    if (g_.bias) {
       if (own_bias_grad_)
         VALIDATE_TRY(bias_grad(dy_.buf.data(), db_.buf.data(), dt_, yg, nullptr));
       else
@@ -195,11 +210,11 @@ Result<Tensor> ConvCase::grad_weight_as_declared() {
   // reorder cannot undo a flip, so the flip is cuDNN's (the weight buffer's) — and then read as the
   // grad_weight layout says. When that layout says the right flip (fortran preset: WHIO:F+flip=HW
   // in conv mode), this is the canonical gradient; when it does not, compare shows the flip.
-  auto reordered = allocate(dt_, Spec{gw_spec_.axes, gw_spec_.fortran, w_spec_.flip}, "OIHW", ws_,
-                            "grad_weight (reordered)");
+  auto reordered = allocate(dt_, Spec{gw_spec_.axes, gw_spec_.fortran, w_spec_.flip},
+                            g_.weight_axes, ws_, "grad_weight (reordered)");
   if (!reordered) return reordered.status();
   VALIDATE_TRY(gpu::convert_layout(dw_.buf.data(), dw_.spec, reordered->buf.data(), reordered->spec,
-                                   dtype_size(dt_), ws_, "OIHW"));
+                                   dtype_size(dt_), ws_, g_.weight_axes));
   return download(*reordered, gw_spec_, storage_dtype(dt_));
 }
 
@@ -220,7 +235,7 @@ Result<std::map<std::string, Tensor>> ConvCase::execute(const Combo& combo,
   auto dw = grad_weight_as_declared();
   if (!dw) return with_context("grad_weight", dw.message());
   out.emplace("grad_weight", std::move(*dw));
-  if (p_.bias) {
+  if (g_.bias) {
     auto db = download(db_, db_.spec, storage);
     if (!db) return with_context("grad_bias", db.message());
     out.emplace("grad_bias", std::move(*db));

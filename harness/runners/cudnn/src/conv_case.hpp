@@ -1,6 +1,7 @@
 #pragma once
-// conv2d through cuDNN's convolution API: one case's plans, descriptors, device buffers and
-// execution (forward, bias, loss, backward data/filter/bias), shared by the single step
+// conv2d and conv_transpose2d through cuDNN's convolution API (conv_geometry.hpp says how the
+// transposed op maps onto it): one case's plans, descriptors, device buffers and execution
+// (forward, bias, loss, backward data/filter/bias), shared by the single step
 // (conv.cpp), the descriptor and algorithm set-up (conv_setup.cpp), the buffers and execution
 // (conv_case.cpp) and the training trajectory (conv_train.cpp). docs/cudnn.md describes the layout
 // mapping; the comments say why each step is the way it is.
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "bias.hpp"
+#include "conv_geometry.hpp"
+#include "device_param.hpp"
 #include "device_trajectory.hpp"
 #include "internal.hpp"
 #include "validate/gpu/sgd.hpp"
@@ -40,11 +43,15 @@ struct FilterPlan {
   cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
 };
 
-FilterPlan plan_filter(const layout::Spec& s, const Shape& shape, bool convert);
+// `axes`: the weight's canonical axes, OIHW (conv2d) or IOHW (conv_transpose2d); either is
+// cuDNN's K, C, R, S in that order.
+FilterPlan plan_filter(const layout::Spec& s, const Shape& shape, bool convert,
+                       const std::string& axes = "OIHW");
 
 // The layout of the bytes cuDNN writes for dW: the filter descriptor's memory order, with the
 // flip of the buffer it was given (dL/dF for F = W flipped is dL/dW flipped: docs/layouts.md).
-layout::Spec cudnn_grad_weight_spec(const FilterPlan& f, const layout::Spec& weight);
+layout::Spec cudnn_grad_weight_spec(const FilterPlan& f, const layout::Spec& weight,
+                                    const std::string& axes = "OIHW");
 
 // Why an execution failed, for the algorithm selection: which direction's call, and whether cuDNN
 // said "not supported" (try the next candidate) rather than failed.
@@ -57,7 +64,12 @@ struct Failure {
 class ConvCase {
  public:
   ConvCase(Context& ctx, const OpTask& task)
-      : ctx_(ctx), task_(task), p_(task.c->params<cases::ConvParams>()) {}
+      : ctx_(ctx),
+        task_(task),
+        g_(task.op == cases::Op::conv_transpose2d
+               ? conv_geometry(task.c->params<ops::ConvTransposeParams>())
+               : conv_geometry(task.c->params<cases::ConvParams>())) {}
+  const ConvGeometry& geometry() const { return g_; }
 
   // Plans, descriptors and algorithm candidates; falls back to converting every non-native layout
   // when cuDNN refuses the layouts as given or offers no algorithm for them (choose_layouts).
@@ -91,17 +103,19 @@ class ConvCase {
 
   // --- The training trajectory (conv_train.cpp) ---
   // Replaces the device copy of "input", "target", "weight" or "bias" with `host` (canonical,
-  // storage dtype), converted to the layout and dtype that buffer already has.
+  // storage dtype), converted to the layout and dtype that buffer already has; a parameter also
+  // restarts its optimizer (and its float32 master in mixed precision).
   Status reload(const std::string& name, const Tensor& host);
   // The loss of the last pass (synchronises).
   Result<float> loss_value() const;
-  // The weight (and bias) as the device holds them and their gradients as execute reports them
-  // (grad_weight through the declared grad_weight layout), canonical, storage dtype.
+  // The weight (and bias) as the optimizer holds them (the float32 masters in mixed precision)
+  // and their gradients as execute reports them (grad_weight through the declared grad_weight
+  // layout, storage dtype), canonical.
   Result<std::map<std::string, Tensor>> read_parameters();
-  // SGD on the weight buffer with cuDNN's dW, both in the filter's layout (an error if the two
-  // buffers do not share one memory layout), and on the bias; the momentum buffers live here,
-  // restarted by first_step.
-  Status sgd(const gpu::SgdHyper& h, bool first_step);
+  // The optimizer step (SGD or Adam, c.optimizer) on the weight buffer with cuDNN's dW, both in the
+  // filter's layout (an error if the two buffers do not share one memory layout), and on the bias;
+  // the optimizer state lives here, restarted by reload.
+  Status update(const train::TrainConfig& c);
   // The layout the weight buffer and dW share on the device (for info).
   const layout::Spec& filter_buffer_spec() const { return w_buf_.spec; }
 
@@ -110,6 +124,15 @@ class ConvCase {
   Status build(bool convert, nlohmann::json& info);
   Status query(Direction d);
   Status set_activation(TensorDesc& d, const ActPlan& p, const Shape& s);
+  // A cuDNN direction's two activation operands, in the order its call takes them (Forward: x, y;
+  // BackwardData: dy, dx; BackwardFilter: x, dy). conv2d: (input, output), (grad_output,
+  // grad_input), (input, grad_output); conv_transpose2d (conv_geometry.hpp): (grad_output,
+  // grad_input), (input, output), (grad_output, input).
+  struct Operands {
+    const TensorDesc* desc[2];
+    DeviceTensor* buf[2];
+  };
+  Operands operands(Direction d);
   Status allocate_and_upload();
   Status probe_bias(nlohmann::json& info);
   bool nothing_to_convert() const;
@@ -120,7 +143,8 @@ class ConvCase {
 
   Context& ctx_;
   const OpTask& task_;
-  const cases::ConvParams& p_;
+  ConvGeometry g_;
+  bool convolution_mode_ = false;  // CUDNN_CONVOLUTION, else CUDNN_CROSS_CORRELATION
   DType dt_ = DType::float32;
   Shape xs_, ws_, ys_, bs_;
   layout::Spec in_spec_, w_spec_, out_spec_, gi_spec_, gw_spec_;
@@ -135,7 +159,7 @@ class ConvCase {
   Failure failure_;
   DeviceTensor x_, w_buf_, b_, t_buf_, y_, dy_, dx_, dw_, db_;
   gpu::DeviceBuffer loss_, scratch_;
-  gpu::DeviceBuffer momentum_w_, momentum_b_;  // SGD state of a training trajectory
+  DeviceParam w_opt_, b_opt_;  // the optimizer of a training trajectory
 };
 
 // A training case (conv_train.cpp): runs `plan`'s trajectory on the device with `combo`'s

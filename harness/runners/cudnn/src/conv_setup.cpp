@@ -20,16 +20,18 @@ ActPlan plan_activation(const Spec& s, const Shape& shape, bool convert) {
   return {layout::canonical_spec("NCHW"), "converted", "NCHW", {}};
 }
 
-FilterPlan plan_filter(const Spec& s, const Shape& shape, bool convert) {
-  const auto pl = layout::placement(s, "OIHW", shape);
+FilterPlan plan_filter(const Spec& s, const Shape& shape, bool convert, const std::string& axes) {
+  const auto pl = layout::placement(s, axes, shape);
   if (pl.memory_axes == std::vector<int>{0, 1, 2, 3}) return {s, "native", CUDNN_TENSOR_NCHW};
   if (!convert && pl.memory_axes == std::vector<int>{0, 2, 3, 1})
     return {s, "native", CUDNN_TENSOR_NHWC};
-  return {Spec{"OIHW", false, s.flip}, "converted", CUDNN_TENSOR_NCHW};
+  return {Spec{axes, false, s.flip}, "converted", CUDNN_TENSOR_NCHW};
 }
 
-Spec cudnn_grad_weight_spec(const FilterPlan& f, const Spec& weight) {
-  return Spec{f.format == CUDNN_TENSOR_NHWC ? "OHWI" : "OIHW", false, weight.flip};
+Spec cudnn_grad_weight_spec(const FilterPlan& f, const Spec& weight, const std::string& axes) {
+  // KRSC: K, then R, S, then C (OHWI for OIHW, IHWO for IOHW).
+  const std::string krsc{axes[0], axes[2], axes[3], axes[1]};
+  return Spec{f.format == CUDNN_TENSOR_NHWC ? krsc : axes, false, weight.flip};
 }
 
 namespace {
@@ -87,6 +89,19 @@ cudnnMathType_t ConvCase::requested_math() const {
   return CUDNN_FMA_MATH;
 }
 
+ConvCase::Operands ConvCase::operands(Direction d) {
+  const bool t = g_.transposed;
+  switch (d) {
+    case Direction::fwd:
+      return t ? Operands{{&yd_, &dxd_}, {&dy_, &dx_}} : Operands{{&xd_, &yd_}, {&x_, &y_}};
+    case Direction::bwd_data:
+      return t ? Operands{{&xd_, &yd_}, {&x_, &y_}} : Operands{{&yd_, &dxd_}, {&dy_, &dx_}};
+    case Direction::bwd_filter:
+      break;
+  }
+  return t ? Operands{{&yd_, &xd_}, {&dy_, &x_}} : Operands{{&xd_, &yd_}, {&x_, &dy_}};
+}
+
 Status ConvCase::set_activation(TensorDesc& d, const ActPlan& p, const Shape& s) {
   VALIDATE_GPU_TRY(cudnnCreateTensorDescriptor(d.out()));
   const int n = static_cast<int>(s[0]), c = static_cast<int>(s[1]), h = static_cast<int>(s[2]),
@@ -108,7 +123,7 @@ Status ConvCase::build(bool convert, nlohmann::json& info) {
   xp_ = plan_activation(in_spec_, xs_, convert);
   yp_ = plan_activation(out_spec_, ys_, convert);
   dxp_ = plan_activation(gi_spec_, xs_, convert);
-  wp_ = plan_filter(w_spec_, ws_, convert);
+  wp_ = plan_filter(w_spec_, ws_, convert, g_.weight_axes);
   VALIDATE_TRY(set_activation(xd_, xp_, xs_));
   VALIDATE_TRY(set_activation(yd_, yp_, ys_));
   VALIDATE_TRY(set_activation(dxd_, dxp_, xs_));
@@ -118,22 +133,25 @@ Status ConvCase::build(bool convert, nlohmann::json& info) {
                                               static_cast<int>(ws_[2]), static_cast<int>(ws_[3])));
   VALIDATE_GPU_TRY(cudnnCreateTensorDescriptor(bd_.out()));
   VALIDATE_GPU_TRY(cudnnSetTensor4dDescriptor(bd_, CUDNN_TENSOR_NCHW, cudnn_type(dt_), 1,
-                                              static_cast<int>(p_.o), 1, 1));
+                                              static_cast<int>(g_.channels_out), 1, 1));
   VALIDATE_GPU_TRY(cudnnCreateConvolutionDescriptor(conv_.out()));
   // Compute type float for every data type: float32 accumulation for bfloat16/float16 too.
   VALIDATE_GPU_TRY(cudnnSetConvolution2dDescriptor(
-      conv_, static_cast<int>(p_.padding[0]), static_cast<int>(p_.padding[1]),
-      static_cast<int>(p_.stride[0]), static_cast<int>(p_.stride[1]),
-      static_cast<int>(p_.dilation[0]), static_cast<int>(p_.dilation[1]),
-      ctx_.parsed.convolution_mode ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION,
-      CUDNN_DATA_FLOAT));
-  VALIDATE_GPU_TRY(cudnnSetConvolutionGroupCount(conv_, static_cast<int>(p_.groups)));
+      conv_, static_cast<int>(g_.padding[0]), static_cast<int>(g_.padding[1]),
+      static_cast<int>(g_.stride[0]), static_cast<int>(g_.stride[1]),
+      static_cast<int>(g_.dilation[0]), static_cast<int>(g_.dilation[1]),
+      convolution_mode_ ? CUDNN_CONVOLUTION : CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  VALIDATE_GPU_TRY(cudnnSetConvolutionGroupCount(conv_, static_cast<int>(g_.groups)));
   VALIDATE_GPU_TRY(cudnnSetConvolutionMathType(conv_, requested_math()));
+  // cuDNN's convolution X -> Y must be the case's: conv2d's output shape, or for the transposed
+  // op its input shape (the output_padding rows are what the floor division drops).
   int on = 0, oc = 0, oh = 0, ow = 0;
-  VALIDATE_GPU_TRY(cudnnGetConvolution2dForwardOutputDim(conv_, xd_, wd_, &on, &oc, &oh, &ow));
-  if (Shape{on, oc, oh, ow} != ys_)
-    return Error{fmt::format("cuDNN computes output shape [{}, {}, {}, {}], the case says {}", on,
-                             oc, oh, ow, shape_to_string(ys_))};
+  const Operands fwd = operands(Direction::fwd);
+  VALIDATE_GPU_TRY(
+      cudnnGetConvolution2dForwardOutputDim(conv_, *fwd.desc[0], wd_, &on, &oc, &oh, &ow));
+  if (Shape{on, oc, oh, ow} != g_.cudnn_y())
+    return Error{fmt::format("cuDNN's convolution computes [{}, {}, {}, {}], the case needs {}", on,
+                             oc, oh, ow, shape_to_string(g_.cudnn_y()))};
   auto tensor_info = [](const Spec& spec, const ActPlan& p) {
     nlohmann::json j{
         {"spec", layout::to_string(spec)}, {"path", p.path}, {"cudnn_format", p.format}};
@@ -153,7 +171,7 @@ Status ConvCase::build(bool convert, nlohmann::json& info) {
         {"buffer_layout", layout::to_string(wp_.stack)}}},
       {"grad_weight",
        {{"spec", layout::to_string(gw_spec_)},
-        {"cudnn_writes", layout::to_string(cudnn_grad_weight_spec(wp_, w_spec_))}}},
+        {"cudnn_writes", layout::to_string(cudnn_grad_weight_spec(wp_, w_spec_, g_.weight_axes))}}},
   };
   for (Direction d : kDirections) VALIDATE_TRY(query(d));
   return Status::ok();
@@ -176,21 +194,23 @@ Status ConvCase::query(Direction d) {
   std::vector<Perf> perf;
   int returned = 0;
   // cuDNN's heuristics (no benchmarking), every algorithm with its status, best first.
+  const Operands ops = operands(d);
+  const cudnnTensorDescriptor_t a = *ops.desc[0], b = *ops.desc[1];
   if (d == Direction::fwd) {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(count));
-    VALIDATE_GPU_TRY(cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn, xd_, wd_, conv_, yd_, count,
+    VALIDATE_GPU_TRY(cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn, a, wd_, conv_, b, count,
                                                             &returned, r.data()));
     for (int k = 0; k < returned; ++k)
       perf.push_back({r[k].algo, r[k].status, r[k].memory, r[k].determinism, r[k].mathType});
   } else if (d == Direction::bwd_data) {
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(count));
-    VALIDATE_GPU_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn, wd_, yd_, conv_, dxd_,
+    VALIDATE_GPU_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn, wd_, a, conv_, b,
                                                                  count, &returned, r.data()));
     for (int k = 0; k < returned; ++k)
       perf.push_back({r[k].algo, r[k].status, r[k].memory, r[k].determinism, r[k].mathType});
   } else {
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(count));
-    VALIDATE_GPU_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn, xd_, yd_, conv_, wd_,
+    VALIDATE_GPU_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn, a, b, conv_, wd_,
                                                                    count, &returned, r.data()));
     for (int k = 0; k < returned; ++k)
       perf.push_back({r[k].algo, r[k].status, r[k].memory, r[k].determinism, r[k].mathType});
@@ -205,15 +225,13 @@ Status ConvCase::query(Direction d) {
     cudnnStatus_t st;
     if (d == Direction::fwd)
       st = cudnnGetConvolutionForwardWorkspaceSize(
-          ctx_.cudnn, xd_, wd_, conv_, yd_, static_cast<cudnnConvolutionFwdAlgo_t>(pf.algo), &ws);
+          ctx_.cudnn, a, wd_, conv_, b, static_cast<cudnnConvolutionFwdAlgo_t>(pf.algo), &ws);
     else if (d == Direction::bwd_data)
       st = cudnnGetConvolutionBackwardDataWorkspaceSize(
-          ctx_.cudnn, wd_, yd_, conv_, dxd_, static_cast<cudnnConvolutionBwdDataAlgo_t>(pf.algo),
-          &ws);
+          ctx_.cudnn, wd_, a, conv_, b, static_cast<cudnnConvolutionBwdDataAlgo_t>(pf.algo), &ws);
     else
       st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          ctx_.cudnn, xd_, yd_, conv_, wd_, static_cast<cudnnConvolutionBwdFilterAlgo_t>(pf.algo),
-          &ws);
+          ctx_.cudnn, a, b, conv_, wd_, static_cast<cudnnConvolutionBwdFilterAlgo_t>(pf.algo), &ws);
     if (st != CUDNN_STATUS_SUCCESS) {
       why.push_back(algo_name(d, pf.algo) + ": workspace query " + cudnnGetErrorString(st));
       continue;
@@ -241,17 +259,26 @@ Status ConvCase::query(Direction d) {
 Status ConvCase::setup(nlohmann::json& info) {
   const auto& c = *task_.c;
   dt_ = c.dtype;
-  xs_ = {p_.n, p_.c, p_.h, p_.w};
-  ws_ = {p_.o, p_.c / p_.groups, p_.kh, p_.kw};
-  ys_ = {p_.n, p_.o, p_.hout(), p_.wout()};
-  bs_ = {p_.o};
+  xs_ = g_.x;
+  ws_ = g_.w;
+  ys_ = g_.y;
+  bs_ = {g_.channels_out};
   for (const Shape* s : {&xs_, &ws_, &ys_})
     if (!fits_int(shape_numel(*s)))
       return Error{"tensor of shape " + shape_to_string(*s) +
                    " is too large for cuDNN's 4-D descriptors (int sizes)"};
-  auto spec = [&](const char* name) -> const Spec& { return *ctx_.layouts.find("conv2d", name); };
+  auto spec = [&](const char* name) -> const Spec& { return *ctx_.layouts.find(g_.op, name); };
   in_spec_ = spec("input"), w_spec_ = spec("weight"), out_spec_ = spec("output");
   gi_spec_ = spec("grad_input"), gw_spec_ = spec("grad_weight");
+  // conv2d's mode is the run's (resolve_conv_mode matched it to the conv2d weight); the
+  // transposed op's follows its own weight the same way.
+  if (g_.transposed) {
+    auto mode = convolution_mode_of(w_spec_);
+    if (!mode) return Error{"conv_transpose2d " + mode.message()};
+    convolution_mode_ = *mode;
+  } else {
+    convolution_mode_ = ctx_.parsed.convolution_mode;
+  }
 
   // Does cuDNN offer an algorithm for every direction (the named one where one is named)?
   auto feasible = [&](std::string* why) {
@@ -289,8 +316,11 @@ Status ConvCase::setup(nlohmann::json& info) {
   info["data_type"] = cudnn_type_name(cudnn_type(dt_));
   info["compute_type"] = "CUDNN_DATA_FLOAT";
   info["math_type"] = math_type_name(requested_math());
-  info["conv_mode"] =
-      ctx_.parsed.convolution_mode ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION";
+  info["conv_mode"] = convolution_mode_ ? "CUDNN_CONVOLUTION" : "CUDNN_CROSS_CORRELATION";
+  if (g_.transposed)
+    info["transposed_as"] =
+        "output = cudnnConvolutionBackwardData, grad_input = cudnnConvolutionForward, "
+        "grad_weight = cudnnConvolutionBackwardFilter(x = grad_output, dy = input)";
   // make_cudnn_runner matched the mode to this weight spec (resolve_conv_mode): the two classic
   // mismatches, conv mode with an unflipped kernel and xcorr with a flipped one, never get here.
   return Status::ok();

@@ -1,4 +1,4 @@
-// conv2d training trajectory on the device (docs/cudnn.md, "Training cases"). The tensors stay in
+// conv2d and conv_transpose2d training trajectory on the device (docs/cudnn.md, "Training cases"). The tensors stay in
 // the layouts cuDNN is handed for the whole trajectory, as they would in a program that trains
 // with cuDNN: each step uploads only its batch (input, target), and the update runs on the filter
 // buffer with dW exactly as cudnnConvolutionBackwardFilter wrote it — the same memory layout,
@@ -16,8 +16,8 @@ namespace {
 
 class ConvStepper final : public DeviceStepper {
  public:
-  ConvStepper(ConvCase& cc, const OpTask& task, const Combo& combo, const gpu::SgdHyper& h)
-      : cc_(cc), task_(task), combo_(combo), h_(h) {}
+  ConvStepper(ConvCase& cc, const OpTask& task, const Combo& combo, const train::TrainConfig& c)
+      : cc_(cc), task_(task), combo_(combo), c_(c) {}
 
   Status load_step(std::int64_t step) override {
     if (step == 0) {
@@ -52,23 +52,21 @@ class ConvStepper final : public DeviceStepper {
 
   Result<std::map<std::string, Tensor>> read_back() override { return cc_.read_parameters(); }
 
-  Status update(bool first_step) override { return cc_.sgd(h_, first_step); }
+  Status update(bool) override { return cc_.update(c_); }
 
  private:
   ConvCase& cc_;
   const OpTask& task_;
   const Combo& combo_;
-  gpu::SgdHyper h_;
+  const train::TrainConfig& c_;
 };
 
 }  // namespace
 
 Status ConvCase::reload(const std::string& name, const Tensor& host) {
-  DeviceTensor* dst = name == "input"             ? &x_
-                      : name == "target"          ? &t_buf_
-                      : name == "weight"          ? &w_buf_
-                      : name == "bias" && p_.bias ? &b_
-                                                  : nullptr;
+  if (name == "weight") return w_opt_.start(w_buf_, host, name);
+  if (name == "bias" && g_.bias) return b_opt_.start(b_, host, name);
+  DeviceTensor* dst = name == "input" ? &x_ : name == "target" ? &t_buf_ : nullptr;
   if (!dst) return Error{"no device tensor '" + name + "' to load"};
   return reupload(*dst, host, name);
 }
@@ -82,14 +80,14 @@ Result<float> ConvCase::loss_value() const {
 Result<std::map<std::string, Tensor>> ConvCase::read_parameters() {
   const DType storage = storage_dtype(dt_);
   std::map<std::string, Tensor> out;
-  auto w = download(w_buf_, w_buf_.spec, storage);
+  auto w = w_opt_.read(w_buf_, storage);
   if (!w) return with_context("weight", w.message());
   out.emplace("weight", std::move(*w));
   auto dw = grad_weight_as_declared();
   if (!dw) return with_context("grad_weight", dw.message());
   out.emplace("grad_weight", std::move(*dw));
-  if (p_.bias) {
-    auto b = download(b_, b_.spec, storage);
+  if (g_.bias) {
+    auto b = b_opt_.read(b_, storage);
     if (!b) return with_context("bias", b.message());
     out.emplace("bias", std::move(*b));
     auto db = download(db_, db_.spec, storage);
@@ -99,24 +97,24 @@ Result<std::map<std::string, Tensor>> ConvCase::read_parameters() {
   return out;
 }
 
-Status ConvCase::sgd(const gpu::SgdHyper& h, bool first_step) {
-  if (dw_.dtype != DType::float32) return Error{"the device SGD update is float32 only"};
+Status ConvCase::update(const train::TrainConfig& c) {
   // The whole point: the update combines the filter buffer and cuDNN's dW element by element, so
   // both must be one layout (KRSC with KRSC, KCRS with KCRS, the same flip). A mismatch is the
   // mistake the trajectory exists to catch, in the runner itself: refuse rather than commit it.
-  if (!same_memory(w_buf_.spec, dw_.spec, "OIHW", ws_))
+  if (!same_memory(w_buf_.spec, dw_.spec, g_.weight_axes, ws_))
     return Error{fmt::format("the filter buffer ({}) and cuDNN's dW ({}) are not one memory layout",
                              layout::to_string(w_buf_.spec), layout::to_string(dw_.spec))};
-  VALIDATE_TRY(sgd_on_device(w_buf_, dw_.buf.as<float>(), momentum_w_, h, first_step));
-  if (p_.bias) VALIDATE_TRY(sgd_on_device(b_, db_.buf.as<float>(), momentum_b_, h, first_step));
+  VALIDATE_TRY(w_opt_.step(w_buf_, dw_, c));
+  if (g_.bias) VALIDATE_TRY(b_opt_.step(b_, db_, c));
   return Status::ok();
 }
 
 Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const Combo& combo,
                   OpResult& r) {
   const train::TrainConfig& c = plan.config;
-  ConvStepper stepper(cc, task, combo,
-                      gpu::sgd_hyper(c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov));
+  auto update = device_update_name(c, task.c->dtype);
+  if (!update) return update.status();
+  ConvStepper stepper(cc, task, combo, c);
   const auto t0 = std::chrono::steady_clock::now();
   auto out = run_device_trajectory(plan, stepper);
   if (!out) return out.status();
@@ -125,7 +123,8 @@ Status train_conv(ConvCase& cc, const OpTask& task, const TrainPlan& plan, const
   r.info["training"] = {
       {"steps", c.steps},
       {"checkpoints", plan.checkpoints},
-      {"update", "own CUDA kernel (gpu::sgd_update, float32, no FMA contraction)"},
+      {"optimizer", train::optimizer_name(c.optimizer)},
+      {"update", *update},
       {"update_layout", layout::to_string(cc.filter_buffer_spec())},
       {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
   return Status::ok();

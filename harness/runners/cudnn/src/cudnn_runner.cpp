@@ -71,7 +71,8 @@ class CudnnRunner final : public Runner {
     switch (task.op) {
       case cases::Op::conv2d: return run_conv(ctx_, task);
       case cases::Op::matmul: return run_matmul(ctx_, task);
-      case cases::Op::conv_transpose2d: break;  // not implemented (backward-data as forward would do)
+      // cudnnConvolutionBackwardData as the forward, as PyTorch does (conv_geometry.hpp).
+      case cases::Op::conv_transpose2d: return run_conv(ctx_, task);
     }
     // An op this runner does not implement is said so, never run down another op's path.
     OpResult r;

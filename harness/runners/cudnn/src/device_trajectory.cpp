@@ -6,19 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "device_param.hpp"
 #include "validate/train/tensor_names.hpp"
 
 namespace validate::runners::cudnn_detail {
 
 Result<TrainPlan> plan_training(const cases::Case& c, cases::Op op) {
   if (!c.train) return Error{"not a training case"};
-  if (c.dtype != DType::float32)
-    return Error{
-        fmt::format("the device trajectory trains float32 only (this case is {}; mixed-precision "
-                    "trajectories run on the oracle, torch and exec backends, docs/training.md)",
-                    dtype_name(c.dtype))};
-  if (c.train->optimizer != train::Optimizer::sgd)
-    return Error{"the device update implements SGD only"};
+  // float32, or bfloat16/float16 in mixed precision; SGD or Adam (device_param.hpp).
+  if (auto update = device_update_name(*c.train, c.dtype); !update) return update.status();
   TrainPlan p;
   p.config = *c.train;
   p.checkpoints = train::checkpoint_steps(p.config);
@@ -56,7 +52,7 @@ Result<std::map<std::string, Tensor>> run_device_trajectory(const TrainPlan& pla
           out.insert_or_assign(train::checkpoint_tensor(s, t), std::move(it->second));
         }
     }
-    if (Status st = stepper.update(s == 0); !st) return fail("the SGD update", st.message());
+    if (Status st = stepper.update(s == 0); !st) return fail("the optimizer update", st.message());
   }
   out.insert_or_assign(train::kLossCurve, std::move(curve));
   return out;

@@ -75,11 +75,6 @@ Status reupload(DeviceTensor& dst, const Tensor& host, const std::string& name);
 // kernel may combine the two buffers element by element.
 bool same_memory(const layout::Spec& a, const layout::Spec& b, const std::string& axes,
                  const Shape& shape);
-// The SGD update of a float32 parameter from a gradient held in the parameter's own layout; the
-// momentum buffer (same layout) is allocated on first use.
-Status sgd_on_device(DeviceTensor& param, const float* grad, gpu::DeviceBuffer& momentum,
-                     const gpu::SgdHyper& h, bool first_step);
-
 // The cuDNN / cuBLAS data type of a device dtype.
 cudnnDataType_t cudnn_type(DType d);
 cudaDataType_t cuda_type(DType d);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "gemm_plan.hpp"
+#include "device_param.hpp"
 #include "device_trajectory.hpp"
 #include "internal.hpp"
 #include "validate/gpu/permute.hpp"
@@ -229,8 +230,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
   nlohmann::json training_info;
   auto run_training = [&](const TrainPlan& tp, const auto& device_pass) -> Status {
     const train::TrainConfig& tc = tp.config;
-    const gpu::SgdHyper h =
-        gpu::sgd_hyper(tc.lr, tc.momentum, tc.dampening, tc.weight_decay, tc.nesterov);
+    auto update = device_update_name(tc, dt);
+    if (!update) return update.status();
     const bool same = same_memory(B->spec, gB->spec, "KN", bs);
     DeviceTensor dB_as_B;
     if (!same) {
@@ -238,13 +239,13 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
       if (!d) return d.status();
       dB_as_B = std::move(*d);
     }
-    gpu::DeviceBuffer momentum;
+    DeviceParam b_opt;  // SGD or Adam on B; its float32 master in mixed precision
     FunctionStepper st;
     st.load = [&](std::int64_t s) -> Status {
       if (s == 0) {  // the reference's own batch and initial B, whatever ran before
         VALIDATE_TRY(reupload(*A, *task.inputs.at("A"), "A"));
         VALIDATE_TRY(reupload(*T, *task.inputs.at("target"), "target"));
-        return reupload(*B, *task.inputs.at("B"), "B");
+        return b_opt.start(*B, *task.inputs.at("B"), "B");
       }
       if (!task.step_inputs)
         return Error{"no batches for steps >= 1 (OpTask::step_inputs is not set)"};
@@ -267,7 +268,7 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     };
     st.read = [&]() -> Result<std::map<std::string, Tensor>> {
       std::map<std::string, Tensor> out;
-      auto b = download(*B, B->spec, storage);
+      auto b = b_opt.read(*B, storage);
       if (!b) return with_context("B", b.message());
       out.emplace("B", std::move(*b));
       auto db = download(*gB, gB->spec, storage);  // as the single step reports grad_B
@@ -275,14 +276,11 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
       out.emplace("grad_B", std::move(*db));
       return out;
     };
-    st.step = [&](bool first_step) -> Status {
-      const float* g = gB->buf.as<float>();
-      if (!same) {
-        VALIDATE_TRY(gpu::convert_layout(gB->buf.data(), gB->spec, dB_as_B.buf.data(), B->spec,
-                                         dtype_size(dt), bs, "KN"));
-        g = dB_as_B.buf.as<float>();
-      }
-      return sgd_on_device(*B, g, momentum, h, first_step);
+    st.step = [&](bool) -> Status {
+      if (same) return b_opt.step(*B, *gB, tc);
+      VALIDATE_TRY(gpu::convert_layout(gB->buf.data(), gB->spec, dB_as_B.buf.data(), B->spec,
+                                       dtype_size(dt), bs, "KN"));
+      return b_opt.step(*B, dB_as_B, tc);
     };
     const auto t0 = std::chrono::steady_clock::now();
     auto out = run_device_trajectory(tp, st);
@@ -291,7 +289,8 @@ std::vector<OpResult> run_matmul(Context& ctx, const OpTask& task) {
     training_info = {
         {"steps", tc.steps},
         {"checkpoints", tp.checkpoints},
-        {"update", "own CUDA kernel (gpu::sgd_update, float32, no FMA contraction)"},
+        {"optimizer", train::optimizer_name(tc.optimizer)},
+        {"update", *update},
         {"update_layout", layout::to_string(B->spec)},
         {"grad_B",
          same ? "used as written (B's layout)" : "converted to B's layout before the update"},
