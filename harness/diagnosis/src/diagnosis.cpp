@@ -63,13 +63,21 @@ std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
     }
     return s;
   }
+  std::string coincident;
+  if (!dx.coincident.empty()) {
+    const std::size_t n = dx.coincident.size();
+    coincident = fmt::format(" ({} the declared computation on this geometry, so no run can show {}: {}{})",
+                             n == 1 ? std::string("one reading reproduces") : std::to_string(n) + " readings reproduce",
+                             n == 1 ? "it" : "them", dx.coincident.front(), n > 1 ? ", ..." : "");
+  }
+  if (const std::string p = profile_sentence(dx.profile, subject); !p.empty()) return p + coincident;
   std::string fams;
   for (const auto& f : dx.families) fams += (fams.empty() ? "" : ", ") + f;
   // The hypothesis with the smallest residual is not offered as a lead: none explains the run, and
   // a layout that halves a residual is no evidence of a layout mistake (a missing zero_grad read
   // best as "I and H swapped"). JSON keeps it, as "closest", for tools.
-  return fmt::format("no hypothesis explains {}: tried {} ({}); the mistake is none of these", subject, dx.tried,
-                     fams);
+  return fmt::format("no hypothesis explains {}: tried {} ({}); the mistake is none of these{}", subject, dx.tried,
+                     fams, coincident);
 }
 
 Diagnosis diagnose(const DiagnosisInput& in) {
@@ -113,6 +121,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     }
   }
   auto& m = s.dx.matches;
+  if (m.empty() && in.role != ops::Role::loss) s.dx.profile = failure_profile(in);
   std::stable_sort(m.begin(), m.end(),
                    [](const Hypothesis& a, const Hypothesis& b) { return a.rank < b.rank; });
   std::set<std::string> kinds;

@@ -354,6 +354,11 @@ std::string written_name(const DiagnosisInput& in) {
   return in.tensor.empty() ? "the tensor under test" : in.tensor;
 }
 
+void Search::coincident(Hypothesis h) {
+  ++dx.tried;
+  dx.coincident.push_back(h.code + " (" + h.spec + ")");
+}
+
 void Search::add(Hypothesis h) {
   ++dx.tried;
   if (h.passes) {
@@ -362,6 +367,47 @@ void Search::add(Hypothesis h) {
   }
   if (!std::isfinite(h.max_abs) || h.checked == 0) return;
   if (!dx.closest || h.max_abs < dx.closest->max_abs) dx.closest = std::move(h);
+}
+
+}  // namespace validate::compare::detail
+
+namespace validate::compare::detail {
+
+DeclaredRecompute::DeclaredRecompute(const DiagnosisInput& in, std::function<double(std::int64_t)> value)
+    : in_(in), value_(std::move(value)) {
+  if (in.bound && in.bound->scale.numel == shape_numel(in.shape)) bound_ = BoundTest::of(*in.bound);
+}
+
+double DeclaredRecompute::at(std::int64_t p) {
+  auto it = cache_.find(p);
+  if (it == cache_.end()) it = cache_.emplace(p, value_(p)).first;
+  return it->second;
+}
+
+bool DeclaredRecompute::coincides(std::size_t count, const std::function<Predicted(std::size_t)>& predicted) {
+  if (count == 0) return false;
+  double largest = 0, worst_excess = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const Predicted h = predicted(k);
+    const double d = at(h.at), diff = std::fabs(h.value - d);
+    if (!std::isfinite(diff)) return false;
+    largest = std::max(largest, std::fabs(d));
+    const double within = bound_ ? bound_->at(h.at, d) : 0;
+    worst_excess = std::max(worst_excess, diff - within);
+  }
+  return worst_excess <= 1e-12 * largest;
+}
+
+std::int64_t canonical_at(const layout::Placement& m, std::int64_t offset) {
+  const std::size_t r = m.canonical_shape.size();
+  std::int64_t flat = 0;
+  for (std::size_t a = 0; a < r; ++a) {
+    const std::int64_t n = m.canonical_shape[a];
+    std::int64_t i = n > 0 ? (offset / m.stride[a]) % n : 0;
+    if (m.flipped[a]) i = n - 1 - i;
+    flat = flat * n + i;
+  }
+  return flat;
 }
 
 }  // namespace validate::compare::detail

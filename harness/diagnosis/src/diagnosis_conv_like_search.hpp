@@ -3,6 +3,7 @@
 // diagnosis_conv_transpose_recompute.cpp) start from, built once: the op's per-element recompute
 // (its bias fixed), the sampled output positions and the element test, and the input and weight
 // bytes as the layout file declares them — the readings each search then tries are its own.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct ConvLikeSearch {
   std::string dx_decl, dw_decl;        // the declared layouts' names ("NCHW", "WHIO:F+flip=HW")
   DeclaredBytes xb, wb;
   Operand x0, w0;                      // the input and the weight read as declared
+  std::optional<DeclaredRecompute> declared;  // the op on x0, w0 (and the bias)
 
   // `w_axes`: the weight's canonical axes (OIHW for conv2d, IOHW for conv_transpose2d). The caller
   // has checked that the parameters describe the output (make_params).
@@ -42,6 +44,9 @@ struct ConvLikeSearch {
         x0{xb.view, xb.declared},
         w0{wb.view, wb.declared} {
     if (p.bias) R.fixed["bias"] = contiguous_operand(in_.inputs.at("bias"));
+    declared.emplace(in_, [this, xw = R.with("input", x0, "weight", w0)](std::int64_t q) {
+      return R.at(q, xw, recompute_options());
+    });
   }
   ConvLikeSearch(const ConvLikeSearch&) = delete;  // x0/w0 point into xb/wb
 
@@ -52,6 +57,10 @@ struct ConvLikeSearch {
     const ops::ElementOptions opt = recompute_options(bias_scale);
     const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, xw, opt); });
     finish_recompute(h, e, numel);
+    if (h.passes && declared->coincides(positions.size(), [&](std::size_t k) {
+          return Predicted{positions[k], R.at(positions[k], xw, opt)};
+        }))
+      return s.coincident(std::move(h));
     s.add(std::move(h));
   }
 };

@@ -166,7 +166,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   // not stop them: with stride 1 and symmetric padding, data and filter flipped and the output
   // written H/W-swapped ARE the output written swapped and flipped, and only the loss (read with
   // the op, diagnosis_op.cpp) tells the two apart.
-  if (!any_read_match(s)) search_write_pairs(in, s, reads);
+  if (!any_read_match(s)) search_write_pairs(in, s, reads, *S.declared);
 }
 
 }  // namespace validate::compare::detail

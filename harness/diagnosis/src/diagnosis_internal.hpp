@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "validate/diagnosis/diagnosis.hpp"
@@ -96,6 +97,50 @@ struct Eval {
 // false: a cause is named only when the numbers rule out the declared reading.
 bool declared_agrees(const DiagnosisInput& in, const ElementTest& t);
 
+// The declared computation: the op recomputed in float64 from the inputs read as declared, at
+// canonical output positions (cached: the hypotheses of one search share their sampled positions).
+// A hypothesis that coincides with it on this geometry explains a correct run exactly as well as a
+// wrong one, so it is never a candidate: data and filter flipped together with the output written
+// flipped reproduce the declared sums in another order on a stride-1 conv with symmetric padding,
+// and the numbers of such a run cannot show the "mistake" (any rounding-sized failure fits it).
+// Predicted values coincide when each lies within what the gate cannot tell from the declared value
+// at that position: the per-element bound of two correct stacks when the gate has one, and in any
+// case 1e-12 of the largest declared value checked (the float64 sums' own summation order).
+struct Predicted {
+  std::int64_t at;  // the canonical output position the hypothesis predicts
+  double value;     // float64, before rounding to the case dtype
+};
+class DeclaredRecompute {
+ public:
+  DeclaredRecompute(const DiagnosisInput& in, std::function<double(std::int64_t)> value);
+  bool coincides(std::size_t count, const std::function<Predicted(std::size_t)>& predicted);
+  double at(std::int64_t p);
+
+ private:
+  const DiagnosisInput& in_;
+  std::function<double(std::int64_t)> value_;
+  std::optional<BoundTest> bound_;
+  std::unordered_map<std::int64_t, double> cache_;
+};
+// The canonical flat position whose element `m` puts at memory offset `offset` (the inverse of
+// Placement::offset_of for a dense placement).
+std::int64_t canonical_at(const layout::Placement& m, std::int64_t offset);
+
+// A failure that no hypothesis explains, over the whole tensor (diagnosis_profile.cpp): its size
+// against the gate, the declared computation's bound and that bound's worst case, the error's sign
+// against the reference's, its RMS per output position modulo a tile size, its tail, and its
+// correlation with the element scales. JSON for the reports; profile_sentence words it ("" when the
+// failure is beyond what rounding can do, which the plain "none of these" sentence covers).
+nlohmann::json failure_profile(const DiagnosisInput& in);
+std::string profile_sentence(const nlohmann::json& profile, const std::string& subject);
+// A tile pattern is named at a spread of 2x: with at least 128 elements per class the mean |error|
+// of a class of normal errors varies by about 0.76/sqrt(128) = 7% (one standard deviation), so 36
+// classes of a direct sum stay within about 1.4x (measured: 1.0-1.3x, tests/diagnosis); Winograd's
+// output transform weights the positions of a tile unequally (its A matrix has entries 1 to 8 for
+// F(4x4,3x3)), 3-10x.
+constexpr double kTileSpread = 2;
+constexpr std::int64_t kTileClassMin = 128;
+
 // Deterministic, stratified sample of flat indices (a hash jitter inside each stratum keeps the
 // sample from aliasing with an axis period).
 std::vector<std::int64_t> sample_positions(std::int64_t numel, std::int64_t count);
@@ -166,6 +211,9 @@ struct Search {
   Diagnosis dx;
   void family(const char* name) { dx.families.push_back(name); }
   void add(Hypothesis h);
+  // A hypothesis that coincides with the declared computation (DeclaredRecompute): counted as
+  // tried and recorded as such, never a match nor the closest.
+  void coincident(Hypothesis h);
 };
 
 // The families (one source file each).
@@ -184,7 +232,8 @@ struct ReadCandidate {
   Hypothesis h;                                  // the read-side hypothesis, as named alone
   std::function<double(std::int64_t)> value;     // float64 output at a flat canonical position
 };
-void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads);
+void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads,
+                        DeclaredRecompute& declared_sums);
 // A match so far that is not a write-side one (side "output").
 bool any_read_match(const Search& s);
 

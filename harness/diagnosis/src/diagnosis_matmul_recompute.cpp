@@ -34,11 +34,18 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   auto operands = [&](const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
     return R.with("A", Operand{ab.view, ma, r}, "B", Operand{bb.view, mb, r});
   };
+  DeclaredRecompute declared(in, [&R, abr = operands(ab.declared, bb.declared, Rounding::none)](std::int64_t i) {
+    return R.at(i, abr, recompute_options());
+  });
   auto run = [&](Hypothesis h, const layout::Placement& ma, const layout::Placement& mb, Rounding r) {
     const ops::ElementOperands abr = operands(ma, mb, r);
     const ops::ElementOptions opt = recompute_options();
     const Eval e = eval_recompute(in, t, positions, [&](std::int64_t i) { return R.at(i, abr, opt); });
     finish_recompute(h, e, numel);
+    if (h.passes && declared.coincides(positions.size(), [&](std::size_t k) {
+          return Predicted{positions[k], R.at(positions[k], abr, opt)};
+        }))
+      return s.coincident(std::move(h));
     s.add(std::move(h));
   };
   std::vector<ReadCandidate> reads;  // for the read + write pairs
@@ -102,7 +109,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   }
   // The running sum kept in a narrow type, summed over k in order.
   search_narrow_accumulation(in, s, t, positions, numel, R, operands(ab.declared, bb.declared, Rounding::none));
-  if (!any_read_match(s)) search_write_pairs(in, s, reads);  // as in conv2d
+  if (!any_read_match(s)) search_write_pairs(in, s, reads, declared);  // as in conv2d
 }
 
 }  // namespace validate::compare::detail

@@ -56,7 +56,8 @@ bool any_read_match(const Search& s) {
   return false;
 }
 
-void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads) {
+void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCandidate>& reads,
+                        DeclaredRecompute& declared_sums) {
   if (reads.empty() || in.run_shape != in.shape) return;
   s.family("read_write_pairs");
   const std::int64_t numel = shape_numel(in.shape);
@@ -105,7 +106,15 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       h.fix = rh.fix + "; and write " + written_name(in) + " as " + declared +
               " (check the loop order where you write it)";
       finish_recompute(h, e, numel);
-      s.add(std::move(h));
+      // The pair predicts that the element at position p of the read hypothesis sits where the
+      // write reading puts it; read back through the declaration, that is canonical position q.
+      if (h.passes && declared_sums.coincides(positions.size(), [&](std::size_t k) {
+            unravel(positions[k], in.shape, idx.data());
+            return Predicted{canonical_at(b.declared, w.m.offset_of(idx.data())), cache[r][k]};
+          }))
+        s.coincident(std::move(h));
+      else
+        s.add(std::move(h));
     }
   }
 }

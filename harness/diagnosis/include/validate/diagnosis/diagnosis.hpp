@@ -67,6 +67,11 @@ struct Diagnosis {
   std::vector<std::string> families;  // families searched, in order
   double baseline_max_abs = 0;        // on the sample, as read
   bool ambiguous = false;             // two or more different mistakes fit equally
+  // Hypotheses that reproduce the declared computation on this geometry ("code (spec)"): the
+  // numbers cannot tell them from a correct run, so they were not candidates.
+  std::vector<std::string> coincident;
+  // When nothing matches: the failure measured over the whole tensor (diagnosis_profile.cpp).
+  nlohmann::json profile = nlohmann::json::object();
   // A consequence: the tensor (of the same op) whose named mistake this failure follows from —
   // the output a gradient was computed from, the first bad checkpoint of a trajectory. Reports fold
   // these under their cause.

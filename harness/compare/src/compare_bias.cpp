@@ -1,0 +1,30 @@
+// The rounding-bias check of an output or gradient held to the error bound (rounding_bias.hpp;
+// docs/compare.md, "Rounding bias"): the per-element bound sees each element alone, so a tensor
+// stored by truncation, or off by a uniform 0.3% in bfloat16, passes it element by element. Over the
+// tensor the bias stands out of the rounding noise.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "comparer.hpp"
+#include "validate/metrics/rounding_bias.hpp"
+
+namespace validate::compare::detail {
+
+void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const Gates& gt, GateResult& gr) {
+  if (e.role != ops::Role::output && e.role != ops::Role::grad) return;
+  const double operand_u = gt.operand_bits ? std::ldexp(1.0, -static_cast<int>(*gt.operand_bits)) : 0;
+  const double allowed = allowed_bias(operand_u);
+  const RoundingBias b = rounding_bias(ref, run, allowed);
+  if (b.elements < 2) return;
+  gr.checks.push_back(Check{"rounding_bias", b.z, kRoundingBiasZ, true, !b.biased()});
+  if (!b.biased()) return;
+  gr.reasons.push_back(fmt::format(
+      "the errors lean {} zero over the tensor: a relative bias of {:.3g} (+- {:.2g}; {} of {} elements toward zero, "
+      "{} away), {:.0f} standard errors beyond the {:.2g} correct stacks may share; each element may be within "
+      "its own bound — a biased rounding (truncation) or a scale factor rounded in a narrow type",
+      b.relative < 0 ? "toward" : "away from", b.relative, b.se, b.toward_zero, b.elements, b.away_from_zero, b.z,
+      allowed));
+}
+
+}  // namespace validate::compare::detail

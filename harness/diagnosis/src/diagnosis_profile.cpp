@@ -1,0 +1,194 @@
+// A failure no hypothesis explains, measured over the whole tensor (docs/compare.md, "When no
+// mistake explains a failure"): how far beyond the gate and the declared computation's own error
+// bounds it goes, and statistics that tell the usual rounding-sized causes apart — a sign bias
+// against the reference's sign (a truncating or biased conversion), an error RMS that depends on
+// the output position modulo a tile size (a tiled transform such as Winograd), and a tail heavier
+// than a sum of many roundings gives.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "diagnosis_internal.hpp"
+#include "validate/metrics/rounding_bias.hpp"
+#include "validate/metrics/ulp.hpp"
+
+namespace validate::compare::detail {
+
+namespace {
+
+// The elements profiled: every one, or a stratified sample of 1M above in.confirm_all_limit.
+std::vector<std::int64_t> profiled_positions(const DiagnosisInput& in, std::int64_t numel) {
+  if (numel <= in.confirm_all_limit) {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(numel));
+    for (std::int64_t i = 0; i < numel; ++i) all[static_cast<std::size_t>(i)] = i;
+    return all;
+  }
+  return sample_positions(numel, std::int64_t{1} << 20);
+}
+
+// The mean |normalized error| per class (h mod m, w mod m), largest over smallest, for m = 2, 4, 6:
+// the largest spread and its m. Only tensors with H and W axes, at least 2m along each and
+// kTileClassMin elements per class (fewer make a class's mean too noisy to compare). The mean of
+// |error| rather than its RMS: rounding errors normalized by their bound have a heavy tail (a few
+// elements near zero with a small bound), which the RMS of a class of a hundred follows.
+void tile_spread(const DiagnosisInput& in, const std::vector<std::int64_t>& pos, const std::vector<double>& r,
+                 nlohmann::json& out) {
+  const auto h = in.axes.find('H'), w = in.axes.find('W');
+  if (h == std::string::npos || w == std::string::npos || in.shape.size() != in.axes.size()) return;
+  const std::int64_t H = in.shape[h], W = in.shape[w];
+  double best = 0;
+  int best_m = 0;
+  std::vector<std::int64_t> idx(in.shape.size());
+  for (int m : {2, 4, 6}) {
+    if (H < 2 * m || W < 2 * m || static_cast<std::int64_t>(pos.size()) < kTileClassMin * m * m) continue;
+    std::vector<double> sum(static_cast<std::size_t>(m * m), 0);
+    std::vector<std::int64_t> count(static_cast<std::size_t>(m * m), 0);
+    for (std::size_t k = 0; k < pos.size(); ++k) {
+      unravel(pos[k], in.shape, idx.data());
+      const auto c = static_cast<std::size_t>((idx[h] % m) * m + idx[w] % m);
+      sum[c] += std::fabs(r[k]);
+      ++count[c];
+    }
+    double lo = INFINITY, hi = 0;
+    for (std::size_t c = 0; c < sum.size(); ++c) {
+      if (count[c] < kTileClassMin) break;
+      const double mean = sum[c] / static_cast<double>(count[c]);
+      lo = std::min(lo, mean), hi = std::max(hi, mean);
+    }
+    if (*std::min_element(count.begin(), count.end()) < kTileClassMin) continue;
+    if (lo > 0 && hi / lo > best) best = hi / lo, best_m = m;
+  }
+  if (best_m) out["tile"] = {{"m", best_m}, {"spread", best}};
+}
+
+}  // namespace
+
+nlohmann::json failure_profile(const DiagnosisInput& in) {
+  nlohmann::json out = nlohmann::json::object();
+  const std::int64_t numel = shape_numel(in.shape);
+  if (in.run_shape != in.shape || in.ref.numel != numel || in.run.numel != numel || numel < 2) return out;
+  const ElementTest gate = gate_test(in);
+  const bool bounded = in.bound && in.bound->scale.numel == numel;
+  const auto pos = profiled_positions(in, numel);
+  std::vector<double> r;  // normalized error (finite elements)
+  std::vector<std::int64_t> rpos;
+  std::int64_t beyond = 0, within_bound = 0;
+  double max_abs = 0, max_over = 0, max_worst = 0;
+  std::uint64_t max_ulp = 0;
+  for (std::int64_t p : pos) {
+    const float a = read_value(in.ref, p), b = read_value(in.run, p);
+    if (!std::isfinite(a) || !std::isfinite(b)) continue;
+    const double e = static_cast<double>(b) - a, ae = std::fabs(e);
+    double unit = dtype_ulp(a, in.logical);  // the normalizer without a bound: one ULP
+    if (bounded) {
+      double s = static_cast<double>(read_value(in.bound->scale, p)) * in.bound->options.scale_unit;
+      if (!std::isfinite(s)) s = 0;
+      const double two_sides = 2 * side_bound(a, s, in.bound->options);
+      unit = two_sides;
+      max_worst = std::max(max_worst, ae / (2 * worst_case_bound(a, s, in.bound->options)));
+    }
+    const double over = unit > 0 ? ae / unit : (ae > 0 ? INFINITY : 0);
+    r.push_back(unit > 0 ? e / unit : 0);
+    rpos.push_back(p);
+    if (gate.beyond_at(p, a, b)) {
+      ++beyond;
+      max_abs = std::max(max_abs, ae);
+      max_over = std::max(max_over, over);
+      max_ulp = std::max(max_ulp, ulp_distance(a, b, in.logical));
+      if (bounded && over <= 1) ++within_bound;
+    }
+  }
+  if (r.empty()) return out;
+  out["elements"] = r.size();
+  out["beyond"] = beyond;
+  out["max_abs"] = max_abs;
+  out["max_ulp"] = max_ulp;
+  if (bounded) {
+    out["max_over_bound"] = max_over;
+    out["max_over_worst_case"] = max_worst;
+    out["within_bound"] = within_bound;
+  }
+  const double operand_u = bounded ? in.bound->options.operand_u : 0;
+  const RoundingBias bias = rounding_bias(in.ref, in.run, allowed_bias(operand_u));
+  out["bias"] = {{"relative", bias.relative}, {"se", bias.se}, {"z", bias.z},
+                 {"toward_zero", bias.toward_zero}, {"away_from_zero", bias.away_from_zero}};
+  double ss = 0, mx = 0;
+  for (double v : r) ss += v * v, mx = std::max(mx, std::fabs(v));
+  const double rms = std::sqrt(ss / static_cast<double>(r.size()));
+  // A sum of many independent roundings is near normal: the largest of N such values sits near
+  // sqrt(2 ln N) RMS.
+  out["tail"] = {{"max_over_rms", rms > 0 ? mx / rms : 0.0},
+                 {"normal", std::sqrt(2 * std::log(static_cast<double>(r.size())))}};
+  tile_spread(in, rpos, r, out);
+  return out;
+}
+
+namespace {
+
+// Every element within the gate, the tensor failed on its rounding bias alone (compare_bias.cpp).
+std::string bias_only_sentence(const nlohmann::json& p, const std::string& subject) {
+  const auto& b = p["bias"];
+  if (b["z"].get<double>() < kRoundingBiasZ) return "";
+  return fmt::format("no layout mistake explains {}: every element is within its own bound, but over the tensor the "
+                     "errors lean {} zero — a relative bias of {:.3g} (+- {:.2g}), {:.0f} standard errors beyond what "
+                     "correct stacks may share: a biased rounding such as truncation (round toward zero) in a "
+                     "converter, or a scale factor rounded in a narrow type",
+                     subject, b["relative"].get<double>() < 0 ? "toward" : "away from", b["relative"].get<double>(),
+                     b["se"].get<double>(), b["z"].get<double>());
+}
+
+}  // namespace
+
+std::string profile_sentence(const nlohmann::json& p, const std::string& subject) {
+  // Only a failure the bound model calls rounding-sized gets this sentence: without scales, or
+  // beyond the worst case of rounding in the declared sums, or with no element beyond the gate (a
+  // PCC failure), "none of these" is what the numbers support.
+  if (!p.contains("max_over_bound")) return "";
+  const auto beyond = p["beyond"].get<std::int64_t>();
+  if (beyond == 0) return bias_only_sentence(p, subject);
+  const double over = p["max_over_bound"].get<double>(), worst = p["max_over_worst_case"].get<double>();
+  std::string s;
+  if (p["within_bound"].get<std::int64_t>() == beyond)
+    s = fmt::format("no layout or precision mistake explains {}: its {} elements beyond the gate are all within the "
+                    "error bound of the declared computation (the largest {:.2g}x of it) — the gate is tighter than "
+                    "the computation allows",
+                    subject, beyond, over);
+  else if (worst <= 1)
+    s = fmt::format("no layout or precision mistake explains {}: {} elements up to {:.3g}x their bound ({} ULP), "
+                    "within what rounding can do in the declared sums (at most {:.2g}x their worst case) — "
+                    "rounding-sized, consistent with another summation algorithm (Winograd, FFT) or a gate "
+                    "tighter than the computation allows",
+                    subject, beyond, over, p["max_ulp"].get<std::uint64_t>(), worst);
+  else
+    return "";
+  std::vector<std::string> said;
+  const auto& b = p["bias"];
+  if (b["z"].get<double>() >= kRoundingBiasZ)
+    said.push_back(fmt::format("the errors lean {} zero: a relative bias of {:.2g} (+- {:.1g}; {} elements toward "
+                               "zero, {} away), {:.0f} standard errors beyond what two correct stacks may share — "
+                               "a biased rounding (truncation) or a scale factor rounded in a narrow type",
+                               b["relative"].get<double>() < 0 ? "toward" : "away from", b["relative"].get<double>(),
+                               b["se"].get<double>(), b["toward_zero"].get<std::int64_t>(),
+                               b["away_from_zero"].get<std::int64_t>(), b["z"].get<double>()));
+  else
+    said.push_back(fmt::format("no rounding bias (relative {:.2g} +- {:.1g})", b["relative"].get<double>(),
+                               b["se"].get<double>()));
+  if (p.contains("tile")) {
+    const double spread = p["tile"]["spread"].get<double>();
+    const int m = p["tile"]["m"].get<int>();
+    if (spread >= kTileSpread)
+      said.push_back(fmt::format("the error's mean size per output position modulo {} spreads {:.1f}x, the signature of "
+                                 "a tiled transform such as Winograd F({}x{},3x3) (a direct sum's stays near 1x)",
+                                 m, spread, m, m));
+    else
+      said.push_back(fmt::format("no tile pattern (mean error per position modulo {} within {:.2f}x)", m, spread));
+  }
+  const double tail = p["tail"]["max_over_rms"].get<double>(), normal = p["tail"]["normal"].get<double>();
+  said.push_back(fmt::format("largest error {:.1f}x the RMS ({:.1f} for a normal sample of this size)", tail, normal));
+  s += ". Over the tensor: ";
+  for (std::size_t i = 0; i < said.size(); ++i) s += (i ? "; " : "") + said[i];
+  return s + ".";
+}
+
+}  // namespace validate::compare::detail

@@ -1,0 +1,42 @@
+#pragma once
+// A bias in the rounding of a whole tensor: what per-element bounds cannot see (docs/compare.md,
+// "Rounding bias"). Each element of a bfloat16 tensor stored by truncation is within its bound, but
+// every one errs toward zero; a uniform relative bias of 0.3% is inside a bfloat16 element's bound
+// too. Over N elements such a bias stands out of the unbiased rounding noise by a factor of sqrt(N).
+//
+// The estimate is the ratio beta = sum sign(ref_i) (run_i - ref_i) / sum |ref_i| (the relative bias
+// that best explains the signed errors, dominated by the large elements, so no division by a value
+// near zero), its standard error se = sqrt(sum d_i^2) / sum |ref_i| with d_i = sign(ref_i)
+// (run_i - ref_i) - beta |ref_i| (independent elements), and the excess over the bias a correct
+// stack may have, z = (|beta| - allowed) / se.
+#include <cstdint>
+
+#include "validate/metrics/metrics.hpp"
+
+namespace validate::compare {
+
+// The relative bias two correct stacks may share: factors common to every element rounded in
+// float32 (2/N of a mean-squared-error gradient, an FFT's 1/L normalization per axis) — the panel's
+// float32 FFT convolution leans 2.2e-7 to 2.9e-7 (about 4 u) toward zero on its gradients — allowed
+// 16 u = 2^-20, four times that. Operands rounded on purpose (TF32 under policies/tf32.json) add
+// their own unit roundoff u_o (the panel's TF32 stack leans up to 0.33 u_o), see allowed_bias.
+constexpr double kAllowedRelativeBias = 0x1p-20;
+// The allowance with operands rounded to unit roundoff `operand_u` (0: float32 operands).
+inline double allowed_bias(double operand_u) { return kAllowedRelativeBias + operand_u; }
+// Named at z >= 6: for a sum of independent terms the normal tail beyond 6 standard errors is
+// 1e-9 per tensor (a sweep of 10^4 tensors trips it with probability 1e-5), once the bias itself is
+// within the allowance.
+constexpr double kRoundingBiasZ = 6;
+
+struct RoundingBias {
+  double relative = 0;  // beta: > 0 away from zero, < 0 toward zero
+  double se = 0;        // its standard error
+  double z = 0;         // (|beta| - allowed) / se; 0 when there is nothing to measure
+  std::int64_t elements = 0, toward_zero = 0, away_from_zero = 0;
+  bool biased() const { return z >= kRoundingBiasZ; }
+};
+
+// Over the elements where both values are finite and the reference is not zero.
+RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double allowed = kAllowedRelativeBias);
+
+}  // namespace validate::compare

@@ -1,0 +1,216 @@
+// A failure that is rounding-sized (a tighter gate than the computation allows, another summation
+// algorithm) is never blamed on a layout mistake: hypotheses that reproduce the declared sums on
+// the geometry (data and filter flipped with the output written flipped, on a stride-1 conv with
+// symmetric padding) are not candidates, and the profile over the tensor says what is known.
+// The Winograd F(4x4,3x3) convolution here is written from its transform matrices (Lavin & Gray,
+// points 0, +-1, +-2), in float32 like a library's, independently of the harness.
+#include <gtest/gtest.h>
+
+#include "diagnosis_fixture.hpp"
+
+namespace {
+
+// The thresholds docs/compare.md states for the profile: a rounding bias at z >= 6, a tile pattern
+// at a spread of 2x.
+constexpr double kSignBiasZForTests = 6, kTileSpreadForTests = 2;
+
+// 3x3, stride 1, padding 1: the geometry where flips of data and output coincide with the sums.
+Conv same_conv(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t o) {
+  return Conv{n, c, h, w, o, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+}
+
+// rho = sqrt(sum (x w)^2) per output, in float64: the scale a reference set stores.
+Tensor conv_scale(const Conv& g, const Tensor& x, const Tensor& w) {
+  Tensor x2 = x.clone(), w2 = w.clone();
+  for (std::int64_t i = 0; i < x2.numel(); ++i) x2.set(i, x.get(i) * x.get(i));
+  for (std::int64_t i = 0; i < w2.numel(); ++i) w2.set(i, w.get(i) * w.get(i));
+  Tensor s = g.run([&](auto n, auto c, auto h, auto ww) { return static_cast<double>(x2.get(((n * g.C + c) * g.H + h) * g.W + ww)); },
+                   [&](auto o, auto c, auto u, auto v) { return static_cast<double>(w2.get(((o * g.C + c) * 3 + u) * 3 + v)); },
+                   nullptr);
+  for (std::int64_t i = 0; i < s.numel(); ++i) s.set(i, std::sqrt(s.get(i)));
+  return s;
+}
+
+Tensor reference(const Conv& g, const Tensor& x, const Tensor& w) {
+  return g.run([&](auto n, auto c, auto h, auto ww) { return static_cast<double>(x.get(((n * g.C + c) * g.H + h) * g.W + ww)); },
+               [&](auto o, auto c, auto u, auto v) { return static_cast<double>(w.get(((o * g.C + c) * 3 + u) * 3 + v)); },
+               nullptr);
+}
+
+// Winograd F(4x4,3x3) in float32: per 6x6 input tile d and channel, V = B^T d B and U = G g G^T,
+// M = sum over channels of U .* V, the 4x4 output Y = A^T M A. Needs H and W multiples of 4.
+Tensor winograd_f4(const Conv& g, const Tensor& x, const Tensor& w) {
+  static const float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                 {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static const float G[6][3] = {{1.f / 4, 0, 0},
+                                {-1.f / 6, -1.f / 6, -1.f / 6},
+                                {-1.f / 6, 1.f / 6, -1.f / 6},
+                                {1.f / 24, 1.f / 12, 1.f / 6},
+                                {1.f / 24, -1.f / 12, 1.f / 6},
+                                {0, 0, 1}};
+  static const float AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+  Tensor y(DType::float32, {g.N, g.O, g.H, g.W});
+  auto xin = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return h < 0 || h >= g.H || ww < 0 || ww >= g.W ? 0.f : x.get(((n * g.C + c) * g.H + h) * g.W + ww);
+  };
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t o = 0; o < g.O; ++o)
+      for (std::int64_t th = 0; th < g.H; th += 4)
+        for (std::int64_t tw = 0; tw < g.W; tw += 4) {
+          float M[6][6] = {};
+          for (std::int64_t c = 0; c < g.C; ++c) {
+            float d[6][6], t[6][6], V[6][6], gt[6][3], U[6][6];
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 6; ++j) d[i][j] = xin(n, c, th - 1 + i, tw - 1 + j);
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 6; ++j) {
+                float s = 0;
+                for (int k = 0; k < 6; ++k) s += BT[i][k] * d[k][j];
+                t[i][j] = s;
+              }
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 6; ++j) {
+                float s = 0;
+                for (int k = 0; k < 6; ++k) s += t[i][k] * BT[j][k];
+                V[i][j] = s;
+              }
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 3; ++j) {
+                float s = 0;
+                for (int k = 0; k < 3; ++k) s += G[i][k] * w.get(((o * g.C + c) * 3 + k) * 3 + j);
+                gt[i][j] = s;
+              }
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 6; ++j) {
+                float s = 0;
+                for (int k = 0; k < 3; ++k) s += gt[i][k] * G[j][k];
+                U[i][j] = s;
+              }
+            for (int i = 0; i < 6; ++i)
+              for (int j = 0; j < 6; ++j) M[i][j] += U[i][j] * V[i][j];
+          }
+          float t[4][6];
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 6; ++j) {
+              float s = 0;
+              for (int k = 0; k < 6; ++k) s += AT[i][k] * M[k][j];
+              t[i][j] = s;
+            }
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) {
+              float s = 0;
+              for (int k = 0; k < 6; ++k) s += t[i][k] * AT[j][k];
+              y.set(((n * g.O + o) * g.H + th + i) * g.W + tw + j, s);
+            }
+        }
+  return y;
+}
+
+// The input of a float32 output whose gate is the per-element bound (and `rtol`, when set).
+DiagnosisInput bounded(const Conv& g, const Tensor& ref, const Tensor& run, const Tensor& x, const Tensor& w,
+                       const Tensor& scale, std::optional<double> rtol) {
+  DiagnosisInput in = conv_input(g, ref, run, x, w, nullptr);
+  in.rtol = rtol;
+  BoundOptions o;
+  o.n = static_cast<double>(g.C * 9);
+  in.bound = DiagnosisInput::ElementBound{view_of(scale), o};
+  return in;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+// The float64 oracle's values against a float32 reference under rtol 1e-9: every element fails the
+// gate by a few ULP, all within the computation's bound. Before, "data and filter flipped, output
+// written flipped" was named: on this geometry it reproduces the declared sums.
+TEST(DiagnosisRoundingSized, ATightGateOnCorrectValuesNamesNoMistake) {
+  const Conv g = same_conv(2, 5, 12, 10, 7);
+  const Tensor x = random_tensor({2, 5, 12, 10}, 7), w = random_tensor({7, 5, 3, 3}, 8);
+  const Tensor ref = conv_narrow(g, x, w, nullptr, [](double v) { return static_cast<double>(static_cast<float>(v)); },
+                                 false);
+  const Tensor exact = reference(g, x, w), scale = conv_scale(g, x, w);
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < ref.numel(); ++i) differ += ref.get(i) != exact.get(i);
+  ASSERT_GT(differ, ref.numel() / 10);  // the premise: the two are not bitwise equal
+  const Diagnosis dx = diagnose(bounded(g, ref, exact, x, w, scale, 1e-9));
+  EXPECT_TRUE(dx.matches.empty()) << dx.summary;
+  EXPECT_FALSE(dx.coincident.empty()) << dx.summary;  // the flip pair was seen and set aside
+  EXPECT_TRUE(contains(dx.summary, "no layout or precision mistake")) << dx.summary;
+  EXPECT_TRUE(contains(dx.summary, "tighter than the computation allows")) << dx.summary;
+  EXPECT_FALSE(contains(dx.summary, "flipped")) << dx.summary;
+  EXPECT_EQ(dx.profile["within_bound"].get<std::int64_t>(), dx.profile["beyond"].get<std::int64_t>());
+}
+
+// A planted flip pair on the same geometry is still named: it does not reproduce the reference.
+TEST(DiagnosisRoundingSized, ARealFlipOfTheDataIsStillNamedWhereThePairCoincides) {
+  const Conv g = same_conv(2, 5, 12, 10, 7);
+  const Tensor x = random_tensor({2, 5, 12, 10}, 17), w = random_tensor({7, 5, 3, 3}, 18);
+  const Tensor ref = reference(g, x, w), scale = conv_scale(g, x, w);
+  // The program flipped the data in H (not the filter) and wrote the output as declared.
+  const Tensor run = reference(g, flipped(x, {false, false, true, false}), w);
+  const Diagnosis dx = diagnose(bounded(g, ref, run, x, w, scale, std::nullopt));
+  ASSERT_FALSE(dx.matches.empty()) << dx.summary;
+  EXPECT_EQ(dx.matches.front().tensor, "input") << dx.summary;
+  EXPECT_TRUE(contains(dx.matches.front().spec, "flip=H")) << dx.summary;
+}
+
+// Winograd F(4x4,3x3) in float32 against the float64 reference: nothing named, and the error's
+// RMS per output position modulo 4 spreads well beyond what a direct float32 sum shows.
+TEST(DiagnosisRoundingSized, AWinogradOutputShowsItsTilePatternAndNoMistake) {
+  const Conv g = same_conv(2, 16, 24, 20, 3);
+  const Tensor x = random_tensor({2, 16, 24, 20}, 27), w = random_tensor({3, 16, 3, 3}, 28);
+  const Tensor exact = reference(g, x, w), scale = conv_scale(g, x, w);
+  const Tensor wino = winograd_f4(g, x, w);
+  double rel = 0;  // the premise: it is a convolution, to float32 rounding
+  for (std::int64_t i = 0; i < exact.numel(); ++i)
+    rel = std::max(rel, std::fabs(wino.get(i) - exact.get(i)) / (scale.get(i) + 1e-30));
+  ASSERT_LT(rel, 1e-4);
+  const Diagnosis dw = diagnose(bounded(g, exact, wino, x, w, scale, 1e-9));
+  EXPECT_TRUE(dw.matches.empty()) << dw.summary;
+  ASSERT_TRUE(dw.profile.contains("tile")) << dw.profile.dump();
+  EXPECT_EQ(dw.profile["tile"]["m"].get<int>(), 4) << dw.profile.dump();
+  EXPECT_GE(dw.profile["tile"]["spread"].get<double>(), kTileSpreadForTests) << dw.profile.dump();
+  EXPECT_TRUE(contains(dw.summary, "Winograd F(4x4,3x3)")) << dw.summary;
+
+  // A direct float32 sum in an order the accumulation hypotheses do not try (they would name it
+  // under a gate of 1e-9, rightly: it is a float32 running sum).
+  const Tensor direct = conv_narrow(g, x, w, nullptr, [](double v) { return static_cast<double>(static_cast<float>(v)); },
+                                    false, true);
+  const Diagnosis dd = diagnose(bounded(g, exact, direct, x, w, scale, 1e-9));
+  EXPECT_TRUE(dd.matches.empty()) << dd.summary;
+  ASSERT_TRUE(dd.profile.contains("tile")) << dd.profile.dump();
+  EXPECT_LT(dd.profile["tile"]["spread"].get<double>(), 1.5) << dd.profile.dump();
+  EXPECT_FALSE(contains(dd.summary, "Winograd F(")) << dd.summary;
+  if (std::getenv("VALIDATE_TEST_PRINT"))
+    std::printf("%s\n%s\n%s\n%s\n", dw.profile.dump().c_str(), dw.summary.c_str(), dd.profile.dump().c_str(),
+                dd.summary.c_str());
+}
+
+// Values stored by truncation (round toward zero) lean toward zero on (nearly) every element that
+// differs: the profile's sign statistic names it.
+TEST(DiagnosisRoundingSized, TruncationShowsAsASignBias) {
+  const Conv g = same_conv(2, 5, 12, 10, 7);
+  const Tensor x = random_tensor({2, 5, 12, 10}, 37), w = random_tensor({7, 5, 3, 3}, 38);
+  const Tensor exact = reference(g, x, w), scale = conv_scale(g, x, w);
+  Tensor ref = exact.clone(), run = exact.clone();
+  for (std::int64_t i = 0; i < exact.numel(); ++i) {
+    ref.set(i, round_to_dtype(exact.get(i), DType::bfloat16));
+    std::uint32_t b;
+    const float v = exact.get(i);
+    std::memcpy(&b, &v, 4);
+    b &= 0xFFFF0000u;  // the low 16 bits dropped: bfloat16 by truncation
+    float t;
+    std::memcpy(&t, &b, 4);
+    run.set(i, t);
+  }
+  DiagnosisInput in = bounded(g, ref, run, x, w, scale, 1e-9);
+  in.logical = DType::bfloat16;
+  in.bound->options.dtype = DType::bfloat16;
+  const Diagnosis dx = diagnose(in);
+  EXPECT_TRUE(dx.matches.empty()) << dx.summary;
+  EXPECT_GE(dx.profile["bias"]["z"].get<double>(), kSignBiasZForTests) << dx.profile.dump();
+  EXPECT_LT(dx.profile["bias"]["relative"].get<double>(), 0) << dx.profile.dump();
+  EXPECT_TRUE(contains(dx.summary, "lean toward zero")) << dx.summary;
+  if (std::getenv("VALIDATE_TEST_PRINT")) std::printf("%s\n", dx.summary.c_str());
+}
