@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -142,6 +143,21 @@ Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op)
   return out;
 }
 
+namespace {
+
+// Values [begin, begin + n) of `v` as float32 into `out` (float16 through the vectorized widening).
+void load_block(const StoredValues& v, std::int64_t begin, int n, float* out) {
+  if (v.storage == DType::float16) {
+    float16_to_float(static_cast<const std::uint16_t*>(v.data) + begin, out, static_cast<std::size_t>(n));
+  } else if (v.storage == DType::float32) {
+    std::memcpy(out, static_cast<const float*>(v.data) + begin, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    for (int j = 0; j < n; ++j) out[j] = static_cast<float>(value(v, begin + j));
+  }
+}
+
+}  // namespace
+
 std::string check_scale_values(const StoredValues& scale, double unit, const StoredValues& ref, const ScaleLimit& limit) {
   const bool floor = limit.floor && ref.data && ref.numel == scale.numel;
   const double root_n = std::sqrt(limit.n);
@@ -149,22 +165,39 @@ std::string check_scale_values(const StoredValues& scale, double unit, const Sto
   // and an underflow allowance of n float32 half-spacings plus float16's smallest subnormal.
   const double grow = 1 + std::ldexp(1.0, -5) + 2 * limit.n * kU;
   const double tiny = limit.n * std::ldexp(1.0, -149) + std::ldexp(1.0, -24);
-  for (std::int64_t i = 0; i < scale.numel; ++i) {
-    const double s = value(scale, i) * unit;
+  const double ceiling = limit.ceiling ? *limit.ceiling : INFINITY;
+  // What one element breaks, if anything ("" when nothing): the slow path, run only on a block
+  // the branch-free test below found a bad element in.
+  auto why = [&](std::int64_t i, double s, double r) -> std::string {
     if (std::isnan(s)) return fmt::format("element {} is NaN: a scale is finite", i);
     if (std::isinf(s)) return fmt::format("element {} is {}: a scale is finite", i, s > 0 ? "+inf" : "-inf");
     if (s < 0) return fmt::format("element {} is {}: a scale is a root-sum-square, never negative", i, g(s));
-    if (limit.ceiling && s > *limit.ceiling)
+    if (s > ceiling)
       return fmt::format("element {} is {}, above {}, the largest this tensor's scale can be (sqrt(n) max|a| max|b| "
                          "from the set's own inputs, n = {}): a raised scale widens every bound made from it",
-                         i, g(s), g(*limit.ceiling), g(limit.n));
-    if (floor) {
-      const double y = std::fabs(value(ref, i));
-      if (std::isfinite(y) && y > root_n * s * grow + tiny)
-        return fmt::format("element {} is {} where the reference is {}: below |ref| / sqrt(n) = {} (n = {}), the least "
-                           "a sum of n products of that size has{}",
-                           i, g(s), g(value(ref, i)), g(y / root_n), g(limit.n), s == 0 ? " (a zero scale)" : "");
+                         i, g(s), g(ceiling), g(limit.n));
+    const double y = std::fabs(r);
+    if (floor && std::isfinite(y) && y > root_n * s * grow + tiny)
+      return fmt::format("element {} is {} where the reference is {}: below |ref| / sqrt(n) = {} (n = {}), the least "
+                         "a sum of n products of that size has{}",
+                         i, g(s), g(r), g(y / root_n), g(limit.n), s == 0 ? " (a zero scale)" : "");
+    return "";
+  };
+  constexpr int kBlock = 4096;
+  std::vector<float> sb(kBlock), rb(kBlock, 0.0f);
+  for (std::int64_t b = 0; b < scale.numel; b += kBlock) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kBlock, scale.numel - b));
+    load_block(scale, b, n, sb.data());
+    if (floor) load_block(ref, b, n, rb.data());
+    bool bad = false;
+    for (int j = 0; j < n; ++j) {
+      const double s = sb[j] * unit, y = std::fabs(static_cast<double>(rb[j]));
+      // NaN fails every comparison: !(s >= 0) catches it; an infinite |ref| has no floor
+      bad |= !(s >= 0) | !(s <= ceiling) | !(s < INFINITY) | ((y > root_n * s * grow + tiny) & (y < INFINITY));
     }
+    if (!bad) continue;
+    for (int j = 0; j < n; ++j)
+      if (std::string w = why(b + j, sb[j] * unit, rb[j]); !w.empty()) return w;
   }
   return "";
 }
