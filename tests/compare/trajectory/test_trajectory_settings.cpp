@@ -161,6 +161,31 @@ TEST_F(Trajectory, AWrongMomentumIsNamedWithItsValueAtStep2) {
   EXPECT_EQ(curve->trajectory->checkpoint_diagnosis_code, "optimizer_settings");
 }
 
+// The learning rate halved from the second update on (a schedule the case does not have), momentum
+// 0.9, no dampening: step 2's coefficients are the case's times 0.5, which momentum 0.45 with
+// dampening 0.5 at the case's rate gives too. Both readings are written; neither is left out.
+TEST_F(Trajectory, ALearningRateChangedAtStep2IsNamedBesideTheMomentumReadingItEquals) {
+  TrainSetup s;
+  s.steps = 6;
+  s.checkpoint_every = 0;
+  TrainSetup planted = s;
+  planted.later_lr = s.lr / 2;
+  // By hand: alpha = later_lr = lr (1 − d'), beta = later_lr·0.9 = lr·mu'.
+  const double mu = planted.later_lr * s.momentum / s.lr, dampening = 1 - planted.later_lr / s.lr;
+  const std::string ref = tmp / "ref", run = tmp / "run";
+  write_training_sets(ref, run, s, simulate<double>(s), simulate<float>(planted));
+  const Sets r = compare_sets(ref, run);
+  EXPECT_EQ(r.find("step1_weight")->verdict, compare::Verdict::passed) << r.find("step1_weight")->message;
+  const nlohmann::json d = json_entry(r.report, "step2_weight").at("diagnosis");
+  ASSERT_EQ(d.at("code"), "optimizer_settings") << d.dump();
+  EXPECT_NEAR(d.at("params").at("lr_from_step2").get<double>(), planted.later_lr, 1e-4 * s.lr) << d.dump();
+  EXPECT_NEAR(d.at("params").at("momentum_run").get<double>(), mu, 1e-4);
+  EXPECT_NEAR(d.at("params").at("dampening_run").get<double>(), dampening, 1e-4);
+  const std::string summary = d.at("summary");
+  EXPECT_NE(summary.find("momentum 0.45 instead of 0.9; dampening 0.5 instead of 0"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("learning rate 0.025 from step 2 on"), std::string::npos) << summary;
+}
+
 // The footer of the folded failures says what they follow from: "the mistakes named above" only
 // when their first bad checkpoint names one. dW applied in its OHWI bytes from step 1 on (the update
 // that makes step2_weight, after a momentum step: no layout or setting explains it) names nothing.

@@ -28,6 +28,7 @@ struct TrainSetup {
   std::int64_t steps = 100, checkpoint_every = 25;
   double lr = 0.05, momentum = 0.9, weight_decay = 1e-4, dampening = 0;
   bool nesterov = false;
+  double later_lr = 0;  // the learning rate of every update after the first (a schedule); 0: lr
 };
 
 inline constexpr std::int64_t kTN = 2, kTC = 3, kTH = 9, kTW = 8, kTO = 5, kTKH = 4, kTKW = 2;
@@ -177,8 +178,10 @@ TrajectoryValues simulate(const TrainSetup& s, const std::vector<int>& bytes_as 
       out[train::checkpoint_tensor(step, "grad_bias")].assign(gb_out.begin(), gb_out.end());
     }
     const std::vector<T> applied = bytes_as.empty() || step < planted_from ? gw : reinterpret_oihw(gw, bytes_as);
-    train::sgd_step(w.data(), applied.data(), w.size(), sw, *c.train);
-    train::sgd_step(b.data(), gb.data(), b.size(), sb, *c.train);
+    train::TrainConfig cfg = *c.train;
+    if (s.later_lr > 0 && step >= 1) cfg.lr = s.later_lr;
+    train::sgd_step(w.data(), applied.data(), w.size(), sw, cfg);
+    train::sgd_step(b.data(), gb.data(), b.size(), sb, cfg);
   }
   return out;
 }
