@@ -1,5 +1,5 @@
 #pragma once
-// A small training generator for the trajectory tests (issue 15): a conv2d (N=2 C=3 H=9 W=8, O=5
+// A small training generator for the trajectory tests: a conv2d (N=2 C=3 H=9 W=8, O=5
 // KH=4 KW=2, no padding, bias: every axis of every tensor a different size, batch > 1) trained with
 // torch.optim.SGD's update (train/sgd.hpp) on an MSE loss against the output of a hidden "true"
 // filter, a new batch and target every step. The trajectory is computed three ways:

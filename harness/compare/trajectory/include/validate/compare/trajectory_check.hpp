@@ -1,5 +1,5 @@
 #pragma once
-// The tensors of a training case (issue 15, docs/training.md, docs/compare.md "Training
+// The tensors of a training case (docs/training.md, docs/compare.md "Training
 // trajectories") need their own reading; an element-wise gate on them would be wrong twice over:
 //  - train_loss (Role::loss_curve) is a curve, not a tensor: per-step relative errors against a
 //    gate that grows with the step (train::loss_gate, r0 = the policy's loss_rel for role
@@ -86,10 +86,15 @@ std::optional<CheckpointCheck> check_master_precision(const CheckpointDiagnosisI
 // after the momentum; against the run's own gradients none of that blurs them. Checks
 // own_first_update_beyond_tolerance / own_second_update_beyond_tolerance (elements, limit 0).
 // Diagnosis optimizer_settings: at step 1, when w0 − w1 = a·g + b·w0 fits every element, the
-// learning rate, weight decay, dampening or Nesterov the run used; at step 2, the variant that fits
-// every element: weight decay added after the momentum, momentum missing (momentum_missing), or
-// the update applying the sum of the gradients so far (code gradients_accumulated: no zero_grad,
-// each step's own gradient written out). Not for Adam: its first update is
+// weight decay and the settings that give a (sgd_settings.hpp: with Nesterov a = lr·(1 + momentum),
+// so a learning rate and a momentum fit equally; every such candidate is named, and the run's
+// step 2, when it has one, decides between them, else the diagnosis is ambiguous and says what
+// would); at step 2, the variant that fits every element: weight decay added after the momentum,
+// momentum missing (momentum_missing), the update applying the sum of the gradients so far (code
+// gradients_accumulated: no zero_grad, each step's own gradient written out), or else the settings
+// its two coefficients give (second_update_settings: learning rate, momentum, dampening, weight
+// decay; a learning rate changed from step 2 on named beside them where it fits equally). Not for
+// Adam: its first update is
 // nearly lr·sign(g), and variants users port legitimately (eps before the bias correction, as
 // Keras places it) move it by more than rounding where |g| nears eps.
 std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& in);
