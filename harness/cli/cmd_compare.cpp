@@ -175,7 +175,7 @@ void register_compare(CLI::App& app, int& exit_code) {
                 "Fail (exit 1) when anything of the reference was not checked: not run, skipped, "
                 "unsupported, a case or tensor the run omitted");
   sub->add_flag("--no-diagnose", a->no_diagnose, "Do not try layout mistakes on failing tensors");
-  sub->add_flag("-v,--verbose", a->verbose, "Details for not-run and skipped entries too, and for the failures that follow from a named mistake");
+  sub->add_flag("-v,--verbose", a->verbose, "Details for not-run and skipped entries too, and for the failures that follow from an earlier failure (a named mistake or a trajectory that parted)");
   sub->add_flag("-q,--quiet", a->quiet, "Only the summary line on the terminal");
   sub->callback([a, &exit_code] { exit_code = run_compare(*a); });
 }
