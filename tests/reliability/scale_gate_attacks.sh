@@ -110,9 +110,6 @@ put('${case32}_metadata.json', mj)"
   v "$work/log" compare "$ref" "$work/off"
   expect 2 $? "$work/log" "$ref/${case32}_conv2d_output_scale.npy" "invalid error-bound scale" \
     "the largest this tensor's scale can be"
-  # raised by less than its slack above the true scale, the ceiling cannot tell: 2^1 passes verify
-  # (docs/reliability.md says what the ceiling does not catch); the control is that it is a ceiling
-  # and not an equality
   ok ;;
 
 bad_scales)  # 8. scales of NaN, inf, -1 or 0 (consistent): verify exit 0, compare blamed the run
@@ -222,6 +219,11 @@ for path in sorted(glob.glob(os.path.join(d, 'float32', '*_output.npy'))):
     save(rel, np.where(np.abs(a) < 0.01 * np.abs(a).max(), np.float32(0), a).astype(np.float32))"
   v "$work/log" compare "$ref" "$work/small" --policy "$src/policies/bitwise.json"
   expect 1 $? "$work/log" "beyond tolerance"
+  # what the atol adds: the same policy with max_ulp 0 alone passes that run (exit 0)
+  echo '{"inherit": false, "rules": [{"role": ["output", "grad"], "max_ulp": 0}, {"role": "loss", "loss_abs": 0}]}' \
+    > "$work/ulp_only.json"
+  v "$work/log" compare "$ref" "$work/small" -q --policy "$work/ulp_only.json"
+  expect 0 $? "$work/log" "70 passed, 0 failed"
   ok ;;
 
 inf_reference)  # 7. a reference output of +inf everywhere against an all-+inf run: "1 passed"
