@@ -1,5 +1,7 @@
 #include "validate/cases/run_record.hpp"
 
+#include <algorithm>
+
 #include "validate/ops/registry.hpp"
 
 namespace validate::cases {
@@ -74,9 +76,10 @@ RunnerNotes notes_from_json(const Json& info) {
       n.bitwise_deterministic = it->get<bool>();
     } else if (k == kNondeterministic && it->is_array()) {
       n.nondeterministic_tensors = strings_of(*it);
-    } else if (k == kAlgorithms && it->is_object()) {
-      for (auto a = it->begin(); a != it->end(); ++a)
-        if (a->is_string()) n.algorithms[a.key()] = a->get<std::string>();
+    } else if (k == kAlgorithms && it->is_object() &&
+               std::all_of(it->begin(), it->end(), [](const Json& a) { return a.is_string(); })) {
+      // Only {tensor: name}; a backend's own detail under the same key (per-pass objects) stays extra.
+      for (auto a = it->begin(); a != it->end(); ++a) n.algorithms[a.key()] = a->get<std::string>();
     } else if (is_path_key(k) && it->is_string()) {
       n.paths[k.substr(0, k.size() - std::char_traits<char>::length(kPathSuffix))] = it->get<std::string>();
     } else {
