@@ -58,7 +58,7 @@ TEST(RoundingBias, TruncatedBfloat16IsNamedWithItsSize) {
   const auto x = exact_values(1);
   const auto ref = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   const auto run = stored(x, [](double v) { return bf16_truncate(static_cast<float>(v)); });
-  const RoundingBias b = rounding_bias(view(ref), view(run));
+  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
   EXPECT_TRUE(b.biased()) << b.z;
   // Truncation loses a uniform fraction of an ULP: on average half of 2^-8 to 2^-7 of |v|, a
   // relative bias near -(2^-9 + 2^-8) / 2 = -2.9e-3 (log-uniform mantissas: -2.8e-3).
@@ -71,7 +71,7 @@ TEST(RoundingBias, AUniformBiasOfAThirdOfAPercentInBfloat16IsNamed) {
   const auto x = exact_values(2);
   const auto ref = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   const auto run = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v * 1.003)); });
-  const RoundingBias b = rounding_bias(view(ref), view(run));
+  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
   EXPECT_TRUE(b.biased()) << b.z;
   EXPECT_NEAR(b.relative, 3e-3, 1e-3);
 }
@@ -84,7 +84,7 @@ TEST(RoundingBias, RoundToNearestOnBothSidesIsNotNamed) {
   std::normal_distribution<double> noise(0, 1e-6);
   const auto ref = stored(x, [&](double v) { return bf16_nearest(static_cast<float>(v + noise(gen))); });
   const auto run = stored(x, [&](double v) { return bf16_nearest(static_cast<float>(v + noise(gen))); });
-  const RoundingBias b = rounding_bias(view(ref), view(run));
+  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
   EXPECT_FALSE(b.biased()) << b.z << " " << b.relative;
 }
 
@@ -95,7 +95,7 @@ TEST(RoundingBias, ACommonFloat32FactorOffByAFewUnitsIsNotNamed) {
   const double factor = 1 + 4 * 0x1p-24;
   const auto ref = stored(x, [](double v) { return static_cast<float>(v); });
   const auto run = stored(x, [&](double v) { return static_cast<float>(v * factor); });
-  const RoundingBias b = rounding_bias(view(ref), view(run));
+  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-24));
   EXPECT_FALSE(b.biased()) << b.z << " " << b.relative;
   EXPECT_NEAR(b.relative, 4 * 0x1p-24, 2 * 0x1p-24);  // measured, just not beyond the allowance
   // The same factor is named when no bias is allowed at all: the statistic does see it.
