@@ -177,3 +177,22 @@ TEST(AlgorithmBounds, RunExtraAddsToTheRunSideOnly) {
   EXPECT_EQ(wide->beyond, 0);
   EXPECT_NEAR(wide->max_over, err / (2 * side + extra), 1e-12);
 }
+
+// The forward's term carried into the gradients through dL/dy = 2 (y - t) / N, worked by hand on a
+// 1 x 1 filter over a 2 x 2 plane (N = 4, so 2/N = 1/2): grad_input_j = 1/2 sqrt(t_j^2 w^2),
+// grad_weight = 1/2 sqrt(sum t^2 x^2), grad_bias = 1/2 sqrt(sum t^2).
+TEST(AlgorithmBounds, ForwardErrorCarriedIntoTheGradientsByHand) {
+  ConvShape s;
+  s.n = 1, s.c = 1, s.h = 2, s.w = 2, s.o = 1, s.kh = 1, s.kw = 1;
+  const std::vector<double> x{1, -1, 2, 0}, w{0.5}, t{1, 2, 3, 4};
+  const ConvOperands in{&x, &w, nullptr};
+  const auto gi = carried_term(CarriedInto::grad_input, s, in, t);
+  ASSERT_EQ(gi.size(), 4u);
+  for (int j = 0; j < 4; ++j) EXPECT_DOUBLE_EQ(gi[static_cast<std::size_t>(j)], 0.25 * t[static_cast<std::size_t>(j)]);
+  const auto gw = carried_term(CarriedInto::grad_weight, s, in, t);
+  ASSERT_EQ(gw.size(), 1u);
+  EXPECT_DOUBLE_EQ(gw[0], 0.5 * std::sqrt(1.0 + 4.0 + 36.0 + 0.0));
+  const auto gb = carried_term(CarriedInto::grad_bias, s, in, t);
+  ASSERT_EQ(gb.size(), 1u);
+  EXPECT_DOUBLE_EQ(gb[0], 0.5 * std::sqrt(30.0));
+}

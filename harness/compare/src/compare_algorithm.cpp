@@ -90,50 +90,102 @@ std::vector<AlgorithmKind> members(AlgorithmKind k, const ops::OpParams& p) {
 
 }  // namespace
 
-Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda) {
-  AlgorithmBound ab;
-  if (!it.run || !it.op) return ab;
-  const cases::OpRunRecord* opr = it.run->op(*it.op);
-  if (!opr) return ab;
-  auto found = opr->notes.algorithms.find(it.tensor);
-  if (found == opr->notes.algorithms.end()) return ab;
-  ab.algorithm = found->second;
-  auto alg = cases::parse_algorithm(ab.algorithm);
-  if (!alg)
-    return Error{fmt::format("{}: info.algorithms.{} is '{}', not an algorithm ({})", it.run->path, it.tensor,
-                             ab.algorithm, fmt::join(cases::algorithm_names(), ", "))};
-  if (alg->kind == AlgorithmKind::direct) return ab;
-  if (alg->kind == AlgorithmKind::split_k) {
-    ab.model = "direct (split-K: any order of the same float32 sums)";
-    return ab;
-  }
-  const cases::OpInstance* inst = it.ref->c.find(*it.op);
-  const auto* conv = inst ? std::get_if<ops::ConvParams>(&inst->params) : nullptr;
-  const ConvPass pass = it.tensor == "output"       ? ConvPass::forward
-                        : it.tensor == "grad_input" ? ConvPass::backward_data
-                                                    : ConvPass::backward_filter;
-  const bool modelled = conv && (it.tensor == "output" || it.tensor == "grad_input" || it.tensor == "grad_weight");
-  if (!modelled || !cases::applicable(alg->kind, inst->params)) {
-    ab.model = fmt::format("direct ({} has no model for {} of {})", ab.algorithm, it.tensor, e.op_name());
-    return ab;
-  }
-  auto in = conv_inputs(it, e.op_name(), *conv, pass);
-  if (!in) return in.status();
-  std::vector<std::string> used, missing;
-  for (AlgorithmKind k : members(alg->kind, inst->params)) {
+namespace {
+
+// The largest term, per element, of the algorithms `alg` stands for, for one pass; `used` and
+// `missing` name those with and without a model. Empty when none has one.
+std::vector<double> largest_term(AlgorithmKind alg, const ops::OpParams& p, ConvPass pass, const Inputs& in,
+                                 std::vector<std::string>& used, std::vector<std::string>& missing) {
+  std::vector<double> out;
+  for (AlgorithmKind k : members(alg, p)) {
     std::string name;
-    std::vector<double> t = term(k, pass, *in, name);
+    std::vector<double> t = term(k, pass, in, name);
     if (t.empty()) {
       missing.push_back(cases::algorithm_name(cases::Algorithm{k, 0}));
       continue;
     }
     used.push_back(name);
-    if (ab.extra.empty()) ab.extra.assign(t.size(), 0.0);
-    for (std::size_t i = 0; i < t.size() && i < ab.extra.size(); ++i) ab.extra[i] = std::max(ab.extra[i], lambda * t[i]);
+    if (out.empty()) out.assign(t.size(), 0.0);
+    for (std::size_t i = 0; i < t.size() && i < out.size(); ++i) out[i] = std::max(out[i], t[i]);
   }
-  ab.model = used.empty() ? "direct" : "direct + " + fmt::format("{}", fmt::join(used, " | "));
-  if (used.size() > 1) ab.model = "direct + max(" + fmt::format("{}", fmt::join(used, ", ")) + ")";
-  if (!missing.empty()) ab.model += fmt::format(" (no {} model for {})", fmt::join(missing, ", "), it.tensor);
+  return out;
+}
+
+std::string model_name(const std::vector<std::string>& used) {
+  if (used.empty()) return "direct";
+  if (used.size() == 1) return "direct + " + used[0];
+  return "direct + max(" + fmt::format("{}", fmt::join(used, ", ")) + ")";
+}
+
+// The algorithm the run names for `tensor` of the op (direct when none), or an error naming the
+// record.
+Result<cases::Algorithm> recorded(const PairItem& it, const cases::OpRunRecord& opr, const std::string& tensor,
+                                  std::string& name) {
+  auto found = opr.notes.algorithms.find(tensor);
+  if (found == opr.notes.algorithms.end()) return cases::Algorithm{};
+  name = found->second;
+  auto alg = cases::parse_algorithm(name);
+  if (!alg)
+    return Error{fmt::format("{}: info.algorithms.{} is '{}', not an algorithm ({})", it.run->path, tensor, name,
+                             fmt::join(cases::algorithm_names(), ", "))};
+  return *alg;
+}
+
+bool has_term(AlgorithmKind k) { return cases::is_winograd(k) || cases::is_fft(k) || k == AlgorithmKind::any; }
+
+}  // namespace
+
+Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda) {
+  AlgorithmBound ab;
+  if (!it.run || !it.op) return ab;
+  const cases::OpRunRecord* opr = it.run->op(*it.op);
+  if (!opr) return ab;
+  auto alg = recorded(it, *opr, it.tensor, ab.algorithm);
+  if (!alg) return alg.status();
+  if (alg->kind == AlgorithmKind::split_k) ab.model = "direct (split-K: any order of the same float32 sums)";
+  const cases::OpInstance* inst = it.ref->c.find(*it.op);
+  const auto* conv = inst ? std::get_if<ops::ConvParams>(&inst->params) : nullptr;
+  const bool gradient = it.tensor == "grad_input" || it.tensor == "grad_weight" || it.tensor == "grad_bias";
+  std::string fwd_name = "direct";
+  auto fwd = gradient ? recorded(it, *opr, "output", fwd_name) : Result<cases::Algorithm>(cases::Algorithm{});
+  if (!fwd) return fwd.status();
+  // A forward term exists only where some member of the output's algorithm applies (a strided
+  // convolution declared "any" has none: it is direct).
+  const bool own = has_term(alg->kind),
+             carried = conv && has_term(fwd->kind) && !members(fwd->kind, inst->params).empty() &&
+                       cases::applicable(AlgorithmKind::fft, inst->params) && cases::applicable(fwd->kind, inst->params);
+  if (!own && !carried) return ab;
+  const bool modelled = conv && (it.tensor == "output" || it.tensor == "grad_input" || it.tensor == "grad_weight");
+  if (own && (!modelled || !cases::applicable(alg->kind, inst->params)))
+    ab.model = fmt::format("direct ({} has no model for {} of {})", ab.algorithm, it.tensor, e.op_name());
+  const ConvPass pass = it.tensor == "output"       ? ConvPass::forward
+                        : it.tensor == "grad_input" ? ConvPass::backward_data
+                                                    : ConvPass::backward_filter;
+  auto in = conv_inputs(it, e.op_name(), *conv, own && modelled ? pass : ConvPass::backward_data);
+  if (!in) return in.status();
+  std::vector<std::string> used, missing;
+  if (own && modelled && cases::applicable(alg->kind, inst->params)) {
+    ab.extra = largest_term(alg->kind, inst->params, pass, *in, used, missing);
+    ab.model = model_name(used);
+    if (!missing.empty()) ab.model += fmt::format(" (no {} model for {})", fmt::join(missing, ", "), it.tensor);
+  }
+  if (carried) {
+    // The forward's own error moves dL/dy = 2 (y - t) / N and so this gradient (algorithm_bounds.hpp,
+    // carried_term); the two sources are independent of each other but added, conservatively.
+    std::vector<std::string> fu, fm;
+    const std::vector<double> t_out = largest_term(fwd->kind, inst->params, ConvPass::forward, *in, fu, fm);
+    if (static_cast<std::int64_t>(t_out.size()) != conv->n * conv->o * conv->hout() * conv->wout())
+      return Error{fmt::format("the {} term of output has {} elements, the output {}", fwd_name, t_out.size(),
+                               conv->n * conv->o * conv->hout() * conv->wout())};
+    const std::vector<double> c = carried_term(it.tensor == "grad_input"    ? CarriedInto::grad_input
+                                               : it.tensor == "grad_weight" ? CarriedInto::grad_weight
+                                                                            : CarriedInto::grad_bias,
+                                               in->shape, ConvOperands{&in->x, &in->w, &in->dy}, t_out);
+    if (ab.extra.empty()) ab.extra.assign(c.size(), 0.0);
+    for (std::size_t i = 0; i < c.size() && i < ab.extra.size(); ++i) ab.extra[i] += c[i];
+    ab.model += fmt::format(" + the output's {} error through dL/dy", fwd_name);
+  }
+  for (double& v : ab.extra) v *= lambda;
   if (!ab.extra.empty() && static_cast<std::int64_t>(ab.extra.size()) != shape_numel(e.shape))
     return Error{fmt::format("the {} term of {} has {} elements, the tensor {}", ab.algorithm, it.tensor,
                              ab.extra.size(), shape_numel(e.shape))};

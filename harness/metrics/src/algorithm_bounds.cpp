@@ -339,6 +339,68 @@ std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, cons
   return winograd_core(m, problem(pass, s, in));
 }
 
+std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const ConvOperands& in,
+                                 const std::vector<double>& t_out) {
+  const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups;
+  const double scale = 2.0 / static_cast<double>(std::max<std::int64_t>(s.n * s.o * ho * wo, 1));
+  const auto& x = *in.x;
+  const auto& w = *in.w;
+  std::vector<double> acc;
+  auto t2 = [&](std::int64_t b, std::int64_t o, std::int64_t y, std::int64_t xx) {
+    const double t = t_out[static_cast<std::size_t>(((b * s.o + o) * ho + y) * wo + xx)];
+    return t * t;
+  };
+  if (into == CarriedInto::grad_bias) {
+    acc.assign(static_cast<std::size_t>(s.o), 0.0);
+    for (std::int64_t b = 0; b < s.n; ++b)
+      for (std::int64_t o = 0; o < s.o; ++o)
+        for (std::int64_t y = 0; y < ho; ++y)
+          for (std::int64_t xx = 0; xx < wo; ++xx) acc[static_cast<std::size_t>(o)] += t2(b, o, y, xx);
+  } else if (into == CarriedInto::grad_input) {
+    acc.assign(static_cast<std::size_t>(s.n * s.c * s.h * s.w), 0.0);
+    for (std::int64_t b = 0; b < s.n; ++b)
+      for (std::int64_t o = 0; o < s.o; ++o)
+        for (std::int64_t cl = 0; cl < cg; ++cl)
+          for (std::int64_t kh = 0; kh < s.kh; ++kh)
+            for (std::int64_t kw = 0; kw < s.kw; ++kw) {
+              const double wv = at4(w, cg, s.kh, s.kw, o, cl, kh, kw), w2 = wv * wv;
+              const std::int64_t c = (o / og) * cg + cl;
+              for (std::int64_t y = 0; y < ho; ++y) {
+                const std::int64_t h = y - s.ph + kh;
+                if (h < 0 || h >= s.h) continue;
+                for (std::int64_t xx = 0; xx < wo; ++xx) {
+                  const std::int64_t ww = xx - s.pw + kw;
+                  if (ww < 0 || ww >= s.w) continue;
+                  acc[static_cast<std::size_t>(((b * s.c + c) * s.h + h) * s.w + ww)] += t2(b, o, y, xx) * w2;
+                }
+              }
+            }
+  } else {
+    acc.assign(static_cast<std::size_t>(s.o * cg * s.kh * s.kw), 0.0);
+    for (std::int64_t b = 0; b < s.n; ++b)
+      for (std::int64_t o = 0; o < s.o; ++o)
+        for (std::int64_t cl = 0; cl < cg; ++cl)
+          for (std::int64_t kh = 0; kh < s.kh; ++kh)
+            for (std::int64_t kw = 0; kw < s.kw; ++kw) {
+              const std::int64_t c = (o / og) * cg + cl;
+              double sum = 0;
+              for (std::int64_t y = 0; y < ho; ++y) {
+                const std::int64_t h = y - s.ph + kh;
+                if (h < 0 || h >= s.h) continue;
+                for (std::int64_t xx = 0; xx < wo; ++xx) {
+                  const std::int64_t ww = xx - s.pw + kw;
+                  if (ww < 0 || ww >= s.w) continue;
+                  const double xv = at4(x, s.c, s.h, s.w, b, c, h, ww);
+                  sum += t2(b, o, y, xx) * xv * xv;
+                }
+              }
+              acc[static_cast<std::size_t>(((o * cg + cl) * s.kh + kh) * s.kw + kw)] += sum;
+            }
+  }
+  for (double& v : acc) v = scale * std::sqrt(v);
+  return acc;
+}
+
 std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const ConvOperands& in) {
   if (pass == ConvPass::backward_filter) return fft_filter(tile, s, in);
   const WinogradProblem p = problem(pass, s, in);

@@ -51,6 +51,14 @@ std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, cons
 // points (FFT_TILING: 32).
 std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const ConvOperands& in);
 
+// The forward's term t_out (per output element, per unit lambda) carried into a gradient through
+// dL/dy = 2 (y - t) / N, N the output's elements: each dL/dy_i moves by (2/N) t_out(i), independently,
+// so the gradient's element j by (2/N) sqrt(sum_i t_out(i)^2 c_ij^2), c the other operand of its
+// sum (w for grad_input, x for grad_weight, 1 for grad_bias). Stride 1, dilation 1.
+enum class CarriedInto { grad_input, grad_weight, grad_bias };
+std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const ConvOperands& in,
+                                 const std::vector<double>& t_out);
+
 // |A^T| (m x n), |G| (n x r), |B^T| (n x n) of F(m, r) from the Toom-Cook points 0, 1, -1, 2, -2,
 // 1/2, -1/2 (the first n - 1) and infinity, row-major, and the transforms' result y of one 1-D
 // tile computed exactly in float64 (for tests): y = A^T ((G g) .* (B^T d)).
