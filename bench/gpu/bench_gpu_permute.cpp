@@ -100,6 +100,17 @@ int main(int argc, char** argv) {
        DType::bfloat16, false},
       {"wgt_bf16/OIHW->OHWI", "OIHW", "OHWI", {2048, 2048, 3, 3}, DType::bfloat16, false},
       {"act_f64/NCHW->NHWC", "NCHW", "NHWC", {16, 32, 128, 128}, DType::float64, false},
+      // The default sweep's largest case (ic = 8192, 32 x 32, 32 output channels): 32 MiB and
+      // 9 MiB, where launch latency starts to weigh on memcpy and the kernels alike.
+      {"sweep_f32/NCHW->NHWC", "NCHW", "NHWC", {1, 8192, 32, 32}, DType::float32, false},
+      {"sweep_f32/NHWC->NCHW", "NCHW", "NHWC", {1, 8192, 32, 32}, DType::float32, true},
+      {"sweep_f32/NCHW->CHWN:F", "NCHW", "CHWN:F", {1, 8192, 32, 32}, DType::float32, false},
+      {"sweep_f32/OIHW->OHWI", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::float32, false},
+      {"sweep_f32/OHWI->OIHW", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::float32, true},
+      {"sweep_f32/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {32, 8192, 3, 3},
+       DType::float32, false},
+      {"sweep_bf16/NCHW->NHWC", "NCHW", "NHWC", {1, 8192, 32, 32}, DType::bfloat16, false},
+      {"sweep_bf16/OHWI->OIHW", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::bfloat16, true},
   };
   std::printf(
       "GPU: %s (sm_%d%d, %d SMs), CUDA runtime %d, driver %d; median of %d runs after 3 "

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <map>
 #include <random>
 #include <set>
 
@@ -24,7 +25,7 @@ using namespace kernels;
 // Which code path each emulated launch took: the 16-byte kernels and their one-element fallbacks.
 struct Paths {
   int wide_rows = 0, rows = 0, wide_tile = 0, tile = 0, planes_whole = 0, planes_slab = 0,
-      planes_vec_store = 0, planes_scalar_store = 0;
+      planes_runs = 0, planes_vec_store = 0, planes_scalar_store = 0;
 };
 Paths g_paths;
 
@@ -50,7 +51,7 @@ void emulate(const PermutePlan& p, const void* src, void* dst) {
   }
   if (p.kernel == PermuteKernel::planes) {
     const auto a = planes_args<T, I>(p, src, dst);
-    ++(a.m < 0 ? g_paths.planes_whole : g_paths.planes_slab);
+    ++(a.runs ? g_paths.planes_runs : a.m < 0 ? g_paths.planes_whole : g_paths.planes_slab);
     ++(a.vec_store ? g_paths.planes_vec_store : g_paths.planes_scalar_store);
     // Shared memory as the kernel sees it: 16-byte aligned, never larger than the launch gives.
     std::vector<Pack<T>> smem(planes_smem_bytes(p) / 16);
@@ -58,7 +59,12 @@ void emulate(const PermutePlan& p, const void* src, void* dst) {
     for (I unit = 0; unit < a.units; ++unit) {
       const auto u = plane_unit(a, unit);
       EXPECT_LE(static_cast<std::size_t>(u.shift + u.len) * sizeof(T), planes_smem_bytes(p));
-      for (int tid = 0; tid < kPlaneThreads; ++tid) planes_load(a, u, sm, tid, kPlaneThreads);
+      for (int tid = 0; tid < kPlaneThreads; ++tid) {
+        if (a.runs)
+          planes_load_runs(a, u, sm, tid, kPlaneThreads);
+        else
+          planes_load(a, u, sm, tid, kPlaneThreads);
+      }
       for (int tid = 0; tid < kPlaneThreads; ++tid) planes_store(a, u, sm, tid, kPlaneThreads);
     }
     return;
@@ -183,10 +189,10 @@ void check_conversion(const char* axes, const char* text, const Shape& shape, bo
                              reinterpret_cast<std::byte*>(want.data()), sizeof(T), g.dst_shape,
                              g.src_strides, g.src_offset);
   const auto p = plan_permute(g.dst_shape, g.src_strides, g.src_offset, sizeof(T));
-  EXPECT_EQ(p.kernel, kernel) << text << ": " << kernel_name(p.kernel);
+  EXPECT_EQ(p.kernel, kernel) << axes << (back ? " <- " : " -> ") << text << " " << shape_to_string(shape) << " elem " << sizeof(T) << ": " << kernel_name(p.kernel);
   const int before = g_paths.*path;
   emulate<T, std::int32_t>(p, s, d);
-  EXPECT_EQ(g_paths.*path, before + 1) << text << ": not on the expected path";
+  EXPECT_EQ(g_paths.*path, before + 1) << axes << (back ? " <- " : " -> ") << text << " " << shape_to_string(shape) << " elem " << sizeof(T) << ": not on the expected path";
   EXPECT_TRUE(std::equal(want.begin(), want.end(), d)) << axes << " -> " << text;
 }
 
@@ -212,10 +218,11 @@ TEST(GpuKernelsOnCpu, PresetConversionsTakeTheSixteenBytePaths) {
                                       &P::planes_vec_store);
     }
     // OIHW -> OHWI reads its [I][HW] planes' HW at stride 9: planes. Back, the destination's
-    // innermost axis (HW, 9 long) is read at stride I: the one-element tile.
-    check_conversion<std::uint32_t>("OIHW", "OHWI", wgt, back,
-                                    back ? PermuteKernel::tile : PermuteKernel::planes,
-                                    back ? &P::tile : &P::planes_vec_store);
+    // innermost axis (HW, 9 long) is read at stride I: planes in runs of I.
+    check_conversion<std::uint32_t>("OIHW", "OHWI", wgt, back, PermuteKernel::planes,
+                                    back ? &P::planes_runs : &P::planes_vec_store);
+    check_conversion<std::uint16_t>("OIHW", "OHWI", wgt, back, PermuteKernel::planes,
+                                    back ? &P::planes_runs : &P::planes_vec_store);
     check_conversion<std::uint32_t>("MK", "KM", {1000, 96}, back, PermuteKernel::tile,
                                      &P::wide_tile);
     check_conversion<std::uint16_t>("MK", "KM", {1000, 96}, back, PermuteKernel::tile,
@@ -228,6 +235,15 @@ TEST(GpuKernelsOnCpu, PresetConversionsTakeTheSixteenBytePaths) {
                                   &P::planes_slab);
   check_conversion<std::uint16_t>("OIHW", "OHWI", {2, 4096, 3, 3}, false, PermuteKernel::planes,
                                   &P::planes_slab);
+  // Back from OHWI with I = 8192 and 1000: slabs of I in runs, the last one short.
+  check_conversion<std::uint32_t>("OIHW", "OHWI", {3, 8192, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_runs);
+  check_conversion<std::uint32_t>("OIHW", "OHWI", {2, 1000, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_vec_store);
+  check_conversion<std::uint16_t>("OIHW", "OHWI", {2, 8192, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_runs);
+  check_conversion<std::uint64_t>("OIHW", "OHWI", {2, 4096, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_runs);
 }
 
 // Pointers that are not 16-byte aligned take the one-element paths, and still convert right.
@@ -244,6 +260,10 @@ TEST(GpuKernelsOnCpu, UnalignedPointersFallBack) {
                                   PermuteKernel::planes, &P::planes_whole);
   check_conversion<std::uint32_t>("OIHW", "OHWI", {2, 1001, 3, 3}, false, PermuteKernel::planes,
                                   &P::planes_scalar_store);
+  check_conversion<std::uint32_t>("OIHW", "OHWI", {2, 1001, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_runs);
+  check_conversion<std::uint32_t>("OIHW", "OHWI", {2, 1024, 3, 3}, true, PermuteKernel::planes,
+                                  &P::planes_scalar_store, 1);
 }
 
 // Shared memory serves a 16-byte access per lane in quarter-warp phases of 8 lanes; a phase is
@@ -278,6 +298,51 @@ TEST(GpuKernelsOnCpu, WideTileSharedMemoryIsConflictFree) {
   expect_tile_conflict_free<std::uint16_t>();
   expect_tile_conflict_free<std::uint32_t>();
   expect_tile_conflict_free<std::uint64_t>();
+}
+
+// The planes kernel's store phase reads shared memory one element per lane (lane j's pack: unit
+// elements V j .. V j + V - 1). Counted here for the first warp of the first unit of each preset's
+// weight conversion: the most distinct 4-byte words any bank serves in one read (k of them: the
+// read takes k passes, 32 / k elements per clock and SM). 80% of an H200's memcpy (~1600 GB/s) is
+// ~1.5 float32 elements per clock and SM (132 SMs, 1.98 GHz), ~3 for bfloat16: at most 8 keeps
+// twice that in hand. The worst today is 5 (HWIO:F+flip=HW, float32); the tile's is 1.
+template <class T>
+int planes_bank_conflict(const char* axes, const char* text, const Shape& shape, bool back) {
+  auto spec = layout::parse_spec(text, axes);
+  EXPECT_TRUE(spec) << spec.message();
+  const auto place = layout::placement(*spec, axes, shape);
+  const auto g = back ? layout::from_layout_gather(place) : layout::to_layout_gather(place);
+  const auto p = plan_permute(g.dst_shape, g.src_strides, g.src_offset, sizeof(T));
+  EXPECT_EQ(p.kernel, PermuteKernel::planes) << text;
+  alignas(16) static T none[kVec<T>];
+  const auto a = planes_args<T, std::int32_t>(p, none, none);
+  const auto u = plane_unit(a, 0);
+  const std::int32_t base = u.src_base - u.lo + u.shift;
+  int worst = 0;
+  for (int i = 0; i < kVec<T>; ++i) {
+    std::map<int, std::set<std::int64_t>> words;  // bank -> words
+    for (int lane = 0; lane < 32; ++lane) {
+      std::int32_t c[kMaxRank] = {}, sp = 0, dp = 0;
+      plane_coords(a, static_cast<std::int32_t>(lane * kVec<T>), c, sp, dp);
+      for (int k = 0; k < i; ++k) plane_advance(a, c, sp, dp);
+      const std::int64_t word = static_cast<std::int64_t>(base + sp) * sizeof(T) / 4;
+      words[static_cast<int>(word % 32)].insert(word);
+    }
+    for (const auto& [bank, w] : words) worst = std::max(worst, static_cast<int>(w.size()));
+  }
+  return worst;
+}
+
+TEST(GpuKernelsOnCpu, PlanesSharedMemoryConflictsStaySmall) {
+  const Shape w{64, 1024, 3, 3};
+  for (const char* text : {"WHIO:F+flip=HW", "HWIO:F+flip=HW", "OHWI"})
+    for (bool back : {false, true}) {
+      EXPECT_LE(planes_bank_conflict<std::uint32_t>("OIHW", text, w, back), 8) << text << back;
+      EXPECT_LE(planes_bank_conflict<std::uint16_t>("OIHW", text, w, back), 8) << text << back;
+    }
+  // Runs of I (OHWI -> OIHW) with I = 8192: slabs, the run stride keeps the lanes spread.
+  EXPECT_LE(planes_bank_conflict<std::uint32_t>("OIHW", "OHWI", {32, 8192, 3, 3}, true), 8);
+  EXPECT_LE(planes_bank_conflict<std::uint16_t>("OIHW", "OHWI", {32, 8192, 3, 3}, true), 8);
 }
 
 TEST(GpuKernelsOnCpu, DividerMatchesDivision) {

@@ -97,10 +97,21 @@ TEST(GpuPermutePlan, SmallPlaneTransposesArePlanes) {
   EXPECT_EQ(p.kernel, PermuteKernel::planes);
   EXPECT_EQ(p.plane_m, 2);
   EXPECT_EQ(p.plane_chunk, 680);  // 680 * 9 * 4 bytes <= 24 KiB, a multiple of 4 elements
-  // Back (OHWI -> OIHW) the destination's innermost axis is read at stride I (even): the tile.
-  const auto back =
-      layout::from_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {64, 48, 3, 3}));
-  EXPECT_EQ(plan_permute(back.dst_shape, back.src_strides, back.src_offset).kernel,
+  // Back (OHWI -> OIHW) the destination's innermost axis is read at stride I (even): planes in
+  // runs of I, each run 16 bytes past a 128-byte boundary in shared memory.
+  const auto back = layout::from_layout_gather(
+      layout::placement(spec("OHWI", "OIHW"), "OIHW", {32, 8192, 3, 3}));
+  p = plan_permute(back.dst_shape, back.src_strides, back.src_offset);
+  EXPECT_EQ(p.kernel, PermuteKernel::planes);
+  EXPECT_TRUE(p.plane_runs);
+  // (24 KiB - 16) / (9 runs * 4 bytes) = 682, less one 128-byte line (32) = 650, down to 648;
+  // its shared-memory stride 676: 676 * 4 = 2704 = 21 * 128 + 16.
+  EXPECT_EQ(p.plane_chunk, 648);
+  EXPECT_EQ(p.plane_run_stride, 676);
+  // NHWC -> NCHW reads runs of C too, but 16384 of them do not fit in shared memory: the tile.
+  const auto act = layout::from_layout_gather(
+      layout::placement(spec("NHWC", "NCHW"), "NCHW", {16, 64, 128, 128}));
+  EXPECT_EQ(plan_permute(act.dst_shape, act.src_strides, act.src_offset).kernel,
             PermuteKernel::tile);
 }
 

@@ -71,7 +71,10 @@ __global__ void __launch_bounds__(kPlaneThreads) planes_kernel(PlanesArgs<T, I> 
   const int tid = static_cast<int>(threadIdx.x);
   for (I unit = static_cast<I>(blockIdx.x); unit < a.units; unit += static_cast<I>(gridDim.x)) {
     const PlaneUnit<I> u = plane_unit(a, unit);
-    planes_load(a, u, smem, tid, kPlaneThreads);
+    if (a.runs)
+      planes_load_runs(a, u, smem, tid, kPlaneThreads);
+    else
+      planes_load(a, u, smem, tid, kPlaneThreads);
     __syncthreads();
     planes_store(a, u, smem, tid, kPlaneThreads);
     __syncthreads();

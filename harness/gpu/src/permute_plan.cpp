@@ -31,21 +31,22 @@ const char* kernel_name(PermuteKernel k) {
 
 namespace {
 
+bool plan_gathered_planes(PermutePlan& p, std::int64_t plane, std::size_t m, std::int64_t elem,
+                          std::int64_t v);
+bool plan_planes_in_runs(PermutePlan& p, std::int64_t plane, std::int64_t elem, std::int64_t v);
+
 // Batched planes: the outermost axis steps over whole dense blocks of P source elements (its
 // stride is +-P and the inner strides, sorted, are the dense strides of a permutation of the inner
-// axes, flips allowed), and the destination's innermost axis is read at an odd source stride. Whole planes when one fits in shared memory; else slabs of the plane's
-// slowest source axis m, only when m is the destination's innermost axis and a slab keeps at least
-// 32 of its elements (a run of whole 128-byte lines for 4-byte elements).
+// axes, flips allowed). When the destination's innermost axis is read at an odd source stride:
+// whole planes if one fits in shared memory, else slabs of the plane's slowest source axis m, only
+// when m is the destination's innermost axis and a slab keeps at least 32 of its elements (whole
+// 128-byte lines for 4-byte elements). Otherwise, runs (plan_planes_in_runs), if they apply.
 bool plan_planes(PermutePlan& p) {
   const std::size_t r = p.shape.size();
   if (r < 2) return false;
   std::int64_t plane = 1;
   for (std::size_t a = 1; a < r; ++a) plane *= p.shape[a];
   if (std::llabs(p.stride[0]) != plane) return false;
-  // The store phase reads shared memory at the source stride of the destination's innermost axis,
-  // one element per lane: an odd stride spreads a warp over all 32 banks, an even one piles it
-  // onto a few (NHWC -> NCHW reads at stride C); those go to the tile, which is padded for it.
-  if (std::llabs(p.stride[r - 1]) % 2 == 0) return false;
   std::vector<std::size_t> inner(r - 1);
   std::iota(inner.begin(), inner.end(), std::size_t{1});
   std::sort(inner.begin(), inner.end(),
@@ -58,6 +59,18 @@ bool plan_planes(PermutePlan& p) {
   if (p.elem_size != 1 && p.elem_size != 2 && p.elem_size != 4 && p.elem_size != 8) return false;
   const auto elem = static_cast<std::int64_t>(p.elem_size);
   const std::int64_t v = 16 / elem;
+  // The store phase reads shared memory at the source stride of the destination's innermost axis,
+  // one element per lane: an odd stride spreads a warp over the banks, an even one piles it onto
+  // a few (NHWC -> NCHW reads at stride C). Those take runs (below) or the tile, which is padded.
+  if (std::llabs(p.stride[r - 1]) % 2 == 1 && plan_gathered_planes(p, plane, inner.back(), elem, v))
+    return true;
+  return plan_planes_in_runs(p, plane, elem, v);
+}
+
+// Whole planes, or slabs of the slowest source axis m (plan_planes).
+bool plan_gathered_planes(PermutePlan& p, std::int64_t plane, std::size_t m, std::int64_t elem,
+                          std::int64_t v) {
+  const std::size_t r = p.shape.size();
   if (plane * elem <= kernels::kPlaneBytes) {
     p.plane_m = -1;
     p.plane_group = std::min(p.shape[0], kernels::kPlaneBytes / (plane * elem));
@@ -67,13 +80,39 @@ bool plan_planes(PermutePlan& p) {
     if (p.plane_group >= align) p.plane_group -= p.plane_group % align;
     return true;
   }
-  const std::size_t m = inner.back();
   const std::int64_t row = plane / p.shape[m];
   std::int64_t chunk = std::min(p.shape[m], kernels::kPlaneBytes / (row * elem));
   if (m != r - 1 || chunk < 32) return false;
   if (chunk >= v) chunk -= chunk % v;
   p.plane_m = static_cast<int>(m);
   p.plane_chunk = chunk;
+  return true;
+}
+
+// Runs: axis 1 (the destination's slowest inner axis) is the source's unit-stride axis, as in
+// OHWI -> OIHW ([O][I][HW] read at strides (P, 1, I)). A unit is one plane's slab of `chunk` values
+// of axis 1: R = P / n1 source runs of `chunk` contiguous elements, one contiguous destination
+// range. Each run sits run_stride elements apart in shared memory, run_stride * elem = 16 modulo
+// 128 bytes, so the store phase's lanes (consecutive destination elements: consecutive runs, then
+// the next element of each) spread over the banks. For kernel windows: under 32 runs.
+bool plan_planes_in_runs(PermutePlan& p, std::int64_t plane, std::int64_t elem, std::int64_t v) {
+  if (p.shape.size() < 3 || p.stride[1] != 1) return false;
+  const std::int64_t runs = plane / p.shape[1], line = 128 / elem;
+  // A warp's V-element stores then span a few runs at most; with 32 runs or more its lanes step V
+  // runs apart and pile onto a few banks whatever the stride (NCHW -> NHWC, C runs): the tile.
+  if (runs >= 32) return false;
+  std::int64_t chunk = std::min(p.shape[1], kernels::kPlaneBytes / (runs * elem) - line);
+  if (chunk >= v) chunk -= chunk % v;
+  // Runs under 32 elements leave most of each 128-byte line unread, unless they are the whole axis.
+  if (chunk < 1 || (chunk < 32 && chunk < p.shape[1])) return false;
+  std::int64_t stride = chunk;
+  while ((stride * elem) % 128 != 16) ++stride;
+  if (runs * stride * elem > kernels::kPlaneBytes) return false;
+  p.plane_runs = true;
+  p.plane_m = 1;
+  p.plane_group = 1;
+  p.plane_chunk = chunk;
+  p.plane_run_stride = stride;
   return true;
 }
 

@@ -210,6 +210,14 @@ struct PlanesArgsBase {
   I inner_neg = 0;  // sum of min(0, (ext - 1) * stride) over the inner axes other than m
   bool contiguous_dst = false;  // whole planes: the unit's destination is one contiguous range
   bool vec_load = false, vec_store = false;
+  I batch_stride = 0, m_stride = 0;  // source strides of the batch and the chunked axis
+  // Runs (plan_planes says when): the chunked axis is the destination's slowest inner axis and the
+  // source's unit-stride one, so a unit's source is run_count runs of `chunk` elements, one per
+  // combination of the other inner axes (run_axes, plan order). Shared memory holds them compacted,
+  // run r at r * run_stride, and sstr holds those shared-memory strides instead of the source's.
+  bool runs = false;
+  Axes<I> run_axes;
+  I run_count = 0, run_stride = 0;
 };
 
 template <class T, class I>
@@ -233,10 +241,18 @@ VALIDATE_HD PlaneUnit<I> plane_unit(const PlanesArgs<T, I>& a, I unit) {
   PlaneUnit<I> u;
   u.n_group = a.n_batch - b0 < a.group ? a.n_batch - b0 : a.group;
   u.n_chunk = a.n_m - j0 < a.chunk ? a.n_m - j0 : a.chunk;
-  const I sb = a.sstr[0];
-  const I sm = a.m >= 0 ? a.sstr[a.m] : 0, dm = a.m >= 0 ? a.dstr[a.m] : 0;
+  const I sb = a.batch_stride, sm = a.m_stride;
+  const I dm = a.m >= 0 ? a.dstr[a.m] : 0;
   u.src_base = a.offset + b0 * sb + j0 * sm;
   u.dst_base = b0 * a.plane + j0 * dm;
+  if (a.runs) {  // shared memory starts with the unit's first element
+    u.lo = u.src_base;
+    u.len = a.run_count * u.n_chunk;
+    u.count = 1;
+    for (int k = 0; k < a.rank; ++k) u.count *= a.ext[k];
+    u.shift = 0;
+    return u;
+  }
   u.lo = u.src_base + a.inner_neg + (sb < 0 ? (u.n_group - 1) * sb : 0) +
          (sm < 0 ? (u.n_chunk - 1) * sm : 0);
   u.len = a.m >= 0 ? u.n_chunk * (a.plane / a.n_m) : u.n_group * a.plane;
@@ -279,6 +295,43 @@ VALIDATE_HD void planes_load(const PlanesArgs<T, I>& a, const PlaneUnit<I>& u, T
         for (int i = 0; i < V; ++i)
           if (g + i >= u.lo && g + i < u.lo + u.len) smem[k * V + i] = a.src[g + i];
       }
+    }
+  }
+}
+
+// Runs: run r of the unit (its source offset from run_axes) to shared memory at r * run_stride,
+// 16-byte packs when aligned (vec_load), kRowUnroll of them in flight per thread.
+template <class T, class I>
+VALIDATE_HD void planes_load_runs(const PlanesArgs<T, I>& a, const PlaneUnit<I>& u, T* smem,
+                                  int tid, int threads) {
+  constexpr int V = kVec<T>;
+  const I per_run = a.vec_load ? u.n_chunk / V : u.n_chunk;  // packs, or elements
+  const I items = a.run_count * per_run;
+  const I width = a.vec_load ? V : 1;
+  for (I k0 = tid; k0 < items; k0 += static_cast<I>(threads) * kRowUnroll) {
+    Pack<T> buf[kRowUnroll] = {};
+    I at[kRowUnroll] = {};
+    VALIDATE_UNROLL
+    for (int r = 0; r < kRowUnroll; ++r) {
+      const I k = k0 + static_cast<I>(r) * threads;
+      if (k >= items) continue;
+      const I run = k / per_run, j = (k - run * per_run) * width;
+      I s = u.src_base, unused = 0;
+      decompose(run, a.run_axes, s, unused);
+      at[r] = run * a.run_stride + j;
+      if (a.vec_load)
+        buf[r] = *reinterpret_cast<const Pack<T>*>(a.src + s + j);
+      else
+        buf[r].v[0] = a.src[s + j];
+    }
+    VALIDATE_UNROLL
+    for (int r = 0; r < kRowUnroll; ++r) {
+      const I k = k0 + static_cast<I>(r) * threads;
+      if (k >= items) continue;
+      if (a.vec_load)
+        *reinterpret_cast<Pack<T>*>(smem + at[r]) = buf[r];
+      else
+        smem[at[r]] = buf[r].v[0];
     }
   }
 }
@@ -460,6 +513,37 @@ PlanesArgs<T, I> planes_args(const PermutePlan& p, const void* src, void* dst) {
     a.dstr[k] = static_cast<I>(ds[ku]);
     if (k > 0 && k != a.m && p.stride[ku] < 0) a.inner_neg += (a.ext[k] - 1) * a.sstr[k];
   }
+  a.batch_stride = static_cast<I>(p.stride[0]);
+  a.m_stride = a.m >= 0 ? static_cast<I>(p.stride[static_cast<std::size_t>(a.m)]) : 0;
+  if (p.plane_runs) {
+    // Shared memory: run r (the other inner axes, plan order) at r * run_stride, element i of the
+    // chunk at + i. The enumeration reads it there: axis 1 at stride 1, the others at run_stride
+    // times their dense stride among themselves; the batch contributes nothing (one plane).
+    a.runs = true;
+    a.run_stride = static_cast<I>(p.plane_run_stride);
+    a.run_count = static_cast<I>(ds[0] / p.shape[1]);
+    a.run_axes = axes_except<I>(p, 0, 1);
+    I dense = 1;
+    for (int k = r - 1; k >= 0; --k) {
+      if (k == 0)
+        a.sstr[k] = 0;
+      else if (k == 1)
+        a.sstr[k] = 1;
+      else {
+        a.sstr[k] = a.run_stride * dense;
+        dense *= static_cast<I>(p.shape[static_cast<std::size_t>(k)]);
+      }
+    }
+    a.inner_neg = 0;
+    a.contiguous_dst = true;
+    bool aligned = aligned16(src) && p.offset % V == 0 && p.stride[0] % V == 0 &&
+                   p.shape[1] % V == 0 && p.plane_chunk % V == 0;
+    for (int k = 2; k < r; ++k) aligned = aligned && p.stride[static_cast<std::size_t>(k)] % V == 0;
+    a.vec_load = aligned;
+    // Unit starts b P + j0 R, j0 a multiple of the chunk: aligned when P and the chunk are.
+    a.vec_store = aligned16(dst) && ds[0] % V == 0 && p.plane_chunk % V == 0;
+    return a;
+  }
   a.contiguous_dst = a.m < 0;
   a.vec_load = aligned16(src);
   a.vec_store = aligned16(dst) && (a.m < 0 ? (p.plane_group * ds[0]) % V == 0
@@ -470,6 +554,8 @@ PlanesArgs<T, I> planes_args(const PermutePlan& p, const void* src, void* dst) {
 // Shared memory of one planes block: the largest unit, plus up to V - 1 elements of alignment.
 inline std::size_t planes_smem_bytes(const PermutePlan& p) {
   const std::int64_t plane = plan_numel(p) / p.shape[0];
+  if (p.plane_runs)
+    return static_cast<std::size_t>(plane / p.shape[1] * p.plane_run_stride) * p.elem_size;
   const std::int64_t len =
       p.plane_m < 0 ? p.plane_group * plane
                     : p.plane_chunk * (plane / p.shape[static_cast<std::size_t>(p.plane_m)]);

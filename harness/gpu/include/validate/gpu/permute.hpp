@@ -16,9 +16,9 @@
 //            through shared memory padded to 33 columns so the column reads hit 32 different banks
 //            (for 2-, 4- and 8-byte elements);
 //   planes — batched small planes: every entry of the outermost axis is one dense block of source
-//            elements (a weight's 3x3 planes flipped or transposed; OIHW -> OHWI's [I][HW]
-//            planes): a block stages a group of whole planes, or a slab of one, through shared
-//            memory, contiguous 16-byte loads in, 16-byte stores out;
+//            elements (a weight's 3x3 planes flipped or transposed; OIHW <-> OHWI's planes): a
+//            block stages a group of whole planes, or a slab of one (contiguous, or in runs),
+//            through shared memory, 16-byte loads in, 16-byte stores out;
 //   gather — no unit-stride axis (sub-sampling, broadcast): one element per thread, coalesced
 //   writes.
 // rows and tile move 16 bytes per access when the sizes, strides, offset and pointers are multiples
@@ -52,6 +52,10 @@ struct PermutePlan {
   // planes: the inner axis split into slabs (-1: whole planes), planes per block, slab width.
   int plane_m = -1;
   std::int64_t plane_group = 1, plane_chunk = 1;
+  // planes in runs: the chunked axis is 1 (the destination's slowest inner axis, the source's
+  // unit-stride one); each run of plane_chunk elements sits plane_run_stride apart in shared memory.
+  bool plane_runs = false;
+  std::int64_t plane_run_stride = 0;
 };
 // elem_size matters to the planes kernel only (how many planes fit in shared memory).
 PermutePlan plan_permute(const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
