@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "validate/cases/scale_file.hpp"
+#include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/ops/registry.hpp"
 
@@ -73,6 +74,57 @@ std::optional<GradTerms> grad_terms(const std::string& op, const std::string& le
 
 std::string g(double v) { return fmt::format("{:.4g}", v); }
 
+// A .npy file mapped, not copied (a scale, its tensor and the op's operands are read once each, in
+// place: the largest im2col operand is 300 MB). C order only, as sets store every tensor.
+struct MappedNpy {
+  MappedFile file;
+  npy::Header header;
+  StoredValues values() const {
+    return {file.data() + header.data_offset, header.dtype, shape_numel(header.shape)};
+  }
+};
+Result<MappedNpy> map_npy(const std::string& path) {
+  auto f = MappedFile::open(path);
+  if (!f) return f.status();
+  auto h = npy::parse_header(f->data(), f->size(), path);
+  if (!h) return h.status();
+  if (h->fortran_order && h->shape.size() > 1) return Error{path + ": Fortran order (a set stores C order)"};
+  if (h->dtype != DType::float32 && h->dtype != DType::float16 && h->dtype != DType::float64)
+    return Error{path + ": stored as " + std::string(dtype_name(h->dtype)) + ", not float32, float16 or float64"};
+  f->advise_sequential();
+  return MappedNpy{std::move(*f), std::move(*h)};
+}
+
+// Values [begin, begin + n) of `v` as float32 into `out` (float16 through the vectorized widening).
+void load_block(const StoredValues& v, std::int64_t begin, int n, float* out) {
+  if (v.storage == DType::float16) {
+    float16_to_float(static_cast<const std::uint16_t*>(v.data) + begin, out, static_cast<std::size_t>(n));
+  } else if (v.storage == DType::float32) {
+    std::memcpy(out, static_cast<const float*>(v.data) + begin, static_cast<std::size_t>(n) * sizeof(float));
+  } else {
+    for (int j = 0; j < n; ++j) out[j] = static_cast<float>(value(v, begin + j));
+  }
+}
+
+// max |x| over the non-NaN values; none when one is infinite (as finite_max_abs of a Tensor).
+std::optional<double> finite_max_abs(const StoredValues& v) {
+  constexpr int kBlock = 4096;
+  std::vector<float> b(kBlock);
+  float most = 0;
+  bool inf = false;
+  for (std::int64_t i = 0; i < v.numel; i += kBlock) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kBlock, v.numel - i));
+    load_block(v, i, n, b.data());
+    for (int j = 0; j < n; ++j) {
+      const float a = std::fabs(b[j]);
+      inf |= a == INFINITY;
+      most = a > most ? a : most;  // NaN compares false
+    }
+  }
+  if (inf) return std::nullopt;
+  return static_cast<double>(most);
+}
+
 }  // namespace
 
 std::vector<std::string> scale_quantities(Role role) {
@@ -94,9 +146,9 @@ Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op)
     if (t.role != Role::input && t.role != Role::output) continue;
     if (t.role == Role::input && t.name != "target") leaves.push_back(t.name);
     const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
-    auto tensor = npy::read(path);
+    auto tensor = map_npy(path);
     if (!tensor) return Error{path + ": " + tensor.message()};
-    if (auto m = finite_max_abs(*tensor)) most[t.name] = *m;
+    if (auto m = finite_max_abs(tensor->values())) most[t.name] = *m;
   }
   const double K = static_cast<double>(std::max<std::int64_t>(ops::find(op).reduction_length(inst->params), 1));
   // A checkpoint's scale is a trajectory bound, not a root-sum-square, and a training case's
@@ -142,21 +194,6 @@ Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op)
   }
   return out;
 }
-
-namespace {
-
-// Values [begin, begin + n) of `v` as float32 into `out` (float16 through the vectorized widening).
-void load_block(const StoredValues& v, std::int64_t begin, int n, float* out) {
-  if (v.storage == DType::float16) {
-    float16_to_float(static_cast<const std::uint16_t*>(v.data) + begin, out, static_cast<std::size_t>(n));
-  } else if (v.storage == DType::float32) {
-    std::memcpy(out, static_cast<const float*>(v.data) + begin, static_cast<std::size_t>(n) * sizeof(float));
-  } else {
-    for (int j = 0; j < n; ++j) out[j] = static_cast<float>(value(v, begin + j));
-  }
-}
-
-}  // namespace
 
 std::string check_scale_values(const StoredValues& scale, double unit, const StoredValues& ref, const ScaleLimit& limit) {
   const bool floor = limit.floor && ref.data && ref.numel == scale.numel;
@@ -266,26 +303,26 @@ std::vector<std::string> check_case_scales(const RefCase& rc) {
                                   role_name(t.role), q.front()));
         continue;
       }
-      auto s = npy::read(f);
+      auto s = map_npy(f);
       if (!s) {
         out.push_back(fmt::format("{}: {}", where, s.message()));
         continue;
       }
-      if (s->shape() != t.shape) {
-        out.push_back(fmt::format("{}: shape {} but its tensor is {}", where, shape_to_string(s->shape()),
+      if (s->header.shape != t.shape) {
+        out.push_back(fmt::format("{}: shape {} but its tensor is {}", where, shape_to_string(s->header.shape),
                                   shape_to_string(t.shape)));
         continue;
       }
-      auto unit = scale_unit(*e, s->dtype(), where);
+      auto unit = scale_unit(*e, s->header.dtype, where);
       if (!unit) {
         out.push_back(unit.message());
         continue;
       }
-      auto ref = npy::read(rc.dtype_dir + "/" + rc.c.file_name(op, t.name));
+      auto ref = map_npy(rc.dtype_dir + "/" + rc.c.file_name(op, t.name));
       StoredValues rv;
-      if (ref && ref->shape() == t.shape) rv = {ref->bytes(), ref->dtype(), ref->numel()};
+      if (ref && ref->header.shape == t.shape) rv = ref->values();
       const std::string bad =
-          check_scale_values({s->bytes(), s->dtype(), s->numel()}, *unit, rv, limits->count(t.name) ? limits->at(t.name) : ScaleLimit{});
+          check_scale_values(s->values(), *unit, rv, limits->count(t.name) ? limits->at(t.name) : ScaleLimit{});
       if (!bad.empty()) out.push_back(fmt::format("{}: {} (an invalid reference set)", where, bad));
     }
   }
