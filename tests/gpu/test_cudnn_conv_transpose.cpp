@@ -7,6 +7,8 @@
 // dtype against the float64 reference.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "conv_case.hpp"
 #include "gpu_test_util.hpp"
 #include "validate/layout/layout.hpp"
@@ -80,6 +82,41 @@ TEST(CudnnConvTransposeHost, BackwardDataProducesTheOutputAndRunsFirst) {
   EXPECT_EQ(t[2], Direction::bwd_filter);
   EXPECT_EQ(c[0], Direction::fwd);
   EXPECT_EQ(c[1], Direction::bwd_data);
+}
+
+// Each call's operands, held to the geometry: cuDNN's Forward reads X and writes Y, BackwardData
+// reads dY and writes dX, BackwardFilter reads X and dY — so every operand must have the shape of
+// the cuDNN tensor its slot is, for both ops, and each op tensor is written by one call only.
+TEST(CudnnConvTransposeHost, EveryCallsOperandsHaveTheShapesCudnnExpects) {
+  for (const ConvGeometry& g : {conv_geometry(grouped()), conv_geometry(biased())}) {
+    ops::ConvParams c;
+    c.n = 2, c.c = 6, c.h = 7, c.w = 9, c.o = 4, c.kh = 3, c.kw = 2, c.groups = 2;
+    for (const ConvGeometry& geo : {g, conv_geometry(c)}) {
+      auto shape_of = [&](const std::string& t) -> const Shape& {
+        return t == "input" || t == "grad_input" ? geo.x : geo.y;
+      };
+      const Shape* want[3][2] = {{&geo.cudnn_x(), &geo.cudnn_y()},   // Forward: x, y
+                                 {&geo.cudnn_y(), &geo.cudnn_x()},   // BackwardData: dy, dx
+                                 {&geo.cudnn_x(), &geo.cudnn_y()}};  // BackwardFilter: x, dy
+      std::set<std::string> written;
+      for (Direction d : kDirections) {
+        const auto ops = operand_tensors(d, geo.transposed);
+        for (int k = 0; k < 2; ++k)
+          EXPECT_EQ(shape_of(ops[static_cast<std::size_t>(k)]), *want[static_cast<int>(d)][k])
+              << geo.op << " " << direction_name(d) << " operand " << k;
+        if (d != Direction::bwd_filter) {
+          // The written operand is the tensor the direction produces.
+          EXPECT_STREQ(ops[1], produced_tensor(d, geo.transposed)) << geo.op;
+          written.insert(ops[1]);
+        }
+      }
+      EXPECT_EQ(written, (std::set<std::string>{"output", "grad_input"})) << geo.op;
+    }
+  }
+  // The transposed op's calls read grad_output where conv2d's read input, and the reverse.
+  EXPECT_STREQ(operand_tensors(Direction::fwd, true)[0], "grad_output");
+  EXPECT_STREQ(operand_tensors(Direction::bwd_filter, true)[1], "input");
+  EXPECT_STREQ(operand_tensors(Direction::bwd_data, true)[0], "input");
 }
 
 // Each preset's conv_transpose2d weight is a native cuDNN filter (IOHW is KCRS with K = in), and

@@ -124,10 +124,8 @@ class ConvCase {
   Status build(bool convert, nlohmann::json& info);
   Status query(Direction d);
   Status set_activation(TensorDesc& d, const ActPlan& p, const Shape& s);
-  // A cuDNN direction's two activation operands, in the order its call takes them (Forward: x, y;
-  // BackwardData: dy, dx; BackwardFilter: x, dy). conv2d: (input, output), (grad_output,
-  // grad_input), (input, grad_output); conv_transpose2d (conv_geometry.hpp): (grad_output,
-  // grad_input), (input, output), (grad_output, input).
+  // A cuDNN direction's two activation operands, descriptors and buffers of the op tensors
+  // operand_tensors (conv_geometry.hpp) names.
   struct Operands {
     const TensorDesc* desc[2];
     DeviceTensor* buf[2];

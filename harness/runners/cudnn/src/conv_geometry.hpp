@@ -99,6 +99,24 @@ inline const char* produced_tensor(Direction d, bool transposed) {
   return "?";
 }
 
+// A cuDNN direction's two activation operands, named by the op tensor whose descriptor and buffer
+// each is, in the order the call takes them (Forward: x, y; BackwardData: dy, dx; BackwardFilter:
+// x, dy). "grad_output" shares the output's descriptor.
+inline std::array<const char*, 2> operand_tensors(Direction d, bool transposed) {
+  switch (d) {
+    case Direction::fwd:
+      if (transposed) return {"grad_output", "grad_input"};
+      return {"input", "output"};
+    case Direction::bwd_data:
+      if (transposed) return {"input", "output"};
+      return {"grad_output", "grad_input"};
+    case Direction::bwd_filter:
+      break;
+  }
+  if (transposed) return {"grad_output", "input"};
+  return {"input", "grad_output"};
+}
+
 // The order of one pass: the direction that produces the output runs first (the loss needs it),
 // then the one producing grad_input, then the filter gradient.
 inline std::array<Direction, 3> execution_order(bool transposed) {

@@ -90,16 +90,17 @@ cudnnMathType_t ConvCase::requested_math() const {
 }
 
 ConvCase::Operands ConvCase::operands(Direction d) {
-  const bool t = g_.transposed;
-  switch (d) {
-    case Direction::fwd:
-      return t ? Operands{{&yd_, &dxd_}, {&dy_, &dx_}} : Operands{{&xd_, &yd_}, {&x_, &y_}};
-    case Direction::bwd_data:
-      return t ? Operands{{&xd_, &yd_}, {&x_, &y_}} : Operands{{&yd_, &dxd_}, {&dy_, &dx_}};
-    case Direction::bwd_filter:
-      break;
+  Operands o{};
+  const auto names = operand_tensors(d, g_.transposed);
+  for (int k = 0; k < 2; ++k) {
+    const std::string n = names[static_cast<std::size_t>(k)];
+    o.desc[k] = n == "input" ? &xd_ : n == "grad_input" ? &dxd_ : &yd_;
+    o.buf[k] = n == "input"       ? &x_
+               : n == "grad_input" ? &dx_
+               : n == "output"     ? &y_
+                                   : &dy_;
   }
-  return t ? Operands{{&yd_, &xd_}, {&dy_, &x_}} : Operands{{&xd_, &yd_}, {&x_, &dy_}};
+  return o;
 }
 
 Status ConvCase::set_activation(TensorDesc& d, const ActPlan& p, const Shape& s) {
