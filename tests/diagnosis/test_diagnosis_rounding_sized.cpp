@@ -37,18 +37,24 @@ Tensor reference(const Conv& g, const Tensor& x, const Tensor& w) {
                nullptr);
 }
 
+// c[n x m] = a[n x k] times b[k x m] (or b[m x k] transposed), summed in float32 in order.
+void mul(const float* a, const float* b, float* c, int n, int k, int m, bool b_transposed) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      float s = 0;
+      for (int t = 0; t < k; ++t) s += a[i * k + t] * (b_transposed ? b[j * k + t] : b[t * m + j]);
+      c[i * m + j] = s;
+    }
+}
+
 // Winograd F(4x4,3x3) in float32: per 6x6 input tile d and channel, V = B^T d B and U = G g G^T,
 // M = sum over channels of U .* V, the 4x4 output Y = A^T M A. Needs H and W multiples of 4.
 Tensor winograd_f4(const Conv& g, const Tensor& x, const Tensor& w) {
-  static const float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                                 {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-  static const float G[6][3] = {{1.f / 4, 0, 0},
-                                {-1.f / 6, -1.f / 6, -1.f / 6},
-                                {-1.f / 6, 1.f / 6, -1.f / 6},
-                                {1.f / 24, 1.f / 12, 1.f / 6},
-                                {1.f / 24, -1.f / 12, 1.f / 6},
-                                {0, 0, 1}};
-  static const float AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+  static const float BT[36] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                               0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+  static const float G[18] = {1.f / 4,  0,        0,       -1.f / 6, -1.f / 6, -1.f / 6, -1.f / 6, 1.f / 6, -1.f / 6,
+                              1.f / 24, 1.f / 12, 1.f / 6, 1.f / 24, -1.f / 12, 1.f / 6, 0,        0,       1};
+  static const float AT[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
   Tensor y(DType::float32, {g.N, g.O, g.H, g.W});
   auto xin = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
     return h < 0 || h >= g.H || ww < 0 || ww >= g.W ? 0.f : x.get(((n * g.C + c) * g.H + h) * g.W + ww);
@@ -57,51 +63,21 @@ Tensor winograd_f4(const Conv& g, const Tensor& x, const Tensor& w) {
     for (std::int64_t o = 0; o < g.O; ++o)
       for (std::int64_t th = 0; th < g.H; th += 4)
         for (std::int64_t tw = 0; tw < g.W; tw += 4) {
-          float M[6][6] = {};
+          float M[36] = {};
           for (std::int64_t c = 0; c < g.C; ++c) {
-            float d[6][6], t[6][6], V[6][6], gt[6][3], U[6][6];
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) d[i][j] = xin(n, c, th - 1 + i, tw - 1 + j);
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) {
-                float s = 0;
-                for (int k = 0; k < 6; ++k) s += BT[i][k] * d[k][j];
-                t[i][j] = s;
-              }
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) {
-                float s = 0;
-                for (int k = 0; k < 6; ++k) s += t[i][k] * BT[j][k];
-                V[i][j] = s;
-              }
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 3; ++j) {
-                float s = 0;
-                for (int k = 0; k < 3; ++k) s += G[i][k] * w.get(((o * g.C + c) * 3 + k) * 3 + j);
-                gt[i][j] = s;
-              }
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) {
-                float s = 0;
-                for (int k = 0; k < 3; ++k) s += gt[i][k] * G[j][k];
-                U[i][j] = s;
-              }
-            for (int i = 0; i < 6; ++i)
-              for (int j = 0; j < 6; ++j) M[i][j] += U[i][j] * V[i][j];
+            float d[36], t[36], V[36], f[9], gt[18], U[36];
+            for (int i = 0; i < 36; ++i) d[i] = xin(n, c, th - 1 + i / 6, tw - 1 + i % 6);
+            for (int i = 0; i < 9; ++i) f[i] = w.get((o * g.C + c) * 9 + i);
+            mul(BT, d, t, 6, 6, 6, false);
+            mul(t, BT, V, 6, 6, 6, true);
+            mul(G, f, gt, 6, 3, 3, false);
+            mul(gt, G, U, 6, 3, 6, true);
+            for (int i = 0; i < 36; ++i) M[i] += U[i] * V[i];
           }
-          float t[4][6];
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 6; ++j) {
-              float s = 0;
-              for (int k = 0; k < 6; ++k) s += AT[i][k] * M[k][j];
-              t[i][j] = s;
-            }
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 4; ++j) {
-              float s = 0;
-              for (int k = 0; k < 6; ++k) s += t[i][k] * AT[j][k];
-              y.set(((n * g.O + o) * g.H + th + i) * g.W + tw + j, s);
-            }
+          float t[24], Y[16];
+          mul(AT, M, t, 4, 6, 6, false);
+          mul(t, AT, Y, 4, 6, 4, true);
+          for (int i = 0; i < 16; ++i) y.set(((n * g.O + o) * g.H + th + i / 4) * g.W + tw + i % 4, Y[i]);
         }
   return y;
 }
