@@ -159,7 +159,7 @@ void render_terminal(std::ostream& out, const compare::Report& r, TerminalOption
     for (const auto& l : lines) out << "  " << l << "\n";
   }
   if (folded)
-    out << p.dim(fmt::format("({} not detailed: --verbose)", detail::consequences_phrase(detail::consequence_counts(r))))
+    out << p.dim(fmt::format("({}, not detailed: --verbose)", detail::consequences_phrase(detail::consequence_counts(r))))
         << "\n";
   what_went_wrong();
   const auto c = r.counts();
