@@ -64,8 +64,11 @@ __global__ void __launch_bounds__(kWideTileThreads) wide_tile_kernel(WideTileArg
   }
 }
 
+// 5 blocks per SM: at most 51 registers (48 used for 4-byte elements, no spills with 32-bit
+// indices but for 1-byte elements), 1280 threads with kRowUnroll loads each in flight, and
+// 5 x 24 KiB of shared memory.
 template <class T, class I>
-__global__ void __launch_bounds__(kPlaneThreads) planes_kernel(PlanesArgs<T, I> a) {
+__global__ void __launch_bounds__(kPlaneThreads, 5) planes_kernel(PlanesArgs<T, I> a) {
   extern __shared__ __align__(16) unsigned char planes_smem[];
   T* smem = reinterpret_cast<T*>(planes_smem);
   const int tid = static_cast<int>(threadIdx.x);
