@@ -83,12 +83,24 @@ int main(int argc, char** argv) {
       {"act_f32/NHWC->NCHW", "NCHW", "NHWC", {16, 64, 128, 128}, DType::float32, true},
       {"act_f32/NCHW->CHWN:F", "NCHW", "CHWN:F", {16, 64, 128, 128}, DType::float32, false},
       {"act_f32/CHWN:F->NCHW", "NCHW", "CHWN:F", {16, 64, 128, 128}, DType::float32, true},
-      {"act_f32/NCHW->NCHW+flip=HW", "NCHW", "NCHW+flip=HW", {16, 64, 128, 128}, DType::float32,
+      {"act_f32/NCHW->NCHW+flip=HW",
+       "NCHW",
+       "NCHW+flip=HW",
+       {16, 64, 128, 128},
+       DType::float32,
        false},
-      {"wgt_f32/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {2048, 1024, 3, 3},
-       DType::float32, false},
-      {"wgt_f32/OIHW->HWIO:F+flip=HW", "OIHW", "HWIO:F+flip=HW", {2048, 1024, 3, 3},
-       DType::float32, false},
+      {"wgt_f32/OIHW->WHIO:F+flip=HW",
+       "OIHW",
+       "WHIO:F+flip=HW",
+       {2048, 1024, 3, 3},
+       DType::float32,
+       false},
+      {"wgt_f32/OIHW->HWIO:F+flip=HW",
+       "OIHW",
+       "HWIO:F+flip=HW",
+       {2048, 1024, 3, 3},
+       DType::float32,
+       false},
       {"wgt_f32/OIHW->OHWI", "OIHW", "OHWI", {2048, 1024, 3, 3}, DType::float32, false},
       {"wgt_f32/OHWI->OIHW", "OIHW", "OHWI", {2048, 1024, 3, 3}, DType::float32, true},
       {"mat_f32/151936x896 MK->KM", "MK", "KM", {151936, 896}, DType::float32, false},
@@ -96,8 +108,12 @@ int main(int argc, char** argv) {
       {"act_bf16/NCHW->NHWC", "NCHW", "NHWC", {16, 128, 128, 128}, DType::bfloat16, false},
       {"act_bf16/NHWC->NCHW", "NCHW", "NHWC", {16, 128, 128, 128}, DType::bfloat16, true},
       {"act_bf16/NCHW->CHWN:F", "NCHW", "CHWN:F", {16, 128, 128, 128}, DType::bfloat16, false},
-      {"wgt_bf16/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {2048, 2048, 3, 3},
-       DType::bfloat16, false},
+      {"wgt_bf16/OIHW->WHIO:F+flip=HW",
+       "OIHW",
+       "WHIO:F+flip=HW",
+       {2048, 2048, 3, 3},
+       DType::bfloat16,
+       false},
       {"wgt_bf16/OIHW->OHWI", "OIHW", "OHWI", {2048, 2048, 3, 3}, DType::bfloat16, false},
       {"act_f64/NCHW->NHWC", "NCHW", "NHWC", {16, 32, 128, 128}, DType::float64, false},
       // The default sweep's largest case (ic = 8192, 32 x 32, 32 output channels): 32 MiB and
@@ -107,8 +123,12 @@ int main(int argc, char** argv) {
       {"sweep_f32/NCHW->CHWN:F", "NCHW", "CHWN:F", {1, 8192, 32, 32}, DType::float32, false},
       {"sweep_f32/OIHW->OHWI", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::float32, false},
       {"sweep_f32/OHWI->OIHW", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::float32, true},
-      {"sweep_f32/OIHW->WHIO:F+flip=HW", "OIHW", "WHIO:F+flip=HW", {32, 8192, 3, 3},
-       DType::float32, false},
+      {"sweep_f32/OIHW->WHIO:F+flip=HW",
+       "OIHW",
+       "WHIO:F+flip=HW",
+       {32, 8192, 3, 3},
+       DType::float32,
+       false},
       {"sweep_bf16/NCHW->NHWC", "NCHW", "NHWC", {1, 8192, 32, 32}, DType::bfloat16, false},
       {"sweep_bf16/OHWI->OIHW", "OIHW", "OHWI", {32, 8192, 3, 3}, DType::bfloat16, true},
   };
@@ -138,7 +158,7 @@ int main(int argc, char** argv) {
     }
     (void)src->fill_zero();
     const auto g = c.back ? layout::from_layout_gather(layout::placement(*spec, c.axes, c.shape))
-                           : layout::to_layout_gather(layout::placement(*spec, c.axes, c.shape));
+                          : layout::to_layout_gather(layout::placement(*spec, c.axes, c.shape));
     const auto plan = gpu::plan_permute(g.dst_shape, g.src_strides, g.src_offset, elem);
     auto ours = time_ms(
         [&] {

@@ -344,8 +344,7 @@ TEST(CudnnAlgorithmNames, EveryEnumValueMapsToItsFamilyAndTensor) {
       {Direction::bwd_filter, 2, "fft", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT"},
       {Direction::bwd_filter, 3, "direct", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3"},
       {Direction::bwd_filter, 4, "winograd", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD"},
-      {Direction::bwd_filter, 5, "winograd",
-       "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED"},
+      {Direction::bwd_filter, 5, "winograd", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED"},
       {Direction::bwd_filter, 6, "fft_tiling", "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING"},
   };
   int per_direction[3] = {0, 0, 0};

@@ -128,9 +128,9 @@ TEST(CudnnConvTransposeHost, EveryPresetsWeightIsANativeFilter) {
     cudnnTensorFormat_t format;
     const char* grad;
   };
-  for (const Want& want : {Want{"torch", CUDNN_TENSOR_NCHW, "IOHW"},
-                           Want{"channels_last", CUDNN_TENSOR_NHWC, "IHWO"},
-                           Want{"fortran", CUDNN_TENSOR_NCHW, "IOHW"}}) {
+  for (const Want& want :
+       {Want{"torch", CUDNN_TENSOR_NCHW, "IOHW"}, Want{"channels_last", CUDNN_TENSOR_NHWC, "IHWO"},
+        Want{"fortran", CUDNN_TENSOR_NCHW, "IOHW"}}) {
     auto ls = layout::load_layout(want.preset);
     ASSERT_TRUE(ls) << ls.message();
     const layout::Spec* spec = ls->find("conv_transpose2d", "weight");
@@ -144,14 +144,15 @@ TEST(CudnnConvTransposeHost, EveryPresetsWeightIsANativeFilter) {
     const layout::Spec* declared = ls->find("conv_transpose2d", "grad_weight");
     ASSERT_NE(declared, nullptr);
     EXPECT_TRUE(layout::same_offsets(layout::placement(dw, "IOHW", w),
-                                       layout::placement(*declared, "IOHW", w)))
+                                     layout::placement(*declared, "IOHW", w)))
         << want.preset;
     // The NCHW fallback converts a KRSC filter to KCRS (IOHW memory); a KCRS one stays.
     const FilterPlan conv = plan_filter(*spec, w, true, "IOHW");
     EXPECT_EQ(conv.path, want.format == CUDNN_TENSOR_NHWC ? "converted" : "native") << want.preset;
     EXPECT_EQ(conv.format, CUDNN_TENSOR_NCHW);
-    EXPECT_TRUE(layout::same_offsets(layout::placement(conv.stack, "IOHW", w),
-                                     layout::placement(*layout::parse_spec("IOHW", "IOHW"), "IOHW", w)))
+    EXPECT_TRUE(
+        layout::same_offsets(layout::placement(conv.stack, "IOHW", w),
+                             layout::placement(*layout::parse_spec("IOHW", "IOHW"), "IOHW", w)))
         << want.preset << ": " << layout::to_string(conv.stack);
   }
   // The fortran preset's activations reach cuDNN strided, as for conv2d.

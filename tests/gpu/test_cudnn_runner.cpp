@@ -226,7 +226,8 @@ TEST(CudnnConvAlgos, NamedAlgorithmIsUsedOrUnsupported) {
   if (results[0].outcome == RunOutcome::ok) {
     EXPECT_EQ(results[0].info["algorithm_selection"]["fwd"]["algo"], "IMPLICIT_GEMM");
     EXPECT_EQ(results[0].info["algorithms"]["output"], "direct");
-    EXPECT_EQ(results[0].info["cudnn_algorithms"]["output"], "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
+    EXPECT_EQ(results[0].info["cudnn_algorithms"]["output"],
+              "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM");
   } else {
     EXPECT_EQ(results[0].outcome, RunOutcome::unsupported) << results[0].message;
   }

@@ -215,8 +215,8 @@ TEST(CudnnTrain, AdamAndConvTransposeTrajectoriesMatchFloat64) {
   c.train->lr = 1e-2;
   c.train->weight_decay = 1e-2;
   const auto step0 = batch(c, cases::Op::conv2d, 0);
-  for (const auto& p : {Preset{"torch", "xcorr"}, Preset{"channels_last", "xcorr"},
-                        Preset{"fortran", "conv"}}) {
+  for (const auto& p :
+       {Preset{"torch", "xcorr"}, Preset{"channels_last", "xcorr"}, Preset{"fortran", "conv"}}) {
     CudnnOptions o;
     o.conv_mode = p.conv_mode;
     auto results = run_training(o, *layout::load_layout(p.name), c, cases::Op::conv2d, step0);
@@ -256,8 +256,8 @@ TEST(CudnnTrain, MixedPrecisionKeepsFloat32Masters) {
       if (opt == train::Optimizer::adam) c.train->momentum = 0, c.train->lr = 1e-2;
       const std::string what = std::string(dtype_name(dt)) + "/" + train::optimizer_name(opt);
       const auto step0 = batch(c, cases::Op::conv2d, 0);
-      auto results = run_training({}, *layout::load_layout("channels_last"), c,
-                                  cases::Op::conv2d, step0);
+      auto results =
+          run_training({}, *layout::load_layout("channels_last"), c, cases::Op::conv2d, step0);
       ASSERT_EQ(results.size(), 1u);
       const OpResult& r = results[0];
       ASSERT_EQ(r.outcome, RunOutcome::ok) << what << ": " << r.message;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "conv_case.hpp"
-#include "device_trajectory.hpp"
 #include "adam_element.hpp"
+#include "conv_case.hpp"
 #include "device_param.hpp"
+#include "device_trajectory.hpp"
 #include "sgd_element.hpp"
 #include "validate/core/rng.hpp"
 #include "validate/layout/layout.hpp"
@@ -287,7 +287,8 @@ TEST(CudnnTrainHost, AdamElementMatchesAdamStepBitForBit) {
         for (std::size_t i = 0; i < n; ++i) g[i] *= std::pow(10.f, static_cast<float>(i % 8) - 6.f);
         train::adam_step(p_ref.data(), g.data(), n, state, c);
         const gpu::AdamHyper h = gpu::adam_hyper(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, s);
-        for (std::size_t i = 0; i < n; ++i) gpu::kernels::adam_element(p_dev[i], g[i], m[i], v[i], h);
+        for (std::size_t i = 0; i < n; ++i)
+          gpu::kernels::adam_element(p_dev[i], g[i], m[i], v[i], h);
         for (std::size_t i = 0; i < n; ++i) {
           ASSERT_EQ(std::memcmp(&p_ref[i], &p_dev[i], sizeof(float)), 0)
               << "step " << s << " element " << i << ": " << p_ref[i] << " vs " << p_dev[i];

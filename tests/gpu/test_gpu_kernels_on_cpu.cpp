@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -115,9 +115,12 @@ void check_random(int trials, unsigned seed, int multiple = 1) {
     std::shuffle(perm.begin(), perm.end(), rng);
     Shape shape(rank);
     for (auto& s : shape)
-      s = multiple > 1
-              ? multiple * (1 + static_cast<std::int64_t>(rng() % (rank == 2 ? 24 : rank == 3 ? 4 : 2)))
-              : 1 + static_cast<std::int64_t>(rng() % (rank <= 2 ? 300 : rank <= 3 ? 60 : 9));
+      s = multiple > 1 ? multiple * (1 + static_cast<std::int64_t>(rng() % (rank == 2   ? 24
+                                                                            : rank == 3 ? 4
+                                                                                        : 2)))
+                       : 1 + static_cast<std::int64_t>(rng() % (rank <= 2   ? 300
+                                                                : rank <= 3 ? 60
+                                                                            : 9));
     std::vector<std::int64_t> cs(rank, 1);
     for (int a = rank - 2; a >= 0; --a) cs[a] = cs[a + 1] * shape[a + 1];
     Shape dst_shape;
@@ -189,10 +192,14 @@ void check_conversion(const char* axes, const char* text, const Shape& shape, bo
                              reinterpret_cast<std::byte*>(want.data()), sizeof(T), g.dst_shape,
                              g.src_strides, g.src_offset);
   const auto p = plan_permute(g.dst_shape, g.src_strides, g.src_offset, sizeof(T));
-  EXPECT_EQ(p.kernel, kernel) << axes << (back ? " <- " : " -> ") << text << " " << shape_to_string(shape) << " elem " << sizeof(T) << ": " << kernel_name(p.kernel);
+  EXPECT_EQ(p.kernel, kernel) << axes << (back ? " <- " : " -> ") << text << " "
+                              << shape_to_string(shape) << " elem " << sizeof(T) << ": "
+                              << kernel_name(p.kernel);
   const int before = g_paths.*path;
   emulate<T, std::int32_t>(p, s, d);
-  EXPECT_EQ(g_paths.*path, before + 1) << axes << (back ? " <- " : " -> ") << text << " " << shape_to_string(shape) << " elem " << sizeof(T) << ": not on the expected path";
+  EXPECT_EQ(g_paths.*path, before + 1)
+      << axes << (back ? " <- " : " -> ") << text << " " << shape_to_string(shape) << " elem "
+      << sizeof(T) << ": not on the expected path";
   EXPECT_TRUE(std::equal(want.begin(), want.end(), d)) << axes << " -> " << text;
 }
 
@@ -224,9 +231,9 @@ TEST(GpuKernelsOnCpu, PresetConversionsTakeTheSixteenBytePaths) {
     check_conversion<std::uint16_t>("OIHW", "OHWI", wgt, back, PermuteKernel::planes,
                                     back ? &P::planes_runs : &P::planes_vec_store);
     check_conversion<std::uint32_t>("MK", "KM", {1000, 96}, back, PermuteKernel::tile,
-                                     &P::wide_tile);
+                                    &P::wide_tile);
     check_conversion<std::uint16_t>("MK", "KM", {1000, 96}, back, PermuteKernel::tile,
-                                     &P::wide_tile);
+                                    &P::wide_tile);
   }
   // A plane over 24 KiB (OIHW -> OHWI with I = 1024: 36 KiB in float32) goes in slabs of I.
   check_conversion<std::uint32_t>("OIHW", "OHWI", {3, 1024, 3, 3}, false, PermuteKernel::planes,

@@ -99,8 +99,8 @@ TEST(GpuPermutePlan, SmallPlaneTransposesArePlanes) {
   EXPECT_EQ(p.plane_chunk, 680);  // 680 * 9 * 4 bytes <= 24 KiB, a multiple of 4 elements
   // Back (OHWI -> OIHW) the destination's innermost axis is read at stride I (even): planes in
   // runs of I, each run 16 bytes past a 128-byte boundary in shared memory.
-  const auto back = layout::from_layout_gather(
-      layout::placement(spec("OHWI", "OIHW"), "OIHW", {32, 8192, 3, 3}));
+  const auto back =
+      layout::from_layout_gather(layout::placement(spec("OHWI", "OIHW"), "OIHW", {32, 8192, 3, 3}));
   p = plan_permute(back.dst_shape, back.src_strides, back.src_offset);
   EXPECT_EQ(p.kernel, PermuteKernel::planes);
   EXPECT_TRUE(p.plane_runs);

@@ -43,7 +43,8 @@ Status adam_update(float* param, const float* grad, float* m, float* v, std::int
                    const AdamHyper& h, cudaStream_t stream) {
   if (n < 0) return Error{fmt::format("gpu::adam_update: negative element count {}", n)};
   if (n == 0) return Status::ok();
-  if (!param || !grad || !m || !v) return Error{"gpu::adam_update: null parameter, gradient or moment"};
+  if (!param || !grad || !m || !v)
+    return Error{"gpu::adam_update: null parameter, gradient or moment"};
   const std::int64_t blocks = std::min<std::int64_t>((n + 255) / 256, 1 << 16);
   adam_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(param, grad, m, v, n, h);
   VALIDATE_GPU_TRY(cudaGetLastError());

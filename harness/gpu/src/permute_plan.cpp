@@ -49,8 +49,9 @@ bool plan_planes(PermutePlan& p) {
   if (std::llabs(p.stride[0]) != plane) return false;
   std::vector<std::size_t> inner(r - 1);
   std::iota(inner.begin(), inner.end(), std::size_t{1});
-  std::sort(inner.begin(), inner.end(),
-            [&](std::size_t x, std::size_t y) { return std::llabs(p.stride[x]) < std::llabs(p.stride[y]); });
+  std::sort(inner.begin(), inner.end(), [&](std::size_t x, std::size_t y) {
+    return std::llabs(p.stride[x]) < std::llabs(p.stride[y]);
+  });
   std::int64_t dense = 1;
   for (std::size_t a : inner) {
     if (std::llabs(p.stride[a]) != dense) return false;

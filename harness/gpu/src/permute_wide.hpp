@@ -44,9 +44,10 @@ struct Divider {
     if constexpr (sizeof(I) == 4) {
       while ((std::uint64_t{1} << shift) < static_cast<std::uint64_t>(d)) ++shift;
       const std::uint64_t one = 1;
-      magic = static_cast<std::uint32_t>(((one << 32) * ((one << shift) - static_cast<std::uint64_t>(d))) /
-                                             static_cast<std::uint64_t>(d) +
-                                         1);
+      magic = static_cast<std::uint32_t>(
+          ((one << 32) * ((one << shift) - static_cast<std::uint64_t>(d))) /
+              static_cast<std::uint64_t>(d) +
+          1);
     }
   }
   VALIDATE_HD I div(I n) const {
@@ -149,8 +150,8 @@ VALIDATE_HD TileOrigin<I> wide_tile_origin(const WideTileArgs<T, I>& a, I item) 
 
 // smem: kEdge rows (q) of kWideTilePacks packs (l).
 template <class T, class I>
-VALIDATE_HD void wide_tile_load(const WideTileArgs<T, I>& a, const TileOrigin<I>& o,
-                                Pack<T>* smem, int tid) {
+VALIDATE_HD void wide_tile_load(const WideTileArgs<T, I>& a, const TileOrigin<I>& o, Pack<T>* smem,
+                                int tid) {
   constexpr int V = kVec<T>;
   const int c = tid % kWideTilePacks, lb = tid / kWideTilePacks;
   const I q = o.q0 + static_cast<I>(c) * V, l = o.l0 + static_cast<I>(lb) * V;
@@ -199,11 +200,11 @@ constexpr int kPlaneThreads = 256;
 
 template <class I>
 struct PlanesArgsBase {
-  int rank = 0;                                 // enumeration axes, destination order, batch first
-  I ext[kMaxRank] = {};                         // per unit: batch = group, m = chunk
-  Divider<I> div[kMaxRank];                     // by ext
-  I sstr[kMaxRank] = {}, dstr[kMaxRank] = {};   // source and destination strides
-  int m = -1;                                   // enumeration index of the chunked axis; -1: whole planes
+  int rank = 0;                                // enumeration axes, destination order, batch first
+  I ext[kMaxRank] = {};                        // per unit: batch = group, m = chunk
+  Divider<I> div[kMaxRank];                    // by ext
+  I sstr[kMaxRank] = {}, dstr[kMaxRank] = {};  // source and destination strides
+  int m = -1;  // enumeration index of the chunked axis; -1: whole planes
   I n_batch = 1, n_m = 1, group = 1, chunk = 1, units_m = 1, units = 0;
   Divider<I> units_m_div;
   I offset = 0, plane = 0;
@@ -547,7 +548,8 @@ PlanesArgs<T, I> planes_args(const PermutePlan& p, const void* src, void* dst) {
   a.contiguous_dst = a.m < 0;
   a.vec_load = aligned16(src);
   a.vec_store = aligned16(dst) && (a.m < 0 ? (p.plane_group * ds[0]) % V == 0
-                                           : p.plane_chunk % V == 0 && p.shape[static_cast<std::size_t>(a.m)] % V == 0);
+                                           : p.plane_chunk % V == 0 &&
+                                                 p.shape[static_cast<std::size_t>(a.m)] % V == 0);
   return a;
 }
 

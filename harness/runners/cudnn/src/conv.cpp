@@ -1,6 +1,7 @@
-// conv2d and conv_transpose2d through cuDNN: the algorithm selection over one case's executions (single step, every
-// variant of --algo all, --repeat), then, for a training case, each variant's trajectory
-// (conv_train.cpp). The case itself — plans, descriptors, buffers, execution — is conv_case.hpp.
+// conv2d and conv_transpose2d through cuDNN: the algorithm selection over one case's executions
+// (single step, every variant of --algo all, --repeat), then, for a training case, each variant's
+// trajectory (conv_train.cpp). The case itself — plans, descriptors, buffers, execution — is
+// conv_case.hpp.
 #include <optional>
 
 #include <fmt/format.h>

@@ -154,22 +154,20 @@ Status ConvCase::pass(const Combo& combo, nlohmann::json* timing) {
                                     ws->data(), ws_bytes, &zero, *o.desc[1], b),
             "cudnnConvolutionForward(…)");
       case Direction::bwd_data:
-        return direction_call(
-            d,
-            cudnnConvolutionBackwardData(
-                ctx_.cudnn, &one, wd_, w_buf_.buf.data(), *o.desc[0], a, conv_,
-                static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[i].algo), ws->data(), ws_bytes,
-                &zero, *o.desc[1], b),
-            "cudnnConvolutionBackwardData(…)");
+        return direction_call(d,
+                              cudnnConvolutionBackwardData(
+                                  ctx_.cudnn, &one, wd_, w_buf_.buf.data(), *o.desc[0], a, conv_,
+                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(combo.c[i].algo),
+                                  ws->data(), ws_bytes, &zero, *o.desc[1], b),
+                              "cudnnConvolutionBackwardData(…)");
       case Direction::bwd_filter:
         // dW is written through the filter descriptor: its memory order and the buffer's flip.
-        return direction_call(
-            d,
-            cudnnConvolutionBackwardFilter(
-                ctx_.cudnn, &one, *o.desc[0], a, *o.desc[1], b, conv_,
-                static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[i].algo), ws->data(),
-                ws_bytes, &zero, wd_, dw_.buf.data()),
-            "cudnnConvolutionBackwardFilter(…)");
+        return direction_call(d,
+                              cudnnConvolutionBackwardFilter(
+                                  ctx_.cudnn, &one, *o.desc[0], a, *o.desc[1], b, conv_,
+                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(combo.c[i].algo),
+                                  ws->data(), ws_bytes, &zero, wd_, dw_.buf.data()),
+                              "cudnnConvolutionBackwardFilter(…)");
     }
     return Status::ok();
   };

@@ -9,27 +9,28 @@
 //   conv_transpose2d: X = the op's output, Y = the op's input,  W = IOHW  [c, o/g, kh, kw]
 // (an IOHW weight is exactly cuDNN's KCRS filter with K = the transposed convolution's input
 // channels), and the three calls produce
-//   conv2d:           Forward -> output,     BackwardData -> grad_input, BackwardFilter -> grad_weight
-//   conv_transpose2d: BackwardData -> output, Forward -> grad_input,     BackwardFilter -> grad_weight
+//   conv2d:           Forward -> output,     BackwardData -> grad_input, BackwardFilter ->
+//   grad_weight conv_transpose2d: BackwardData -> output, Forward -> grad_input,     BackwardFilter
+//   -> grad_weight
 // with BackwardFilter reading X = grad_output and dY = the op's input for the transposed op.
 #include <array>
 #include <cstdint>
 #include <string>
 
 #include "algo_select.hpp"
+#include "conv_transpose2d/params.hpp"
 #include "validate/cases/case.hpp"
 #include "validate/core/tensor.hpp"
-#include "conv_transpose2d/params.hpp"
 #include "validate/layout/spec.hpp"
 
 namespace validate::runners::cudnn_detail {
 
 struct ConvGeometry {
   bool transposed = false;
-  std::string op = "conv2d";           // the layout set's op name
-  std::string weight_axes = "OIHW";    // canonical axes of weight and grad_weight
-  Shape x, w, y;                       // the op's input, weight and output (canonical)
-  std::int64_t channels_out = 0;       // the op's output channels: the bias length
+  std::string op = "conv2d";         // the layout set's op name
+  std::string weight_axes = "OIHW";  // canonical axes of weight and grad_weight
+  Shape x, w, y;                     // the op's input, weight and output (canonical)
+  std::int64_t channels_out = 0;     // the op's output channels: the bias length
   bool bias = false;
   std::array<std::int64_t, 2> padding{0, 0}, stride{1, 1}, dilation{1, 1};
   std::int64_t groups = 1;

@@ -95,10 +95,7 @@ ConvCase::Operands ConvCase::operands(Direction d) {
   for (int k = 0; k < 2; ++k) {
     const std::string n = names[static_cast<std::size_t>(k)];
     o.desc[k] = n == "input" ? &xd_ : n == "grad_input" ? &dxd_ : &yd_;
-    o.buf[k] = n == "input"       ? &x_
-               : n == "grad_input" ? &dx_
-               : n == "output"     ? &y_
-                                   : &dy_;
+    o.buf[k] = n == "input" ? &x_ : n == "grad_input" ? &dx_ : n == "output" ? &y_ : &dy_;
   }
   return o;
 }

@@ -1,8 +1,8 @@
-// conv2d and conv_transpose2d training trajectory on the device (docs/cudnn.md, "Training cases"). The tensors stay in
-// the layouts cuDNN is handed for the whole trajectory, as they would in a program that trains
-// with cuDNN: each step uploads only its batch (input, target), and the update runs on the filter
-// buffer with dW exactly as cudnnConvolutionBackwardFilter wrote it — the same memory layout,
-// checked, never assumed. Only the loss (every step) and the checkpoints come back.
+// conv2d and conv_transpose2d training trajectory on the device (docs/cudnn.md, "Training cases").
+// The tensors stay in the layouts cuDNN is handed for the whole trajectory, as they would in a
+// program that trains with cuDNN: each step uploads only its batch (input, target), and the update
+// runs on the filter buffer with dW exactly as cudnnConvolutionBackwardFilter wrote it — the same
+// memory layout, checked, never assumed. Only the loss (every step) and the checkpoints come back.
 #include <chrono>
 #include <exception>
 

@@ -72,7 +72,8 @@ class CudnnRunner final : public Runner {
       case cases::Op::conv2d: return run_conv(ctx_, task);
       case cases::Op::matmul: return run_matmul(ctx_, task);
       // cudnnConvolutionBackwardData as the forward, as PyTorch does (conv_geometry.hpp).
-      case cases::Op::conv_transpose2d: return run_conv(ctx_, task);
+      case cases::Op::conv_transpose2d:
+        return run_conv(ctx_, task);
     }
     // An op this runner does not implement is said so, never run down another op's path.
     OpResult r;

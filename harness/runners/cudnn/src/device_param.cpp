@@ -80,9 +80,9 @@ Status DeviceParam::step(DeviceTensor& param, const DeviceTensor& grad,
       VALIDATE_GPU_TRY(cudaMemsetAsync(s1_.data(), 0, bytes));
       VALIDATE_GPU_TRY(cudaMemsetAsync(s2_.data(), 0, bytes));
     }
-    VALIDATE_TRY(gpu::adam_update(
-        p, g, s1_.as<float>(), s2_.as<float>(), n,
-        gpu::adam_hyper(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, t_)));
+    VALIDATE_TRY(
+        gpu::adam_update(p, g, s1_.as<float>(), s2_.as<float>(), n,
+                         gpu::adam_hyper(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, t_)));
   } else {
     const gpu::SgdHyper h =
         gpu::sgd_hyper(c.lr, c.momentum, c.dampening, c.weight_decay, c.nesterov);

@@ -3,8 +3,8 @@
 // apart from any CUDA: which steps are checkpoints, what is read back at each, the loss curve, and
 // the names the case's tensor table expects. The op-specific device work (upload a step's batch,
 // forward + loss + backward, read the parameters and gradients, the optimizer update in the
-// stack's own layouts) is behind DeviceStepper, so this loop is tested on the CPU with a host stepper against
-// train::run_trajectory — the loop every stack is held to.
+// stack's own layouts) is behind DeviceStepper, so this loop is tested on the CPU with a host
+// stepper against train::run_trajectory — the loop every stack is held to.
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "gemm_plan.hpp"
 #include "device_param.hpp"
 #include "device_trajectory.hpp"
+#include "gemm_plan.hpp"
 #include "internal.hpp"
 #include "validate/gpu/permute.hpp"
 

@@ -53,7 +53,8 @@ struct PermutePlan {
   int plane_m = -1;
   std::int64_t plane_group = 1, plane_chunk = 1;
   // planes in runs: the chunked axis is 1 (the destination's slowest inner axis, the source's
-  // unit-stride one); each run of plane_chunk elements sits plane_run_stride apart in shared memory.
+  // unit-stride one); each run of plane_chunk elements sits plane_run_stride apart in shared
+  // memory.
   bool plane_runs = false;
   std::int64_t plane_run_stride = 0;
 };
