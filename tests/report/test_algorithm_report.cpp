@@ -33,6 +33,7 @@ TEST(AlgorithmReport, EveryReportNamesTheAlgorithmAndTheModel) {
   };
   s.edit = [](Json& doc) {
     doc["ops"]["conv2d"]["info"]["algorithms"] = {{"output", "winograd_f2"}, {"grad_input", "fft"}};
+    doc["ops"]["matmul"]["info"]["algorithms"] = {{"grad_A", "fft"}};  // no model for a matmul
   };
   write_run(ref, run, s);
   compare::CompareOptions opt;
@@ -59,6 +60,11 @@ TEST(AlgorithmReport, EveryReportNamesTheAlgorithmAndTheModel) {
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ((*mm)["algorithm"], "direct");
   EXPECT_EQ((*mm)["bound_model"], "direct");
+  const Json* ga = entry(j, "float32/k0018_ic002/matmul/grad_A");
+  ASSERT_NE(ga, nullptr);
+  EXPECT_EQ((*ga)["algorithm"], "fft");
+  EXPECT_EQ((*ga)["bound_model"], "direct (fft has no model for grad_A of matmul)");
+  EXPECT_FALSE((*ga)["failed"].get<bool>());
 
   const std::string line = "algorithm winograd_f2, bound model: direct + winograd F(2x2,3x3)";
   std::ostringstream term;

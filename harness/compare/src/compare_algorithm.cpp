@@ -161,10 +161,12 @@ Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, doubl
   const ConvPass pass = it.tensor == "output"       ? ConvPass::forward
                         : it.tensor == "grad_input" ? ConvPass::backward_data
                                                     : ConvPass::backward_filter;
-  auto in = conv_inputs(it, e.op_name(), *conv, own && modelled ? pass : ConvPass::backward_data);
+  const bool own_term = own && modelled && cases::applicable(alg->kind, inst->params);
+  if (!own_term && !carried) return ab;  // conv is set from here on: both need a conv2d
+  auto in = conv_inputs(it, e.op_name(), *conv, own_term ? pass : ConvPass::backward_data);
   if (!in) return in.status();
   std::vector<std::string> used, missing;
-  if (own && modelled && cases::applicable(alg->kind, inst->params)) {
+  if (own_term) {
     ab.extra = largest_term(alg->kind, inst->params, pass, *in, used, missing);
     ab.model = model_name(used);
     if (!missing.empty()) ab.model += fmt::format(" (no {} model for {})", fmt::join(missing, ", "), it.tensor);
