@@ -70,6 +70,11 @@ TEST(PolicyElementGates, MinPccAloneIsRefusedAndAnElementTestIsNot) {
   ASSERT_FALSE(st);
   EXPECT_TRUE(has(st.message(), "float32.")) << st.message();
   EXPECT_TRUE(has(st.message(), "min_pcc alone")) << st.message();
+  ASSERT_TRUE(p.add_gate("float32.max_ulp=1e20"));  // any distance: still no element test
+  EXPECT_FALSE(p.check_element_gates());
+  ASSERT_TRUE(p.add_gate("float32.max_ulp=4"));
+  EXPECT_TRUE(p.check_element_gates());
+  ASSERT_TRUE(p.add_gate("float32.max_ulp=none"));
   ASSERT_TRUE(p.add_gate("float32.rtol=5e-4"));
   EXPECT_TRUE(p.check_element_gates());
   // the probe does not count as a match: an unmatched --gate is still reported

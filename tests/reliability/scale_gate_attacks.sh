@@ -177,6 +177,9 @@ gate_none)  # 5. --gate bound=none / bound=inf / "bound": null left min_pcc alon
     expect 2 $? "$work/log" "validate compare:"
     grep -qE "min_pcc alone|must be finite" "$work/log" || fail "--gate $g: $(tail -3 "$work/log")"
   done
+  # max_ulp at 2^32 or more is "any distance": beside bound=none it checks nothing either
+  v "$work/log" compare "$ref" "$x2" -q --gate bound=none --gate max_ulp=inf
+  expect 2 $? "$work/log" "min_pcc alone" "any distance"
   echo '{"rules": [{"role": ["output", "grad"], "bound": null}]}' > "$work/null.json"
   v "$work/log" compare "$ref" "$x2" -q --policy "$work/null.json"
   expect 2 $? "$work/log" "min_pcc alone" "no element of it is checked by value"

@@ -27,14 +27,14 @@ namespace {
 // max_ulp alone with every element below the near-zero floor (where max_ulp does not look).
 std::optional<std::string> unchecked_by_value(const TensorStats& s, const Gates& gt, bool bounded) {
   if (gt.atol || gt.rtol || (gt.bound && bounded)) return std::nullopt;
-  if (gt.max_ulp) {
+  if (gt.max_ulp && *gt.max_ulp < 4294967296.0) {  // 2^32 and more: any distance (ulp_limit)
     if (s.ulp.count > 0) return std::nullopt;
     return fmt::format("max_ulp is its only element test and all {} finite elements are below the near-zero floor "
                        "{:.3g} (near_zero {} of max|ref| {:.3g}), where max_ulp does not look",
                        s.compared, s.near_zero_floor, gt.near_zero, s.ref_max_abs);
   }
-  return std::string("no element test is set (bound, atol, rtol and max_ulp all off): min_pcc alone, which no "
-                     "scaling of the run moves");
+  return std::string("no element test is set (bound, atol, rtol off, max_ulp off or any distance): min_pcc alone, "
+                     "which no scaling of the run moves");
 }
 
 std::string npy_descr(DType d) {

@@ -378,11 +378,13 @@ Status Policy::check_element_gates() const {
           for (const auto& dt : kDtypes) keys.push_back({dt, d->id(), ops::Role::checkpoint, n});
   for (const auto& k : keys) {
     const Gates g = probe.resolve(k);
-    if (!g.min_pcc || g.bound || g.atol || g.rtol || g.max_ulp) continue;
+    // max_ulp at or above 2^32 is "any distance" (docs/compare.md): it checks no element either
+    const bool ulp = g.max_ulp && *g.max_ulp < 4294967296.0;
+    if (!g.min_pcc || g.bound || g.atol || g.rtol || ulp) continue;
     const std::string sel = k.dtype + "." + ops::op_name(k.op) + "." + k.tensor;
     return Error{"the policy leaves " + sel + " (" + std::string(ops::role_name(*k.role)) +
-                 ") with min_pcc alone: with bound, atol, rtol and max_ulp all off no element of it is checked by "
-                 "value, and a run scaled by any factor keeps its correlation (set one, e.g. --gate " +
+                 ") with min_pcc alone: with bound, atol, rtol and max_ulp all off (or max_ulp at 2^32 or more: any "
+                 "distance) no element of it is checked by value, and a run scaled by any factor keeps its correlation (set one, e.g. --gate " +
                  k.dtype + "." + ops::role_name(*k.role) + ".rtol=5e-4)"};
   }
   return Status::ok();

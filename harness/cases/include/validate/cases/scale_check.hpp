@@ -1,8 +1,8 @@
 #pragma once
 // Whether a reference set's error-bound scales can be what generate stored (docs/formats.md,
 // "scales"; docs/compare.md, "Error bounds"). A scale widens every bound made from it, so a scale
-// raised by hand (unit_log2 + 20) passed a run 1% off; a NaN, infinite, negative or zero one
-// failed a correct run and blamed the program. verify and compare both hold a set to these checks:
+// raised by hand (unit_log2 + 20) would pass a run 1% off; a NaN, infinite, negative or zero one
+// would fail a correct run and blame the program. verify and compare both hold a set to these checks:
 //
 // - format: a set is of one format as a whole, every output and gradient with a scale or none
 //   (checkpoints likewise), every gradient of one quantity;
