@@ -41,7 +41,9 @@ bool cudnn_status_rejects_call(int status) {
 }
 
 std::string algorithm_family(Direction d, int algo) {
-  if (algo < 0 || algo >= algo_count(d)) return fmt::format("unknown:{}", algo);
+  // An enum value this build does not know: "any", the bound over every algorithm the geometry
+  // admits, never a family it may not belong to.
+  if (algo < 0 || algo >= algo_count(d)) return "any";
   const std::string n = algo_name(d, algo);
   if (n == "FFT") return "fft";
   if (n == "FFT_TILING") return "fft_tiling";
@@ -59,7 +61,7 @@ std::string cudnn_enum_name(Direction d, int algo) {
 
 std::string gemm_algorithm_family(int splitk_num, int reduction_scheme) {
   if (splitk_num > 1) return fmt::format("split_k:{}", splitk_num);
-  if (splitk_num < 0 && reduction_scheme > 0) return "split_k";
+  if (splitk_num < 0 && reduction_scheme > 0) return "any";  // split, S unknown
   return "direct";
 }
 

@@ -28,14 +28,15 @@ std::string algo_name(Direction d, int algo);  // "IMPLICIT_PRECOMP_GEMM", or th
 // family whose rounding the bound models: "direct" (IMPLICIT_GEMM, IMPLICIT_PRECOMP_GEMM, GEMM,
 // DIRECT and the backward ALGO_0/1/3, which all sum products in some order), "fft", "fft_tiling",
 // "winograd" (WINOGRAD and WINOGRAD_NONFUSED; cuDNN does not say which tile it uses). An unknown
-// enum value is "unknown:<n>", never a family it may not belong to.
+// enum value is "any" (compare's bound over every algorithm), never a family it may not belong to.
+// The names are compare's (validate/cases/algorithm.hpp, parse_algorithm).
 std::string algorithm_family(Direction d, int algo);
 // "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED" (info["cudnn_algorithms"]).
 std::string cudnn_enum_name(Direction d, int algo);
 // A cuBLASLt matmul: "direct" unless the heuristic's algorithm splits K, then "split_k:S" with
-// S = CUBLASLT_ALGO_CONFIG_SPLITK_NUM, or "split_k" when S could not be read but a reduction
-// scheme (CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME != NONE) says the sum is split. A negative
-// argument means "could not be read".
+// S = CUBLASLT_ALGO_CONFIG_SPLITK_NUM, or "any" when S could not be read but a reduction scheme
+// (CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME != NONE) says the sum is split (compare's names need S).
+// A negative argument means "could not be read".
 std::string gemm_algorithm_family(int splitk_num, int reduction_scheme);
 
 // --algo-* after parsing.
