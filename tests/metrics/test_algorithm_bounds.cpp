@@ -152,7 +152,7 @@ TEST(AlgorithmBounds, FftTermByHand) {
   const double kappa = (1 + 4 * std::sqrt(2.0)) * 3, q2 = (1 + 4 + 0.25 + 9 + 0 + 1 + 1 + 4) * 0.5625;
   const double want = std::ldexp(1.0, -24) / std::sqrt(8.0) * std::sqrt((3 * kappa * kappa + 3) * q2);
   for (double v : t) EXPECT_NEAR(v, want, want * 1e-12);
-  // Winograd has no 1 x 1 model, nor a backward-filter one.
+  // Winograd has no 1 x 1 model.
   EXPECT_TRUE(winograd_term(2, ConvPass::forward, s, ConvOperands{&x, &w, nullptr}).empty());
 }
 
@@ -195,4 +195,71 @@ TEST(AlgorithmBounds, ForwardErrorCarriedIntoTheGradientsByHand) {
   const auto gb = carried_term(CarriedInto::grad_bias, s, in, t);
   ASSERT_EQ(gb.size(), 1u);
   EXPECT_DOUBLE_EQ(gb[0], 0.5 * std::sqrt(30.0));
+}
+
+// Backward filter by a float32 Winograd F(3x3, m x m) (N = 2, C = 3, H = 7, W = 9, O = 4, padding
+// 1): per batch element and m x m tile of dL/dy, U = G dy G^T, V = B^T d B, M += U .* V over every
+// (batch, tile), dW = A^T M A. Its error from the float64 direct sum is below lambda = 8 times the
+// term and above 1/300 of it.
+TEST(AlgorithmBounds, WinogradFilterTermCoversAFloat32WinogradFilterGradient) {
+  ConvShape s;
+  s.n = 2, s.c = 3, s.h = 7, s.w = 9, s.o = 4, s.ph = 1, s.pw = 1;
+  const std::int64_t ho = s.hout(), wo = s.wout();
+  const auto x = random_vector(static_cast<std::size_t>(s.n * s.c * s.h * s.w), 21);
+  const auto w = random_vector(static_cast<std::size_t>(s.o * s.c * 9), 22);
+  const auto dy = random_vector(static_cast<std::size_t>(s.n * s.o * ho * wo), 23);
+  auto X = [&](std::int64_t b, std::int64_t c, std::int64_t y, std::int64_t xx) {
+    return y < 0 || y >= s.h || xx < 0 || xx >= s.w ? 0.0 : x[static_cast<std::size_t>(((b * s.c + c) * s.h + y) * s.w + xx)];
+  };
+  auto D = [&](std::int64_t b, std::int64_t o, std::int64_t y, std::int64_t xx) {
+    return y >= ho || xx >= wo ? 0.0 : dy[static_cast<std::size_t>(((b * s.o + o) * ho + y) * wo + xx)];
+  };
+  for (int m : {2, 4, 6}) {
+    SCOPED_TRACE(m);
+    const WinogradMatrices wm = winograd_matrices(3, m);
+    const int n = wm.n;
+    ASSERT_EQ(n, m + 2);
+    const auto term = winograd_term(m, ConvPass::backward_filter, s, ConvOperands{&x, &w, &dy});
+    ASSERT_EQ(term.size(), static_cast<std::size_t>(s.o * s.c * 9));
+    double worst = 0;
+    for (std::int64_t o = 0; o < s.o; ++o)
+      for (std::int64_t c = 0; c < s.c; ++c) {
+        std::vector<float> M(static_cast<std::size_t>(n * n), 0.f);
+        for (std::int64_t b = 0; b < s.n; ++b)
+          for (std::int64_t y0 = 0; y0 < ho; y0 += m)
+            for (std::int64_t x0 = 0; x0 < wo; x0 += m)
+              for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j) {
+                  float u = 0, v = 0;
+                  for (int a = 0; a < m; ++a)
+                    for (int bb = 0; bb < m; ++bb)
+                      u += static_cast<float>(wm.g[static_cast<std::size_t>(i * m + a)]) *
+                           static_cast<float>(D(b, o, y0 + a, x0 + bb)) *
+                           static_cast<float>(wm.g[static_cast<std::size_t>(j * m + bb)]);
+                  for (int a = 0; a < n; ++a)
+                    for (int bb = 0; bb < n; ++bb)
+                      v += static_cast<float>(wm.bt[static_cast<std::size_t>(i * n + a)]) *
+                           static_cast<float>(X(b, c, y0 + a - 1, x0 + bb - 1)) *
+                           static_cast<float>(wm.bt[static_cast<std::size_t>(j * n + bb)]);
+                  M[static_cast<std::size_t>(i * n + j)] += u * v;
+                }
+        for (int kh = 0; kh < 3; ++kh)
+          for (int kw = 0; kw < 3; ++kw) {
+            float gv = 0;
+            for (int a = 0; a < n; ++a)
+              for (int bb = 0; bb < n; ++bb)
+                gv += static_cast<float>(wm.at[static_cast<std::size_t>(kh * n + a)]) * M[static_cast<std::size_t>(a * n + bb)] *
+                      static_cast<float>(wm.at[static_cast<std::size_t>(kw * n + bb)]);
+            double exact = 0;
+            for (std::int64_t b = 0; b < s.n; ++b)
+              for (std::int64_t y = 0; y < ho; ++y)
+                for (std::int64_t xx = 0; xx < wo; ++xx) exact += D(b, o, y, xx) * X(b, c, y + kh - 1, xx + kw - 1);
+            const double t = term[static_cast<std::size_t>((o * s.c + c) * 9 + kh * 3 + kw)];
+            ASSERT_GT(t, 0);
+            worst = std::max(worst, std::fabs(gv - exact) / (8 * t));
+          }
+      }
+    EXPECT_LT(worst, 1.0);
+    EXPECT_GT(worst, 1.0 / 300);
+  }
 }

@@ -173,6 +173,77 @@ std::vector<double> winograd_core(int m, const WinogradProblem& p) {
 }
 
 double at4(const std::vector<double>& v, std::int64_t d1, std::int64_t d2, std::int64_t d3, std::int64_t i,
+           std::int64_t j, std::int64_t k, std::int64_t l);
+
+// Backward filter by Winograd F(3x3, m x m), the transpose of F(m, 3) (same points, so the same
+// B^T; A and G those of F(3, m)): per batch element and m x m tile t of dL/dy, U = G dy_t G^T and
+// V = B^T d B over the tile's (m + 2)^2 input window, M[o, c] = sum over (b, t) of U .* V, and
+// dW[o, c] = A^T M A. The same bound as the forward's with the P = N * tiles pairs for C.
+std::vector<double> winograd_filter(int m, const ConvShape& s, const ConvOperands& in) {
+  const WinogradMatrices wm = winograd_matrices(3, m);
+  const int n = wm.n;
+  const std::vector<double> g2 = squared(wm.g), bt2 = squared(wm.bt);
+  const double tu = transform_roundings(wm.g, n, m), tv = transform_roundings(wm.bt, n, n),
+               ta = transform_roundings(wm.at, 3, n);
+  const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups, nn = n * n;
+  const std::int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
+  const double pairs = static_cast<double>(s.n * th * tw);
+  std::vector<double> mm(static_cast<std::size_t>(s.o * cg * nn), 0.0), s2(mm.size(), 0.0);
+  std::vector<double> tmp(static_cast<std::size_t>(nn)), d(static_cast<std::size_t>(nn)), dt(static_cast<std::size_t>(m * m));
+  std::vector<Transformed> v(static_cast<std::size_t>(s.c)), u(static_cast<std::size_t>(s.o));
+  for (std::int64_t b = 0; b < s.n; ++b)
+    for (std::int64_t ty = 0; ty < th; ++ty)
+      for (std::int64_t tx = 0; tx < tw; ++tx) {
+        for (std::int64_t c = 0; c < s.c; ++c) {
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) {
+              const std::int64_t y = ty * m + i - s.ph, x = tx * m + j - s.pw;
+              d[static_cast<std::size_t>(i * n + j)] =
+                  y >= 0 && y < s.h && x >= 0 && x < s.w ? at4(*in.x, s.c, s.h, s.w, b, c, y, x) : 0.0;
+            }
+          transform(wm.bt, bt2, n, n, d, tmp, v[static_cast<std::size_t>(c)]);
+        }
+        for (std::int64_t o = 0; o < s.o; ++o) {
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < m; ++j) {
+              const std::int64_t y = ty * m + i, x = tx * m + j;
+              dt[static_cast<std::size_t>(i * m + j)] = y < ho && x < wo ? at4(*in.dy, s.o, ho, wo, b, o, y, x) : 0.0;
+            }
+          transform(wm.g, g2, n, m, dt, tmp, u[static_cast<std::size_t>(o)]);
+        }
+        for (std::int64_t o = 0; o < s.o; ++o)
+          for (std::int64_t cl = 0; cl < cg; ++cl) {
+            const Transformed& uo = u[static_cast<std::size_t>(o)];
+            const Transformed& vc = v[static_cast<std::size_t>((o / og) * cg + cl)];
+            double* mo = &mm[static_cast<std::size_t>((o * cg + cl) * nn)];
+            double* so = &s2[static_cast<std::size_t>((o * cg + cl) * nn)];
+            for (std::size_t k = 0; k < static_cast<std::size_t>(nn); ++k) {
+              const double pr = (std::fabs(uo.value[k]) + uo.scale[k]) * (std::fabs(vc.value[k]) + vc.scale[k]);
+              mo[k] += uo.value[k] * vc.value[k];
+              so[k] += pr * pr;
+            }
+          }
+      }
+  std::vector<double> out(static_cast<std::size_t>(s.o * cg * 9));
+  for (std::int64_t oc = 0; oc < s.o * cg; ++oc)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double var = 0, val = 0, rss = 0;
+        for (int xi = 0; xi < n; ++xi)
+          for (int nu = 0; nu < n; ++nu) {
+            const std::size_t k = static_cast<std::size_t>(oc * nn + xi * n + nu);
+            const double a = wm.at[static_cast<std::size_t>(i * n + xi)] * wm.at[static_cast<std::size_t>(j * n + nu)];
+            const double acc = std::fabs(mm[k]) + std::sqrt(s2[k]);
+            var += a * a * ((tu + tv + 1) * s2[k] + pairs * acc * acc);
+            val += a * mm[k];
+            rss += a * a * mm[k] * mm[k];
+          }
+        out[static_cast<std::size_t>(oc * 9 + i * 3 + j)] = kU * (std::sqrt(var) + std::sqrt(ta) * (std::fabs(val) + std::sqrt(rss)));
+      }
+  return out;
+}
+
+double at4(const std::vector<double>& v, std::int64_t d1, std::int64_t d2, std::int64_t d3, std::int64_t i,
            std::int64_t j, std::int64_t k, std::int64_t l) {
   return v[static_cast<std::size_t>(((i * d1 + j) * d2 + k) * d3 + l)];
 }
@@ -335,7 +406,8 @@ WinogradMatrices winograd_matrices(int m, int r) {
 }
 
 std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, const ConvOperands& in) {
-  if (pass == ConvPass::backward_filter || s.kh != 3 || s.kw != 3) return {};
+  if (s.kh != 3 || s.kw != 3) return {};
+  if (pass == ConvPass::backward_filter) return winograd_filter(m, s, in);
   return winograd_core(m, problem(pass, s, in));
 }
 

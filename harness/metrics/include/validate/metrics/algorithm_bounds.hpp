@@ -44,8 +44,8 @@ struct ConvOperands {
 };
 
 // Per element of the pass's result (output [N, O, HOUT, WOUT], grad_input [N, C, H, W],
-// grad_weight [O, C/groups, KH, KW]), per unit lambda; empty when the pass has no model here
-// (Winograd's backward filter pass). m is 2, 4 or 6.
+// grad_weight [O, C/groups, KH, KW]), per unit lambda; empty for a kernel other than 3x3. m is 2,
+// 4 or 6; Winograd's backward filter pass is F(3x3, m x m), the transpose of F(m x m, 3x3).
 std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, const ConvOperands& in);
 // tile 0: one transform of the whole padded plane (cuDNN FFT); else tiles of `tile` x `tile`
 // points (FFT_TILING: 32).
