@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -131,6 +132,24 @@ Result<cases::Algorithm> recorded(const PairItem& it, const cases::OpRunRecord& 
   return *alg;
 }
 
+// The forward's term of one op, kept for the op's gradients, which compare evaluates one after
+// another: one slot spares recomputing it for each of them. It depends on the reference's inputs
+// and the algorithm only, so a run's variants share it too.
+std::vector<double> forward_term(const PairItem& it, const std::string& op, AlgorithmKind kind,
+                                 const std::string& name, const ops::OpParams& p, const Inputs& in) {
+  static std::mutex mu;
+  static std::string key;
+  static std::vector<double> value;
+  const std::string k = stdfs::path(it.ref_file).parent_path().string() + "/" + it.ref->c.name + "/" + op + "/" + name;
+  std::lock_guard<std::mutex> lock(mu);
+  if (k != key) {
+    std::vector<std::string> used, missing;
+    value = largest_term(kind, p, ConvPass::forward, in, used, missing);
+    key = k;
+  }
+  return value;
+}
+
 bool has_term(AlgorithmKind k) { return cases::is_winograd(k) || cases::is_fft(k) || k == AlgorithmKind::any; }
 
 }  // namespace
@@ -174,8 +193,7 @@ Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, doubl
   if (carried) {
     // The forward's own error moves dL/dy = 2 (y - t) / N and so this gradient (algorithm_bounds.hpp,
     // carried_term); the two sources are independent of each other but added, conservatively.
-    std::vector<std::string> fu, fm;
-    const std::vector<double> t_out = largest_term(fwd->kind, inst->params, ConvPass::forward, *in, fu, fm);
+    const std::vector<double> t_out = forward_term(it, e.op_name(), fwd->kind, fwd_name, inst->params, *in);
     if (static_cast<std::int64_t>(t_out.size()) != conv->n * conv->o * conv->hout() * conv->wout())
       return Error{fmt::format("the {} term of output has {} elements, the output {}", fwd_name, t_out.size(),
                                conv->n * conv->o * conv->hout() * conv->wout())};
