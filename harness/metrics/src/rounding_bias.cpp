@@ -1,6 +1,7 @@
 // The rounding-bias estimate of a tensor (rounding_bias.hpp).
 #include "validate/metrics/rounding_bias.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -29,30 +30,42 @@ double value(const ArrayView& v, std::int64_t i) {
 
 }  // namespace
 
+namespace {
+
+// The sums one pass gathers: sum e, sum |r|, sum e^2, sum e |r|, sum r^2 (e = sign(r) (x - r)), so
+// that sum (e - beta |r|)^2 = see - 2 beta ser + beta^2 srr needs no second pass.
+struct Sums {
+  double se = 0, sr = 0, see = 0, ser = 0, srr = 0;
+  std::int64_t n = 0, toward = 0, away = 0;
+  void add(double r, double x) {
+    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) return;
+    const double e = r > 0 ? x - r : r - x, a = std::fabs(r);
+    se += e, sr += a, see += e * e, ser += e * a, srr += a * a;
+    ++n;
+    toward += e < 0;
+    away += e > 0;
+  }
+};
+
+}  // namespace
+
 RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double allowed) {
   RoundingBias b;
   if (ref.numel != run.numel) return b;
-  // Two passes: beta first, then the spread of the signed errors around beta |ref|.
-  double signed_sum = 0, magnitude = 0;
-  for (std::int64_t i = 0; i < ref.numel; ++i) {
-    const double r = value(ref, i), x = value(run, i);
-    if (!std::isfinite(r) || !std::isfinite(x) || r == 0) continue;
-    const double e = r > 0 ? x - r : r - x;
-    signed_sum += e, magnitude += std::fabs(r);
-    ++b.elements;
-    if (e < 0) ++b.toward_zero;
-    if (e > 0) ++b.away_from_zero;
+  Sums s;
+  if (ref.storage == DType::float32 && run.storage == DType::float32) {
+    // The common case, read in place.
+    const auto* r = reinterpret_cast<const float*>(ref.data);
+    const auto* x = reinterpret_cast<const float*>(run.data);
+    for (std::int64_t i = 0; i < ref.numel; ++i) s.add(r[i], x[i]);
+  } else {
+    for (std::int64_t i = 0; i < ref.numel; ++i) s.add(value(ref, i), value(run, i));
   }
-  if (b.elements < 2 || magnitude <= 0) return b;
-  b.relative = signed_sum / magnitude;
-  double spread = 0;
-  for (std::int64_t i = 0; i < ref.numel; ++i) {
-    const double r = value(ref, i), x = value(run, i);
-    if (!std::isfinite(r) || !std::isfinite(x) || r == 0) continue;
-    const double d = (r > 0 ? x - r : r - x) - b.relative * std::fabs(r);
-    spread += d * d;
-  }
-  b.se = std::sqrt(spread) / magnitude;
+  b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
+  if (s.n < 2 || s.sr <= 0) return b;
+  b.relative = s.se / s.sr;
+  const double spread = std::max(0.0, s.see - 2 * b.relative * s.ser + b.relative * b.relative * s.srr);
+  b.se = std::sqrt(spread) / s.sr;
   const double excess = std::fabs(b.relative) - allowed;
   if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
   return b;
