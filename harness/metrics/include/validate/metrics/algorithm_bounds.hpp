@@ -6,20 +6,21 @@
 //
 // Winograd (Lavin and Gray's transforms; the error analysis of Barabasz et al.): with
 // U = G g G^T, V = B^T d B per channel and tile, M = sum_c U .* V, y = A^T M A, every rounding is
-// bounded through the absolute values of the matrices, Ubar = |G||g||G^T|, Vbar = |B^T||d||B|:
-//   term(i,j) = u sqrt(sum_{xi,nu} a^2 ((tU + tV + 1) S2 + C S1^2)) + u sqrt(tA) sum a S1,
-// a = |A^T|_{i,xi} |A^T|_{j,nu}, S1 = sum_c Ubar Vbar, S2 = sum_c (Ubar Vbar)^2 at point (xi, nu),
+// bounded by u times a partial result, and a transform's partial results stay within its |value|
+// plus its root-sum-square scale Uhat = sqrt((G.*G)(g.*g)(G.*G)^T), Vhat likewise:
+//   term(i,j) = u sqrt(sum_{xi,nu} a^2 ((tU + tV + 1) S2 + C (|M| + sqrt S2)^2))
+//             + u sqrt(tA) (|y_ij| + sqrt(sum a^2 M^2)),
+// a = A^T_{i,xi} A^T_{j,nu}, S2 = sum_c ((|U_c| + Uhat_c)(|V_c| + Vhat_c))^2 at point (xi, nu),
 // tU, tV, tA the roundings of one transformed value (two matrix products, each a multiply and an
-// add per non-zero), C the channels summed.
+// add per non-zero of the densest row), C the channels summed.
 //
-// FFT (Higham, "Accuracy and Stability of Numerical Algorithms", Thm 24.2: a radix-2 FFT of Lt
-// points errs by at most kappa u ||X||_2, kappa = log2(Lt) (1 + 4 sqrt 2) with twiddles accurate to
+// FFT (Higham, "Accuracy and Stability of Numerical Algorithms", Thm 24.2: a radix-2 FFT of L
+// points errs by at most kappa u ||X||_2, kappa = log2(L) (1 + 4 sqrt 2) with twiddles accurate to
 // u): only norm-wise. Per element, the inverse transform spreads the frequency-domain errors evenly
-// (each output is a unit-modulus combination of all Lt of them), so with P channel (or batch)
-// pairs of plane norms ||a_p||, ||b_p||:
-//   term = u / sqrt(Lt) sqrt((2 kappa^2 + P + 2) Q2 + kappa^2 Q1^2),
-// Q2 = sum_p ||a_p||^2 ||b_p||^2, Q1 = sum_p ||a_p|| ||b_p||; Lt the points of one transform (the
-// padded plane, or cuDNN's 32 x 32 tile for fft_tiling).
+// (each output is a unit-modulus combination of all of them), so with P channel (or batch, tile)
+// pairs of plane norms ||a_p||, ||b_p|| and Ls the points spread over:
+//   term = u / sqrt(Ls) sqrt((3 kappa^2 + P + 2) Q2),   Q2 = sum_p ||a_p||^2 ||b_p||^2,
+// L the power-of-two transform of the padded plane, or cuDNN's 32 x 32 tile for fft_tiling.
 #include <cstdint>
 #include <vector>
 
