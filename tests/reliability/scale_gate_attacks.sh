@@ -158,6 +158,19 @@ put('${case32}_metadata.json', mj)"
   expect 1 $? "$work/log" "gradient scale quantity \"rss_products\"" "a set is of one format as a whole"
   v "$work/log" compare "$ref" "$work/bias"
   expect 2 $? "$work/log" "gradient scale quantity" "is invalid"
+  # every gradient scale of the set relabelled: a consistent set of the older kind, compared with a
+  # warning that its gradients are held to that kind's looser bound
+  rm -rf "$ref" && cp -r "$work/clean" "$ref"
+  edit "$ref" "
+import glob
+for p in glob.glob(os.path.join(d, '*', '*_metadata.json')):
+    rel = os.path.relpath(p, d); mj = meta(rel)
+    for op in mj.get('ops', {}).values():
+        for name, sc in op.get('scales', {}).items():
+            if name.startswith('grad_'): sc['quantity'] = 'rss_products'
+    put(rel, mj)"
+  v "$work/log" compare "$ref" "$good"
+  expect 0 $? "$work/log" "gradient scales are of the older kind" "looser bound"
   ok ;;
 
 scale_shape)  # 10. a scale of another shape (hashes consistent): verify 0 mismatches
@@ -240,6 +253,16 @@ put('${case32}_metadata.json', mj)"
   edit "$work/inf" "save('$t', np.full_like(load('$t'), np.inf))"
   v "$work/log" compare "$ref" "$work/inf" --only '^float32/k0072_ic008'
   expect 2 $? "$work/log" "$ref/$t" "holds no finite value"
+  # the loss alike: a +inf reference loss against a +inf run loss
+  l=${case32}_conv2d_loss.npy
+  cp -r "$src/references/smoke" "$work/ref_loss"
+  # (np.save directly: save() makes arrays contiguous, which turns the 0-d loss into shape [1])
+  inf0="a = load('$l'); np.save(os.path.join(d, '$l'), np.full(a.shape, np.inf, a.dtype)); touched.add('$l')"
+  edit "$work/ref_loss" "$inf0"
+  cp -r "$good" "$work/infloss"
+  edit "$work/infloss" "$inf0"
+  v "$work/log" compare "$work/ref_loss" "$work/infloss" --only '^float32/k0072_ic008'
+  expect 2 $? "$work/log" "$work/ref_loss/$l" "is infinite"
   ok ;;
 
 huge_case)  # 12. a 65536x65536 weight ended in std::bad_alloc; a sweep of 10^6 values ran 42 s to 5.3 GB

@@ -83,12 +83,15 @@ struct MappedNpy {
     return {file.data() + header.data_offset, header.dtype, shape_numel(header.shape)};
   }
 };
-Result<MappedNpy> map_npy(const std::string& path) {
+// `any_order`: the caller reads only order-free figures (max |x|), so a Fortran-order file with the
+// same values is as good (verify accepts one: its hash is of the values in C order).
+Result<MappedNpy> map_npy(const std::string& path, bool any_order = false) {
   auto f = MappedFile::open(path);
   if (!f) return f.status();
   auto h = npy::parse_header(f->data(), f->size(), path);
   if (!h) return h.status();
-  if (h->fortran_order && h->shape.size() > 1) return Error{path + ": Fortran order (a set stores C order)"};
+  if (h->fortran_order && h->shape.size() > 1 && !any_order)
+    return Error{path + ": Fortran order (a set stores C order)"};
   if (h->dtype != DType::float32 && h->dtype != DType::float16 && h->dtype != DType::float64)
     return Error{path + ": stored as " + std::string(dtype_name(h->dtype)) + ", not float32, float16 or float64"};
   f->advise_sequential();
@@ -146,7 +149,7 @@ Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op)
     if (t.role != Role::input && t.role != Role::output) continue;
     if (t.role == Role::input && t.name != "target") leaves.push_back(t.name);
     const std::string path = rc.dtype_dir + "/" + rc.c.file_name(op, t.name);
-    auto tensor = map_npy(path);
+    auto tensor = map_npy(path, true);
     if (!tensor) return Error{path + ": " + tensor.message()};
     if (auto m = finite_max_abs(tensor->values())) most[t.name] = *m;
   }
@@ -279,6 +282,19 @@ std::vector<std::string> check_scale_format(const std::vector<RefCase>& cases) {
                                 missing.front(), with.at(kind).front(), with.at(kind).size() - 1, kind, kind,
                                 missing.size()));
   return out;
+}
+
+std::string older_gradient_scale(const std::vector<RefCase>& cases) {
+  for (const RefCase& rc : cases)
+    for (const OpInstance& inst : rc.c.ops)
+      for (const auto& t : rc.c.tensors(inst.op())) {
+        if (t.role != Role::grad || !rc.c.has_bound_scale(t)) continue;
+        const Json* q = find_path(rc.metadata, {"ops", op_name(inst.op()), "scales", t.name.c_str(), "quantity"});
+        if (q && q->is_string() && q->get<std::string>() == "rss_products")
+          return fmt::format("{}/{}_metadata.json (ops.{}.scales.{})", rc.dtype_dir, rc.c.name, op_name(inst.op()),
+                             t.name);
+      }
+  return "";
 }
 
 std::vector<std::string> check_case_scales(const RefCase& rc) {

@@ -56,9 +56,11 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
   l.run = scalar_value(run.view());
   l.abs_diff = std::fabs(l.run - l.ref);
   l.rel_diff = l.ref != 0 ? l.abs_diff / std::fabs(l.ref) : (l.abs_diff == 0 ? 0 : INFINITY);
-  if (std::isnan(l.ref))
-    return invalid(e, "reference: " + it.ref_file +
-                          " is NaN: a NaN reference loss is a broken reference, and nothing can be "
+  // A mean of squares is finite for finite outputs: an infinite reference loss is as broken as a
+  // NaN one, and an infinite run matching it would check nothing.
+  if (!std::isfinite(l.ref))
+    return invalid(e, "reference: " + it.ref_file + " is " + (std::isnan(l.ref) ? "NaN" : "infinite") +
+                          ": a non-finite reference loss is a broken reference, and nothing can be "
                           "checked against it");
   const bool finite = std::isfinite(l.ref) && std::isfinite(l.run);
   if (finite)

@@ -53,6 +53,11 @@ std::vector<std::string> scale_quantities(Role role);
 // problem, empty when the set is of one format.
 std::vector<std::string> check_scale_format(const std::vector<RefCase>& cases);
 
+// A set whose gradient scales are all of the older kind ("rss_products", before the split
+// gradient bound) is consistent, but its gradients are held to the looser bound that kind allows:
+// the first such scale's name, for a notice in every report ("" when none).
+std::string older_gradient_scale(const std::vector<RefCase>& cases);
+
 // Every check above on the scales of one case (verify): one line per problem, naming the file.
 std::vector<std::string> check_case_scales(const RefCase& rc);
 
