@@ -1,4 +1,4 @@
-# The opening every attack script shares; sourced after it sets bin, work, attack and `script`
+# The opening every attack script shares; sourced after it sets `script`
 # (its own name, for the messages). fail/ok end the script; expect checks an exit code and
 # needles in a log; v runs validate with a hard time limit (a hang is a failure, not a stuck CI).
 fail() { echo "$script $attack: FAIL: $*"; exit 1; }
@@ -18,4 +18,14 @@ v() {
   local log=$1
   shift
   timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
+}
+# smoke_attack_opening VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK: the arguments of a script that
+# attacks a copy of references/smoke, a fresh work folder, and the names of its sets: ref (the
+# copy), orc (the float64 oracle's run), x2 (a wrong run), good (a right one).
+smoke_attack_opening() {
+  bin=$1 work=$2 src=$3 attack=$4
+  rm -rf "$work" && mkdir -p "$work"
+  work=$(cd "$work" && pwd)
+  ref=$work/ref orc=$work/oracle x2=$work/x2 good=$work/refrun
+  cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
 }

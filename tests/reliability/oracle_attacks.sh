@@ -9,13 +9,9 @@
 # handed back as a run (it passes, plain and against the oracle).
 # usage: oracle_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
 set -uo pipefail
-bin=$1 work=$2 src=$3 attack=$4
-rm -rf "$work" && mkdir -p "$work"
-work=$(cd "$work" && pwd)
-ref=$work/ref orc=$work/oracle x2=$work/x2 good=$work/refrun
 script=oracle_attacks
 . "$(dirname "$0")/attack_lib.sh"
-cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
+smoke_attack_opening "$@"
 hash_of() { sha256sum "$1" | cut -d' ' -f1; }
 # derive SRC DST MODE [REHASH]: a copy of run SRC whose produced tensors are changed by MODE
 # (x2: doubled; nan: all NaN; ref: the reference's own tensor), its manifest rewritten unless

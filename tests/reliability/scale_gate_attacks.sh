@@ -10,13 +10,9 @@
 # passes); and runs derived from REFRUN with one tensor edited (derive_one).
 # usage: scale_gate_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
 set -uo pipefail
-bin=$1 work=$2 src=$3 attack=$4
-rm -rf "$work" && mkdir -p "$work"
-work=$(cd "$work" && pwd)
-ref=$work/ref orc=$work/oracle x2=$work/x2 good=$work/refrun
 script=scale_gate_attacks
 . "$(dirname "$0")/attack_lib.sh"
-cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
+smoke_attack_opening "$@"
 case32=float32/k0072_ic008
 
 # edit SET PY_STATEMENTS: runs the statements with `d` (the set), numpy as np and helpers, then
