@@ -40,10 +40,12 @@ struct ConvGeometry {
   const Shape& cudnn_y() const { return transposed ? x : y; }
 };
 
-inline ConvGeometry conv_geometry(const ops::ConvParams& p) {
+// The fields both ops fill alike from their parameters (input, output and the convolution's
+// geometry); the weight's shape and axes are each op's own.
+template <class P>
+ConvGeometry conv_geometry_common(const P& p) {
   ConvGeometry g;
   g.x = {p.n, p.c, p.h, p.w};
-  g.w = {p.o, p.c / p.groups, p.kh, p.kw};
   g.y = {p.n, p.o, p.hout(), p.wout()};
   g.channels_out = p.o;
   g.bias = p.bias;
@@ -54,20 +56,18 @@ inline ConvGeometry conv_geometry(const ops::ConvParams& p) {
   return g;
 }
 
+inline ConvGeometry conv_geometry(const ops::ConvParams& p) {
+  ConvGeometry g = conv_geometry_common(p);
+  g.w = {p.o, p.c / p.groups, p.kh, p.kw};
+  return g;
+}
+
 inline ConvGeometry conv_geometry(const ops::ConvTransposeParams& p) {
-  ConvGeometry g;
+  ConvGeometry g = conv_geometry_common(p);
   g.transposed = true;
   g.op = "conv_transpose2d";
   g.weight_axes = "IOHW";
-  g.x = {p.n, p.c, p.h, p.w};
   g.w = {p.c, p.o / p.groups, p.kh, p.kw};
-  g.y = {p.n, p.o, p.hout(), p.wout()};
-  g.channels_out = p.o;
-  g.bias = p.bias;
-  g.padding = p.padding;
-  g.stride = p.stride;
-  g.dilation = p.dilation;
-  g.groups = p.groups;
   return g;
 }
 
