@@ -2,8 +2,6 @@
 // docs/compare.md, "Rounding bias"): the per-element bound sees each element alone, so a tensor
 // stored by truncation, or off by a uniform 0.3% in bfloat16, passes it element by element. Over the
 // tensor the bias stands out of the rounding noise.
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "comparer.hpp"
@@ -11,16 +9,14 @@
 
 namespace validate::compare::detail {
 
-void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const Gates& gt, GateResult& gr) {
+void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const BoundOptions& o,
+                         GateResult& gr) {
   // Outputs only: a gradient's errors are correlated through dL/dy (one rounded dL/dy element moves a
   // whole row of grad_A, every channel of grad_input at its positions), so the standard error of
   // independent elements understates its noise: the float64 oracle's bfloat16 grad_A of the smoke
   // set leans 4.3 such standard errors, with no mistake in it.
   if (e.role != ops::Role::output) return;
-  const double operand_u = gt.operand_bits ? std::ldexp(1.0, -static_cast<int>(*gt.operand_bits)) : 0;
-  const auto d = parse_dtype(e.dtype);
-  const double case_u = d == DType::bfloat16 ? 0x1p-8 : d == DType::float16 ? 0x1p-11 : 0x1p-24;
-  const double allowed = allowed_bias(operand_u, case_u);
+  const double allowed = allowed_bias(o);
   const RoundingBias b = rounding_bias(ref, run, allowed);
   if (b.elements < 2) return;
   gr.checks.push_back(Check{"rounding_bias", b.z, kRoundingBiasZ, true, !b.biased()});

@@ -208,7 +208,6 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   if (scale && gt.bound) {
     if (auto dx = check_error_bound(it, e, *ref, *run_arr, *scale, gt, gr)) named_diagnosis = std::move(*dx);
     if (e.verdict == Verdict::invalid) return;
-    check_rounding_bias(e, ref->view(), run_arr->view(), gt, gr);
   }
   if (e.role == ops::Role::checkpoint) {
     // step1_<param>: the first update itself, against the reference's and against the run's own

@@ -109,11 +109,11 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     out["max_over_worst_case"] = max_worst;
     out["within_bound"] = within_bound;
   }
-  const double operand_u = bounded ? in.bound->options.operand_u : 0;
-  const double case_u = in.logical == DType::bfloat16 ? 0x1p-8 : in.logical == DType::float16 ? 0x1p-11 : 0x1p-24;
   // Outputs only, as the rounding_bias check (compare_bias.cpp): a gradient's errors are correlated.
   if (in.role == ops::Role::output) {
-    const RoundingBias bias = rounding_bias(in.ref, in.run, allowed_bias(operand_u, case_u));
+    BoundOptions o = bounded ? in.bound->options : BoundOptions{};
+    o.dtype = in.logical;
+    const RoundingBias bias = rounding_bias(in.ref, in.run, allowed_bias(o));
     out["bias"] = {{"relative", bias.relative}, {"se", bias.se}, {"z", bias.z},
                    {"toward_zero", bias.toward_zero}, {"away_from_zero", bias.away_from_zero}};
   }

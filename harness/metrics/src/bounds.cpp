@@ -17,6 +17,8 @@ namespace {
 
 constexpr double kU = 0x1p-24;  // float32 unit roundoff: the accumulator every stack may use
 
+}  // namespace
+
 double unit_roundoff(DType d) {
   switch (d) {
     case DType::bfloat16: return 0x1p-8;
@@ -27,8 +29,7 @@ double unit_roundoff(DType d) {
   return kU;
 }
 
-// Element i of a float64, float32 or float16 array, as double (a float64 oracle keeps its digits).
-double element(const ArrayView& v, std::int64_t i) {
+double array_element(const ArrayView& v, std::int64_t i) {
   const std::byte* p = v.data + i * static_cast<std::int64_t>(dtype_size(v.storage));
   switch (v.storage) {
     case DType::float64: {
@@ -48,8 +49,6 @@ double element(const ArrayView& v, std::int64_t i) {
     }
   }
 }
-
-}  // namespace
 
 double dtype_ulp(double v, DType d) {
   int p = 24, emin = -126;  // precision in bits, smallest normal exponent
@@ -112,8 +111,8 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
   const double n = static_cast<double>(y.numel);
   double lin2 = 0, quad = 0;
   for (std::int64_t i = 0; i < y.numel; ++i) {
-    const double yv = element(y, i), tv = element(target, i);
-    double rho = element(scale, i) * o.scale_unit;
+    const double yv = array_element(y, i), tv = array_element(target, i);
+    double rho = array_element(scale, i) * o.scale_unit;
     if (!std::isfinite(yv) || !std::isfinite(tv)) return Error{"loss bound: a non-finite output or target"};
     if (!std::isfinite(rho)) rho = 0;
     const SideParts p = side_parts(yv, rho, o);
@@ -181,7 +180,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     double err, bound;
     std::optional<double> x;
     if (exact) {
-      x = element(*exact, i);
+      x = array_element(*exact, i);
       if (std::isnan(*x)) {
         // No exact value to hold the run to: the element cannot be shown within its bound, so it
         // fails (skipped, an oracle of NaNs passed every run).
@@ -285,8 +284,8 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
                    [pu](std::int64_t i) { return static_cast<double>(pu[i]); },
                    [ps, lo, unit](std::int64_t i) { return ps[i - lo] * unit; }, exact, o, lo, hi, keep, part);
       } else {
-        bound_pass([&](std::int64_t i) { return element(ref, i); }, [&](std::int64_t i) { return element(run, i); },
-                   [&](std::int64_t i) { return element(scale, i) * unit; }, exact, o, lo, hi, keep, part);
+        bound_pass([&](std::int64_t i) { return array_element(ref, i); }, [&](std::int64_t i) { return array_element(run, i); },
+                   [&](std::int64_t i) { return array_element(scale, i) * unit; }, exact, o, lo, hi, keep, part);
       }
     }
   };

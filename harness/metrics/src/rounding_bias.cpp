@@ -3,32 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-
-#include "validate/metrics/ulp.hpp"
 
 namespace validate::compare {
-
-namespace {
-
-double value(const ArrayView& v, std::int64_t i) {
-  const std::byte* p = v.data + i * static_cast<std::int64_t>(dtype_size(v.storage));
-  if (v.storage == DType::float64) {
-    double d;
-    std::memcpy(&d, p, sizeof d);
-    return d;
-  }
-  if (v.storage == DType::float16) {
-    std::uint16_t h;
-    std::memcpy(&h, p, sizeof h);
-    return float16_bits_to_float(h);
-  }
-  float f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
-
-}  // namespace
 
 namespace {
 
@@ -59,7 +35,7 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
     const auto* x = reinterpret_cast<const float*>(run.data);
     for (std::int64_t i = 0; i < ref.numel; ++i) s.add(r[i], x[i]);
   } else {
-    for (std::int64_t i = 0; i < ref.numel; ++i) s.add(value(ref, i), value(run, i));
+    for (std::int64_t i = 0; i < ref.numel; ++i) s.add(array_element(ref, i), array_element(run, i));
   }
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
   if (s.n < 2 || s.sr <= 0) return b;

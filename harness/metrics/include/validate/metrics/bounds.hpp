@@ -73,6 +73,10 @@ SideParts side_parts(double y, double rho, const BoundOptions& o);
 double worst_case_bound(double y, double rho, const BoundOptions& o);
 // The spacing of the case dtype at |v| (its subnormal spacing below the normal range).
 double dtype_ulp(double v, DType d);
+// The unit roundoff of a dtype (float32 2^-24, bfloat16 2^-8, float16 2^-11, float64 2^-53).
+double unit_roundoff(DType d);
+// Element i of a float64, float32 or float16 array, as double (a float64 oracle keeps its digits).
+double array_element(const ArrayView& v, std::int64_t i);
 
 struct BoundElement {
   std::int64_t index = -1;

@@ -11,6 +11,7 @@
 // stack may have, z = (|beta| - allowed) / se.
 #include <cstdint>
 
+#include "validate/metrics/bounds.hpp"
 #include "validate/metrics/metrics.hpp"
 
 namespace validate::compare {
@@ -30,6 +31,8 @@ constexpr double kAllowedRelativeBias = 0x1p-20;
 inline double allowed_bias(double operand_u, double case_u) {
   return kAllowedRelativeBias + operand_u + case_u * case_u;
 }
+// The same for a tensor whose bound has options `o` (its case dtype and operand rounding).
+inline double allowed_bias(const BoundOptions& o) { return allowed_bias(o.operand_u, unit_roundoff(o.dtype)); }
 // Named at z >= 6: for a sum of independent terms the normal tail beyond 6 standard errors is
 // 1e-9 per tensor (a sweep of 10^4 tensors trips it with probability 1e-5), once the bias itself is
 // within the allowance.
