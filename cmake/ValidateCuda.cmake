@@ -24,7 +24,7 @@ if(NOT VALIDATE_CUDA STREQUAL "OFF")
   if(CUDAToolkit_FOUND)
     find_path(VALIDATE_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/local/cuda/include)
     # The library of the header's own root only (<root>/lib64, lib, lib/<multiarch>): searching
-    # the usual folders could pair this cudnn.h with another cuDNN installed elsewhere (issue 13).
+    # the usual folders could pair this cudnn.h with another cuDNN installed elsewhere.
     if(VALIDATE_CUDNN_INCLUDE AND NOT VALIDATE_CUDNN_LIBRARY)
       get_filename_component(_cudnn_root "${VALIDATE_CUDNN_INCLUDE}" DIRECTORY)
       find_library(VALIDATE_CUDNN_LIBRARY cudnn NO_DEFAULT_PATH

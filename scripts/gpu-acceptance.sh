@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU acceptance run of validate (issues #5, #13): build on the GPU machine, generate references on
+# GPU acceptance run of validate: build on the GPU machine, generate references on
 # CPU and CUDA, run them through LibTorch-on-CUDA and the cuDNN/cuBLASLt runner in three layouts
 # with every cuDNN algorithm, compare everything against the CPU references, prove 0-ULP agreement
 # on exact inputs, prove that TF32 fails the 1e-6 loss gate (and passes policies/tf32.json), and

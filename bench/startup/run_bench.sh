@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start-up cost of the commands that need neither LibTorch nor CUDA (issue 11): the same commands
+# Start-up cost of the commands that need neither LibTorch nor CUDA: the same commands
 # run through two validate binaries, alternating, each N times on the smoke set:
 #   bench/startup/run_bench.sh BEFORE_BIN [AFTER_BIN] [N]
 # AFTER_BIN defaults to build/validate, N to 20. BEFORE_BIN is a build from before the modules

@@ -1,4 +1,4 @@
-"""Issue 15 groundwork: how far a clean float32 SGD trajectory drifts from float64, and how far a
+"""How far a clean float32 SGD trajectory drifts from float64, and how far a
 planted "dW applied in the filter layout" update is off at step 1. Python + PyTorch (eager), as a
 user would check it; the numbers are the basis of docs/training.md's tolerance model.
 

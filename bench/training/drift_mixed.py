@@ -1,4 +1,4 @@
-"""Issue 15, mixed precision: how far bfloat16/float16 SGD trajectories trained as torch.autocast
+"""Mixed precision: how far bfloat16/float16 SGD trajectories trained as torch.autocast
 trains them (float32 master parameters and optimizer; the forward on the parameters cast to the
 narrow dtype; output, dL/dy and gradients rounded to it) drift from the same recipe in float64
 arithmetic (the oracle: casts of the parameters, the output and the gradients only), and how far a

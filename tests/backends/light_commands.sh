@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # backends.light_commands: the commands that need neither LibTorch nor CUDA never load them
-# (issue 11). The binary must not list them as NEEDED (readelf), and at run time the dynamic
+#. The binary must not list them as NEEDED (readelf), and at run time the dynamic
 # loader must not open them (LD_DEBUG=files names every object it loads) for --version, --help,
 # list, verify, probe, merge, compare, run --help and run --backend oracle. `validate --version`
 # must stay under 60 MB resident (skipped under the sanitizers, whose shadow memory counts).

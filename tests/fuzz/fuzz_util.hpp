@@ -17,7 +17,7 @@ namespace validate::fuzz {
 
 // A regular file on tmpfs (/dev/shm, else $TMPDIR or /tmp), rewritten with every input, so
 // path-based readers (npy::read, MappedArray::open, read_json) run their real code. Not a memfd's
-// /proc/self/fd/N path: that is a symlink, which the readers refuse (O_NOFOLLOW, issue 10).
+// /proc/self/fd/N path: that is a symlink, which the readers refuse (O_NOFOLLOW).
 class MemFile {
  public:
   MemFile() {

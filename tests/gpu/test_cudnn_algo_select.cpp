@@ -1,6 +1,6 @@
 // The cuDNN runner's algorithm selection and NCHW fallback decisions (algo_select.hpp), driven by a
 // fake algorithm table and a fake "execute" that says which algorithms cuDNN refuses when run:
-// no device needed, so these run on every machine. The trap (issue 13): the _v7 heuristics list
+// no device needed, so these run on every machine. The trap: the _v7 heuristics list
 // algorithms that then return CUDNN_STATUS_NOT_SUPPORTED when executed; each such candidate must
 // be tried once and skipped, never reported as an `error` that fails compare.
 #include <gtest/gtest.h>
@@ -234,7 +234,7 @@ TEST(CudnnAlgoSelect, StatusClasses) {
 }
 
 // setup's decision, with a fake build: the old runner returned from a failed build(false) instead
-// of taking the fallback (issue 13, item 1).
+// of taking the fallback.
 struct FakeBuild {
   std::map<bool, Status> result;  // convert -> status
   std::map<bool, bool> feasible_after;

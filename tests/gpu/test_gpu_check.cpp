@@ -78,7 +78,7 @@ TEST(GpuBuffer, AllocationFailureIsAValueNamingTheBuffer) {
   EXPECT_TRUE(empty->empty());
 }
 
-// Issue 13: a failed cudaMalloc also sets CUDA's last error ("out of memory", not sticky); left
+// a failed cudaMalloc also sets CUDA's last error ("out of memory", not sticky); left
 // there, the next kernel's launch check (cudaGetLastError) reported it as its own failure and
 // failed the next case. Needs a device: without a driver the runtime's initialisation error is
 // permanent for the process and no call can clear it.

@@ -233,7 +233,7 @@ TEST(HostileJson, ManifestThatIsNotAnObjectOrHasWrongTypes) {
       {R"({"files": {"a.npy": {"sha256": "00", "size": 4.5}}})", "\"size\" is not a non-negative integer"},
   };
   for (const auto& [text, problem] : bad) EXPECT_TRUE(refused(cases::check_manifest(parse(text), f), f, problem)) << text;
-  // An empty list proves nothing (issue 10: it verified as "0 files checked").
+  // An empty list proves nothing (it verified as "0 files checked").
   EXPECT_TRUE(refused(cases::check_manifest(parse(R"({"format": "validate-reference/1", "files": {}})"), f), f,
                       "lists nothing"));
   EXPECT_TRUE(cases::check_manifest(

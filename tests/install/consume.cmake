@@ -36,7 +36,7 @@ foreach(f ${_targets})
 endforeach()
 
 # The installed binary finds the modules installed beside it (bin/ -> lib/validate), not the build
-# tree's: each module the build made must load from the prefix (issue 11, harness/backends).
+# tree's: each module the build made must load from the prefix (harness/backends).
 get_filename_component(_smoke "${REFERENCE_NPY}" DIRECTORY)
 get_filename_component(_smoke "${_smoke}" DIRECTORY)
 file(GLOB _built_modules "${BUILD_DIR}/lib/validate/libvalidate_*.so")

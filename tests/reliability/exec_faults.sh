@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runner faults end to end (issue 7, docs/reliability.md): `validate run --backend exec` over a copy
+# Runner faults end to end (docs/reliability.md): `validate run --backend exec` over a copy
 # of references/smoke with a program that answers every case correctly (it copies the reference's
 # own results into its work dir) except six, each broken in one way:
 #   float32/k0072_ic008 conv2d          crashes (SIGSEGV)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attacks on the verdicts (issue 10, docs/reliability.md "Verdicts that cannot be made to lie"):
+# Attacks on the verdicts (docs/reliability.md "Verdicts that cannot be made to lie"):
 # each ATTACK below was reproduced against the CLI before the fix (a false pass, an abort with a
 # signal or a hang) and must now get the answer written next to it. One ctest per attack
 # (reliability.attack.<name>), all on a copy of references/smoke through the float64 oracle, so

@@ -51,7 +51,7 @@ rc=$?
 [ $rc -eq 1 ] || { cat "$work/compare.log"; echo "FAIL: compare of the wrong gradients exited $rc, expected 1"; exit 1; }
 grep -q '1073741825-2147483648</text>' "$work/wrong.html" || { echo "FAIL: no histogram reaches the bin 1073741825-2147483648"; exit 1; }
 bash "$src/scripts/check-html.sh" "$work/wrong.html" "$work/wrong.png" || exit 1
-# A training report (issue 15): cases/train_smoke.json's trajectories against the float64 oracle,
+# A training report: cases/train_smoke.json's trajectories against the float64 oracle,
 # whose "Training trajectories" section draws two line plots per op that trained (both loss curves;
 # their relative difference with the gate curve), rendered by Chromium too.
 "$bin" generate --cases "$src/cases/train_smoke.json" --out "$work/train_ref" --progress 0 > "$work/gen.log" 2>&1 ||

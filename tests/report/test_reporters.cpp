@@ -104,7 +104,7 @@ TEST_F(Reporters, JsonParsesAndCarriesEveryMetric) {
         EXPECT_TRUE(m["ulp"].contains(k)) << k;
       EXPECT_TRUE(m["worst_abs"]["coords"].get<std::string>().rfind("o=", 0) == 0);
       EXPECT_EQ(e["diagnosis"]["matches"][0]["spec"], "OIHW+flip=HW");
-      // Issue 12: the machine-readable diagnosis.
+      // the machine-readable diagnosis.
       const Json& d = e["diagnosis"];
       EXPECT_EQ(d["code"], "flipped");
       EXPECT_EQ(d["tensor"], "grad_weight");

@@ -1,4 +1,4 @@
-// Every report format shows a training trajectory's verdict (issue 15, item 4): the first bad step,
+// Every report format shows a training trajectory's verdict: the first bad step,
 // drift or mistake, the sentence, and the first bad checkpoint's diagnosis; the HTML page plots
 // both loss curves and their relative difference per step with the gate drawn. The comparison is
 // real: tests/compare/trajectory/trajectory_fixture.hpp's planted wrong-layout update (dW in OHWI

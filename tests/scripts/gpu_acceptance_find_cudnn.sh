@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # find_cudnn (scripts/gpu-acceptance.sh) on fake directory trees: the header and the library must
-# come from the same root and the same major version (issue 13, item 5: the old search paired the
+# come from the same root and the same major version (the old search paired the
 # toolkit's cudnn.h with whichever libcudnn `ls` listed first, /usr/lib/x86_64-linux-gnu included).
 #   gpu_acceptance_find_cudnn.sh REPO SCRATCH
 set -u

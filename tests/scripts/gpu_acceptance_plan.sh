@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU acceptance's step plan, checked on the CPU (issue 13, item 7): every step of the default
+# The GPU acceptance's step plan, checked on the CPU: every step of the default
 # plan is estimated at <= 8 minutes (one device call runs at most 10), the plan prints the disk
 # each step keeps, a step over the limit is refused (exit 2) before anything runs, --only cannot
 # be empty, and the size model behind the estimates matches what `validate generate` really writes

@@ -1,6 +1,6 @@
 # cmake -DSOURCE_DIR=<repo> -DWORK=<scratch dir> -P torch_guard.cmake
 # Drives cmake/ValidateTorchGuard.cmake with fake python executables that report a torch version
-# and CUDA version, and checks each verdict (issue 13, item 8).
+# and CUDA version, and checks each verdict.
 include(${SOURCE_DIR}/cmake/ValidateTorchGuard.cmake)
 file(MAKE_DIRECTORY ${WORK})
 set(_failures 0)

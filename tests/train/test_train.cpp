@@ -1,4 +1,4 @@
-// Issue 15 building blocks against hand-computed values (torch.optim.SGD's documented update) and
+// Training building blocks against hand-computed values (torch.optim.SGD's documented update) and
 // the drift/mistake figures measured with bench/training/drift.py.
 #include <gtest/gtest.h>
 

@@ -126,8 +126,8 @@ Status Comparer::run() {
   if (auto w = oracle_uncovered_warning(); !w.empty()) report_.warnings.push_back(std::move(w));
   for (const auto& r : opt_.policy.unmatched_rules())
     report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
-  if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // issue 12: the op's entries together
-  refine_trajectories(report_.entries, report_.warnings);   // issue 15: the trajectory verdicts
+  if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // the op's entries together
+  refine_trajectories(report_.entries, report_.warnings);   // the trajectory verdicts
   report_.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::ok();

@@ -61,7 +61,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   auto run_arr = open_npy(it.run_file);
   if (!run_arr) return invalid(e, "run: " + run_arr.message());
   // The run's own manifest vouches for every file: an edited or swapped run tensor is caught
-  // here even when its numbers happen to pass (issue 10).
+  // here even when its numbers happen to pass.
   if (Status st = check_listed_bytes(run, it.run_rel, run_arr->file.data(), run_arr->file.size());
       !st) {
     e.verdict = Verdict::failed;

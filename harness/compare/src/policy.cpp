@@ -20,7 +20,7 @@ namespace {
 // float32 reorderings of the same sums stayed below 1e-4 guarded relative error up to K = 4608,
 // TF32 gave >= 1.7e-3, so rtol 5e-4 separates them; bfloat16/float16 outputs are 1-2 ULPs apart
 // between stacks, gradients more (rounded intermediates), hence the wider near-zero floor.
-// Training (issue 15, docs/training.md decision 5): loss_curve's loss_rel is r0 of the growing
+// Training (docs/training.md decision 5): loss_curve's loss_rel is r0 of the growing
 // gate r0 * sqrt(1 + step) — relative, since a loss curve's scale changes as it trains; checkpoints
 // take the dtype's grad gate, widened by sqrt(1 + k) at step k (trajectory_check.hpp). The
 // bfloat16/float16 r0 (1e-3, 2e-4) come from mixed-precision trajectories measured against each

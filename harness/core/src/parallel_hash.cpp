@@ -77,7 +77,7 @@ void hash_scan_pair(const FileHashRequest& qa, FileHashResult& ra, const FileHas
 void hash_one(const FileHashRequest& rq, FileHashResult& r) {
   if (!rq.value_hash && !rq.value_scan) {
     // A plain file hash streams through a buffer (sha256_file): a whole-file mapping would count
-    // the file against the resident set (hostile.cli.metadata: a 100 MB listed file; issue 10).
+    // the file against the resident set (hostile.cli.metadata: a 100 MB listed file).
     auto h = sha256_file(rq.path);
     if (!h) {
       r.error = h.message();

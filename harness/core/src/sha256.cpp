@@ -55,7 +55,7 @@ std::string sha256_hex(const void* data, std::size_t size) {
 
 Result<std::string> sha256_file(const std::string& path) {
   // Streamed through a 1 MiB buffer, not mapped: a mapping read whole counts the file against the
-  // resident set (a 3 GB file hashed into a run manifest cost 3.4 GB RSS; issue 10).
+  // resident set (a 3 GB file hashed into a run manifest cost 3.4 GB RSS).
   auto f = fs::open_regular(path);
   if (!f) return f.status();
   const int fd = f->fd;

@@ -131,7 +131,7 @@ void remove_stale_temporaries(const std::string& root) {
 }
 
 // --resume continues only a directory made with the same options: it kept the old seed's cases
-// while config.json claimed the new seed (issue 10). config.json is written first, so an
+// while config.json claimed the new seed. config.json is written first, so an
 // interrupted run has it; the first key that differs is named.
 Status check_resumable(const std::string& out, const Json& config_now, int threads, bool was_empty) {
   if (was_empty) return Status::ok();
@@ -302,7 +302,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
   std::vector<std::string> failed;
   {
-    // Memory budget (issue 16): the largest op's working set — its inputs and results, about two
+    // Memory budget: the largest op's working set — its inputs and results, about two
     // of the sweep's largest tensors (the im2col A and grad_A), plus the scratch LibTorch's CPU
     // kernels materialize (a convolution's columns: OpDef::scratch_elements). Before an op computes, the writer
     // drains until what it still holds plus that op's own working set fits the budget, so the

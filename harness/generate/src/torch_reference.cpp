@@ -59,7 +59,7 @@ Tensor from_torch(const at::Tensor& x, DType storage) {
   return t;
 }
 
-// A result LibTorch will not touch again, without a copy (issue 16: the copy of the largest
+// A result LibTorch will not touch again, without a copy (the copy of the largest
 // gradient was one more 300 MB buffer at generate's peak). The conversion to the storage dtype is
 // the only copy left, and only when the types differ; the Tensor keeps LibTorch's buffer alive.
 // A buffer off the 64-byte alignment our Tensors promise (LibTorch's CPU allocator gives 64) is
@@ -317,7 +317,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
   const at::Device dev(device.used);
   const DtypePlan plan(c.dtype, dev);
   // Results leave LibTorch without a copy. An emulated bfloat16 result (stored as float32) is
-  // rounded in place in that buffer (round to nearest even, as LibTorch's conversion; issue 16:
+  // rounded in place in that buffer (round to nearest even, as LibTorch's conversion;
   // t.to(kBFloat16) and back cost 700 MB of transient buffers on the largest gradient); a float16
   // one is rounded by its conversion to the float16 storage.
   auto result = [&](const at::Tensor& t) {

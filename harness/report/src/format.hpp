@@ -81,7 +81,7 @@ inline std::string tensor_label(const compare::Entry& e) {
   return e.tensor.empty() ? "(op)" : e.tensor;
 }
 
-// Training trajectories (issue 15): the loss-curve entries, each the verdict of one op's trajectory.
+// Training trajectories: the loss-curve entries, each the verdict of one op's trajectory.
 inline std::vector<const compare::Entry*> trajectories(const compare::Report& r) {
   std::vector<const compare::Entry*> out;
   for (const auto& e : r.entries)

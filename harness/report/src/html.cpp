@@ -106,7 +106,7 @@ std::string render_html(const compare::Report& r) {
   card("passed", "passed", c.passed);
   card("failed", "failed", c.failed + c.error);
   card("notrun", "not run", c.not_run);
-  // Issue 12: results the run did not ask for (a forward-only program) are neutral, not amber.
+  // results the run did not ask for (a forward-only program) are neutral, not amber.
   if (c.not_requested) card("notrequested", "not requested", c.not_requested);
   if (c.mistrusted) card("mistrusted", "mistrusted", c.mistrusted);
   if (c.skipped + c.unsupported) card("notrun", "skipped / unsupported", c.skipped + c.unsupported);

@@ -115,7 +115,7 @@ json entry_json(const compare::Entry& e) {
   if (e.diagnosis) {
     json m = json::array();
     for (const auto& h : e.diagnosis->matches) m.push_back(hypothesis_json(h));
-    // code/tensor/side/params/residual: the mistake named (issue 12), or code "none" with the
+    // code/tensor/side/params/residual: the mistake named, or code "none" with the
     // families tried and the best residual when nothing fits.
     const compare::Hypothesis* named = e.diagnosis->named();
     const compare::Hypothesis* best = named ? named : e.diagnosis->closest ? &*e.diagnosis->closest : nullptr;

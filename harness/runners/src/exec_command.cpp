@@ -24,7 +24,7 @@ int placeholder_at(const std::string& cmd, std::size_t i) {
 
 Status check_placeholders_unquoted(const std::string& cmd) {
   // Shell quoting state while walking the command: a placeholder inside '...' or "..." would be
-  // quoted twice, and '{dir}' with $(...) in the path ran that command (issue 10).
+  // quoted twice, and '{dir}' with $(...) in the path ran that command.
   enum { none, single, dbl } q = none;
   for (std::size_t i = 0; i < cmd.size(); ++i) {
     const char ch = cmd[i];

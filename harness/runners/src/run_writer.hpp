@@ -26,7 +26,7 @@ struct VariantState {
   std::map<std::string, int> outcomes;
   // What this run wrote, relative to root: the manifest lists exactly these. Hashing the tree
   // instead hashed whatever else was there (a 3 GB unrelated file, a 10 GB file a program left
-  // in its work dir: 31 s and 10.8 GB resident; issue 10).
+  // in its work dir: 31 s and 10.8 GB resident).
   cases::FileMap files;
 };
 

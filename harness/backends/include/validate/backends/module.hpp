@@ -3,7 +3,7 @@
 // backend) or CUDA/cuDNN/cuBLASLt (libvalidate_cudnn.so: the cudnn backend) is built as a shared
 // module that `validate` dlopens (RTLD_NOW | RTLD_LOCAL) only when a command needs it, so
 // `validate --version`, `list`, `verify`, `compare`, `probe` and `merge` never map those
-// libraries (issue 11: they cost ~290 libraries, 0.5 s and 370 MB before any work).
+// libraries (they cost ~290 libraries, 0.5 s and 370 MB before any work).
 //
 // A module exports one C symbol, validate_module_entry, returning a ModuleEntry. The module links
 // its own copy of the harness's static libraries (hidden: --exclude-libs), so C++ objects cross

@@ -2,7 +2,7 @@
 // Claiming the directory a command writes (`generate --out`, `run --out`, `merge OUT`).
 //
 // A set or run directory is exactly what its manifest lists, so a command must never write into a
-// directory that holds anything else (issue 10): `run --out REF` overwrote the references and then
+// directory that holds anything else: `run --out REF` overwrote the references and then
 // passed against itself; `run --out OLD_RUN --only x` left 64 stale results that compare passed;
 // two `generate`s into one --out interleaved. The rules, in order:
 //   1. --out must not be, contain or lie inside a protected directory (the reference set read).

@@ -1,6 +1,6 @@
 #pragma once
 // Quoting a value for /bin/sh, in one place: the exec runner's {dir}/{case} expansion and the
-// repro commands compare prints both need it, and two hand-written copies drift (issue 11).
+// repro commands compare prints both need it, and two hand-written copies drift.
 #include <string>
 #include <string_view>
 

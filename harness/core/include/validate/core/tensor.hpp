@@ -26,7 +26,7 @@ class Tensor {
   // of LibTorch, a file read): the zero-fill would be one more pass over up to a gigabyte, and the
   // pages are then first touched by the threads that fill them.
   static Tensor uninitialized(DType dtype, Shape shape);
-  // A tensor over memory another owner allocated (LibTorch's result buffers, issue 16: copying the
+  // A tensor over memory another owner allocated (LibTorch's result buffers: copying the
   // largest gradient out of LibTorch cost one more 300 MB buffer at generate's peak). `owner` keeps
   // the memory alive and frees it when the tensor goes; `data` must be 64-byte aligned and hold
   // nbytes. Unlike uninitialized(), nothing past the last element is guaranteed readable: only for

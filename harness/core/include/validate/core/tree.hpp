@@ -2,7 +2,7 @@
 // Walking and removing directory trees that others wrote (reference sets, run directories, an exec
 // program's work directory) without ever following a symbolic link.
 //
-// The traps this exists for (issue 10, docs/reliability.md): std::filesystem's recursive iterator
+// The traps this exists for (docs/reliability.md): std::filesystem's recursive iterator
 // stats through symlinks, so `ln -s loopy loopy` inside a set threw an uncaught filesystem_error
 // (exit 134); a mode-000 directory left by a program did the same for a non-root user; and a path
 // under a symlinked directory sent remove_all and writes outside --out.

@@ -1,5 +1,5 @@
 #pragma once
-// "Loss taken on the unrounded output" as a CHECK, not only a diagnosis (issue 12). On a bfloat16
+// "Loss taken on the unrounded output" as a CHECK, not only a diagnosis. On a bfloat16
 // case that mistake moves the loss by ~1e-5..1e-4, inside the default bfloat16 loss gate
 // (loss_abs 1e-4) on most cases: a false pass. Tightening the gate would fail honest stacks whose
 // bfloat16 outputs round differently from the reference's; instead the loss is held against the

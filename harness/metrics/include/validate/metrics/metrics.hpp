@@ -79,7 +79,7 @@ struct TensorStats {
   double ref_max_abs = 0, near_zero_floor = 0;  // ref_max_abs: as given (metadata) or scanned
   // max |ref| over the finite reference values, measured by the pass itself. compare checks it
   // against the metadata's max_abs that set the floor: an inflated max_abs (1e30) made every
-  // element "near zero" and passed a run off by 0.3 everywhere (issue 10).
+  // element "near zero" and passed a run off by 0.3 everywhere.
   double ref_max_abs_seen = 0;
   std::int64_t ref_zeros = 0;  // elements whose reference is exactly +-0
   double max_abs = 0, mean_abs = 0;

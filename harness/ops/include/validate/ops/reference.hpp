@@ -43,7 +43,7 @@ inline View dense_view(std::vector<double>& data, const std::vector<std::int64_t
 // How the reference accumulates a reduction. float64 (the default) is the oracle. The narrow
 // modes round the running sum to that type after every add, in the op's canonical order: what a
 // stack that accumulates in a narrow type computes, so the diagnosis can recompute "your sums were
-// accumulated in float16" and compare (issue 12). Products are exact in float64 either way.
+// accumulated in float16" and compare. Products are exact in float64 either way.
 enum class Accumulation { float64, float32, bfloat16, float16 };
 const char* accumulation_name(Accumulation a);
 

@@ -34,7 +34,7 @@ class OpDef {
   virtual Status check(const OpParams& p, const std::string& where) const = 0;
   // Elements of the largest scratch buffer an implementation without a direct algorithm
   // materializes: a convolution's im2col/col2im columns (LibTorch's CPU slow_conv2d allocates them
-  // for the whole batch), 0 for a GEMM. generate budgets its memory with it (issue 16).
+  // for the whole batch), 0 for a GEMM. generate budgets its memory with it.
   virtual std::int64_t scratch_elements(const OpParams& p) const = 0;
 
   // --- case files (cases/*.json) ----------------------------------------------------------------

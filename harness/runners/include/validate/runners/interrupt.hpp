@@ -2,7 +2,7 @@
 // SIGINT / SIGTERM during `validate run` (what a CI cancel sends). The handler only records the
 // signal; the exec runner forwards it to the program's process group, waits a grace period, then
 // kills the group; the driver stops after that case, records it as interrupted and writes no
-// manifest, so the run directory never claims a completion it did not reach (issue 10: the
+// manifest, so the run directory never claims a completion it did not reach (the
 // program used to keep running forever after validate was gone).
 namespace validate::runners {
 
