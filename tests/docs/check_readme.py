@@ -65,7 +65,7 @@ SIZE_CLAIMS = [
     ("docs/python.md", r"needs about \*\*([\d.]+) GB\*\* of disk"),
     ("docs/python.md", r"--cases cases/default\.json --out \S+\s+# 30 cases, about ([\d.]+) GB"),
     ("docs/workflows.md", r"generating costs more than keeping ([\d.]+) GB"),
-    ("docs/compare.md", r"the sweep has no float16; ([\d.]+) GB\s+with scales"),
+    ("docs/evidence.md", r"the sweep has no float16; ([\d.]+) GB\s+with scales"),
     ("examples/ci/gitlab-ci.yml", r"float32 and\n# bfloat16, ([\d.]+) GB\) takes about"),
     ("examples/ci/gitlab-ci.yml", r"restore those ([\d.]+) GB around every job"),
 ]
