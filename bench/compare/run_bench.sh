@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side timing of the comparison's metric pass (docs/compare.md, "Speed"):
+# Side-by-side timing of the comparison's metric pass (docs/evidence.md, "Speed of the metric pass"):
 #   (a) cat FILES > /dev/null              the machine's read bandwidth from the page cache
 #   (b) bench/compare/numpy_metrics.py     the same metrics with numpy (memory-mapped)
 #   (c) bench_compare                      our engine, as `validate compare` runs it

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `validate generate` of two builds on the same case file, alternating, and the second build again
-# with --direct-io: what a change to generate costs (docs/compare.md, "What the bounds cost", was
+# with --direct-io: what a change to generate costs (docs/evidence.md, "Cost of the error bounds", was
 # measured with the build before error-bound scales as BEFORE):
 #   bench/generate/compare_builds.sh BEFORE_BIN AFTER_BIN [CASE_FILE] [REPS]
 # e.g. git worktree add /tmp/before 9a30b59 && cmake -S /tmp/before -B /tmp/before/build \

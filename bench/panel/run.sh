@@ -3,7 +3,7 @@
 # `validate run --backend exec`, compared plain and with --oracle (the float64 oracle's run), and a
 # table of variant x mode x dtype with the checks passed and failed and the failing tensors.
 # Heavy (a 6.6 GB reference set, ~3 GB per run, deleted after each comparison): a bench script,
-# not a ctest. docs/compare.md "Correct-stack panel" has the figures.
+# not a ctest. docs/evidence.md "Correct-stack panel" has the figures.
 #
 # usage: bench/panel/run.sh [VARIANT...]      (default: every variant of tests/panel/panel.py)
 # env:   VALIDATE_BIN  validate binary (default build/validate)

@@ -3,7 +3,7 @@ trains them (float32 master parameters and optimizer; the forward on the paramet
 narrow dtype; output, dL/dy and gradients rounded to it) drift from the same recipe in float64
 arithmetic (the oracle: casts of the parameters, the output and the gradients only), and how far a
 planted "dW applied in the filter layout" update is off. The basis of the bfloat16/float16
-`loss_curve` r0 in policies/default.json (docs/compare.md, docs/training.md).
+`loss_curve` r0 in policies/default.json (docs/training.md, "The loss curve").
 
     /usr/bin/python3 bench/training/drift_mixed.py      # about a minute on 2 cores
 

@@ -176,7 +176,7 @@ mixed | adam)
   done
   [ "$mode" = mixed ] || exit_ok
   # Masters kept in the case dtype (the pure-bfloat16 optimizer): its loss curve stays inside the
-  # gate (docs/compare.md), so the checkpoints must fail it, from step 1 on, and name it.
+  # gate (docs/training.md), so the checkpoints must fail it, from step 1 on, and name it.
   run narrow "$example {dir}" CONV_RUNNER_BUG=narrow_masters || fail "validate run: $(tail -5 "$work/narrow.log")"
   for dt in $dtypes; do
     if compare narrow "^$dt/"; then

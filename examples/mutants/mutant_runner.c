@@ -1,7 +1,7 @@
 /* A correct conv2d + matmul program for `validate run --backend exec` with one switch per classic
  * mistake (argv[2], or the MUTANT environment variable), so that a test can plant each mistake and
  * check that `validate compare` names exactly it (examples/README.md, "The mutation suite", and
- * docs/compare.md, "Mutation suite").
+ * docs/evidence.md, "Mutation suite").
  *
  * Every tensor goes through one accessor, `Spec`: a layout spec as in the layout file
  * (axes in storage order, ":F" for column-major, "+flip=" axes). The program's layouts are

@@ -12,7 +12,7 @@ of the op's output entry when it failed, else of its loss entry, else of its fir
 gradient; "-" when nothing failed (the mistake does not show on that case), "none" when something
 failed and nothing was named. The check: every cell is the planted code, or one of the documented
 exceptions below (each says why); the clean program fails nothing. --table rewrites the confusion
-table between the markers in FILE (docs/compare.md). Exit 0 when every check holds, 1 otherwise,
+table between the markers in FILE (docs/evidence.md). Exit 0 when every check holds, 1 otherwise,
 2 on bad usage. Standard library only.
 """
 import json

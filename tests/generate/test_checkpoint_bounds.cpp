@@ -1,4 +1,4 @@
-// The error bounds of training checkpoints (docs/compare.md, "Checkpoint bounds"), re-derived here
+// The error bounds of training checkpoints (docs/training.md, "Checkpoint bounds"), re-derived here
 // where they have a closed form: step 0's gradient is the single step's (twice its bound, from the
 // single step's own scale), step 0's parameter is each side's float32 storage, and step 1's
 // parameter is the first update's rate times step 0's gradient bound plus the update's roundings.

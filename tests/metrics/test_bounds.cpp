@@ -171,7 +171,7 @@ TEST(Bounds, NonFiniteElementsAreLeftToTheirOwnGate) {
 }
 
 TEST(Bounds, APerLambdaScaleIsTheBoundItself) {
-  // A training checkpoint's scale (docs/compare.md, "Checkpoint bounds"): one side's bound is
+  // A training checkpoint's scale (docs/training.md, "Checkpoint bounds"): one side's bound is
   // lambda * scale, nothing added for the dtype or the reduction. lambda 8, scale 1e-3: two stacks
   // may differ by 1.6e-2, a run by 8e-3 from exact (or as far as the reference is).
   BoundOptions o;

@@ -274,7 +274,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
 
 CheckpointDiagnosisInput Comparer::checkpoint_context(const PairItem& it, const Gates& gt) const {
   // The update checks and the update's diagnosis have their own tolerances, relative to the
-  // update (docs/compare.md, "Training trajectories"): a checkpoint gated by its bound alone
+  // update (docs/training.md, "Checkpoints"): a checkpoint gated by its bound alone
   // gives them the fixed rtol it would have without one.
   Gates g = gt;
   if (!g.rtol && !g.atol) g.rtol = legacy_rtol(it.dtype, true) * checkpoint_tolerance_factor(it.tensor);

@@ -16,7 +16,7 @@ namespace validate::compare {
 
 namespace {
 
-// Kept identical to policies/default.json (a test checks it). Calibration, docs/compare.md:
+// Kept identical to policies/default.json (a test checks it). Calibration, docs/evidence.md:
 // float32 reorderings of the same sums stayed below 1e-4 guarded relative error up to K = 4608,
 // TF32 gave >= 1.7e-3, so rtol 5e-4 separates them; bfloat16/float16 outputs are 1-2 ULPs apart
 // between stacks, gradients more (rounded intermediates), hence the wider near-zero floor.

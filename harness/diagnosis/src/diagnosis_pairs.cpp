@@ -9,7 +9,7 @@
 // Cost: a read hypothesis's recomputed values are cached per sampled position, so the pairs cost
 // what the read hypotheses alone cost (a wrong pair fails on its first positions, which every
 // pair of that read shares) plus cheap byte lookups: on a failing ic=8192 conv2d output nothing
-// measurable next to the single hypotheses (bench/diagnosis, docs/compare.md "Cost").
+// measurable next to the single hypotheses (bench/diagnosis, docs/evidence.md "Diagnosis cost").
 // Searched when no read or arithmetic hypothesis fits alone, even when a write one does: with
 // stride 1 and symmetric padding, flipped data and filter plus an H/W-swapped write ARE a swapped
 // and flipped write, and only the loss (diagnosis_op.cpp) tells which it was.

@@ -240,7 +240,7 @@ at::Tensor map_elements(const at::Tensor& t, F f) {
   return out;
 }
 
-// The two-stack bounds of an SGD trajectory's checkpoints (docs/compare.md, "Checkpoint bounds"):
+// The two-stack bounds of an SGD trajectory's checkpoints (docs/training.md, "Checkpoint bounds"):
 // how far two correct stacks that start from the same parameters and batches may be apart at step
 // k, element by element. Each step's gradient is held to twice its single-step bound (metrics
 // bounds.hpp, at lambda = kCheckpointLambda, from the scale pass at the reference's point); that
@@ -248,7 +248,7 @@ at::Tensor map_elements(const at::Tensor& t, F f) {
 // in root-sum-square, plus the float32 roundings of each update. What a parameter difference does
 // to the later gradients, H e (and weight decay's wd e), is left out of the sum: on this convex
 // loss a converging SGD shrinks it along every stiff direction and keeps it along the flat ones
-// (stated in docs/compare.md, and checked by the correct stacks of the training workflows). Mixed precision adds one term that is
+// (stated in docs/training.md, and checked by the correct stacks of the training workflows). Mixed precision adds one term that is
 // not small: the forward sees the masters cast to the case dtype, and two masters a hair apart on
 // either side of a rounding midpoint cast one ULP apart, so every step s >= 1 adds |H| ulp_d(w).
 constexpr double kCheckpointLambda = 8;

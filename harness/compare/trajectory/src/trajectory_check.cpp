@@ -1,6 +1,7 @@
-// Training trajectories in `validate compare` (trajectory_check.hpp, docs/compare.md "Training
-// trajectories"): the loss curve against its growing gate, the checkpoint gates, and the per-op
-// summary the reporters show. The checkpoint diagnosis is in trajectory_checkpoint.cpp.
+// Training trajectories in `validate compare` (trajectory_check.hpp, docs/training.md "How
+// compare checks a trajectory"): the loss curve against its growing gate, the checkpoint gates,
+// and the per-op summary the reporters show. The checkpoint diagnosis is in
+// trajectory_checkpoint.cpp.
 #include "validate/compare/trajectory_check.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
-// What the comparison of a training case's loss curve found (docs/compare.md "Training
-// trajectories"): both curves, the relative error and the gate per step, the first step where the
+// What the comparison of a training case's loss curve found (docs/training.md "The loss
+// curve"): both curves, the relative error and the gate per step, the first step where the
 // stacks part and whether that looks like drift or like a mistake (train/trajectory_gate.hpp), and,
 // filled in once every entry of the op is known, the first failing checkpoint and its diagnosis.
 #include <cstdint>

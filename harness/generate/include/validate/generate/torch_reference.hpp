@@ -58,7 +58,7 @@ Result<std::map<std::string, Tensor>> torch_trajectory(const cases::Case& c, cas
                                                        const StepInputs& step_inputs, const TorchDevice& device,
                                                        TorchTimes* times = nullptr, bool scales = false);
 // With `scales`, an SGD trajectory also returns "<checkpoint>_scale" for every checkpoint tensor:
-// its two-stack error bound at lambda = 8 divided by 2 lambda (docs/compare.md, "Checkpoint
+// its two-stack error bound at lambda = 8 divided by 2 lambda (docs/training.md, "Checkpoint
 // bounds"), the rounding of every step's gradient carried through the case's SGD. Adam: none.
 
 // LibTorch, CUDA, cuDNN versions, device name, TF32 and determinism flags, threads, and the BLAS

@@ -34,7 +34,7 @@ struct BoundOptions {
   bool gradient = false;          // u_p = u_d (dL/dy in the case dtype) instead of u
   double n = 1;                   // reduction length of the element (largest over the tensor)
   double lambda = 8;              // the policy's `bound`
-  // The scale is a bound per unit lambda and per side (a training checkpoint's, docs/compare.md
+  // The scale is a bound per unit lambda and per side (a training checkpoint's, docs/training.md
   // "Checkpoint bounds"): one side's bound is lambda * scale, nothing added.
   bool per_lambda = false;
   // max |bias| of an output whose op adds a bias after the sum (0: none): the sum may be stored in

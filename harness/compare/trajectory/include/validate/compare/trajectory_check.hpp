@@ -1,6 +1,6 @@
 #pragma once
-// The tensors of a training case (docs/training.md, docs/compare.md "Training
-// trajectories") need their own reading; an element-wise gate on them would be wrong twice over:
+// The tensors of a training case (docs/training.md, "How compare checks a
+// trajectory") need their own reading; an element-wise gate on them would be wrong twice over:
 //  - train_loss (Role::loss_curve) is a curve, not a tensor: per-step relative errors against a
 //    gate that grows with the step (train::loss_gate, r0 = the policy's loss_rel for role
 //    loss_curve), the first step where the stacks part, drift or mistake. With no loss_rel the
@@ -63,7 +63,7 @@ std::optional<UpdateCheck> check_first_update(const CheckpointDiagnosisInput& in
 // correct run too (a float32 lands on the bfloat16 grid by chance with probability 2^-16). A run
 // with more than half of those elements on the grid keeps its master in the case dtype — the
 // "pure bfloat16" optimizer, which loses every update below half an ULP of the parameter and
-// whose loss curve and later checkpoints stay inside their gates (docs/compare.md). Check
+// whose loss curve and later checkpoints stay inside their gates (docs/training.md). Check
 // master_on_case_dtype_grid (the fraction, limit 0.5) and, when it fails, its diagnosis
 // (code narrow_master). Nothing with fewer than kMasterGridMinElements such elements.
 inline constexpr std::int64_t kMasterGridMinElements = 4;
