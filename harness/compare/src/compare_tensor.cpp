@@ -114,11 +114,11 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
       const std::string note =
           checkpoint && adam
               ? "Adam trajectories' checkpoints are gated by the fixed rtol growing as sqrt(1 + k): "
-                "no error bound is derived for Adam's update (docs/compare.md, \"Checkpoint bounds\")"
+                "no error bound is derived for Adam's update (docs/training.md, \"Checkpoint bounds\")"
           : checkpoint
               ? "the reference set has no error-bound scales for its training checkpoints (made before "
                 "validate stored them): they are gated by the fixed rtol growing as sqrt(1 + k) "
-                "(docs/compare.md, \"Checkpoint bounds\"); regenerate it for per-element bounds"
+                "(docs/training.md, \"Checkpoint bounds\"); regenerate it for per-element bounds"
               : "the reference set has no error-bound scales (made before validate stored them): outputs and "
                 "gradients are gated by the fixed rtol of docs/compare.md (\"Sets without scales\"); "
                 "regenerate it for per-element error bounds";

@@ -383,7 +383,7 @@ WinogradMatrices winograd_matrices(int m, int r) {
   wm.m = m, wm.r = r, wm.n = m + r - 1;
   const int n = wm.n;
   assert(n - 1 <= 7);
-  const std::vector<double> p(pts, pts + n - 1);
+  const std::vector<double> p(pts, pts + (n - 1));
   const auto vm = vander(p, m), vr = vander(p, r), vn = vander(p, n);
   const auto vinv = inverse(vn, n);
   wm.at.assign(static_cast<std::size_t>(m * n), 0.0);
