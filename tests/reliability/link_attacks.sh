@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes outside the output directory, found by an outside review of the CLI (docs/reliability.md):
+# Writes outside the output directory (docs/reliability.md):
 # a symbolic link an exec program plants in the run directory, a detached child that outlives its
 # program, a report path that is a link, a device or a FIFO. Each ATTACK below had validate write
 # where it must not (or blame an innocent task) before its fix. One ctest per attack

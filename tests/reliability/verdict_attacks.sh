@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# False passes and wrapped numbers found by an outside review of the CLI (docs/reliability.md):
-# each ATTACK below got a false pass, a silent success or a wrong refusal before its fix and must
-# now get the answer written next to it. One ctest per attack (reliability.review.<name>), on a
+# Attacks on the CLI's verdicts (docs/reliability.md): each ATTACK below gets a false pass, a silent
+# success, a wrapped number or a wrong refusal from a CLI without the rule it tests, and must get the
+# answer written next to it. One ctest per attack (reliability.verdict.<name>), on a
 # copy of references/smoke through the float64 oracle; those that generate need LibTorch.
-# usage: review_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
+# usage: verdict_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
 set -uo pipefail
 bin=$1 work=$2 src=$3 attack=$4
 rm -rf "$work" && mkdir -p "$work"
 work=$(cd "$work" && pwd)
 ref=$work/ref run=$work/run
-script=review_attacks
+script=verdict_attacks
 . "$(dirname "$0")/attack_lib.sh"
 cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
 oracle_run() { v "$work/run.log" run --backend oracle --progress 0 --ref "$ref" --out "$run" "$@" || fail "oracle run: $(tail -5 "$work/run.log")"; }

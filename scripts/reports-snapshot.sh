@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# reports_snapshot.sh VALIDATE_BINARY OUTDIR
+# reports-snapshot.sh VALIDATE_BINARY OUTDIR
 #
 # Every report `validate compare` writes (terminal text, --json, --md, --html, --junit), for a
-# fixed set of stacks, into OUTDIR: the proof that a refactor changed no report. Take a snapshot
+# fixed set of stacks, into OUTDIR: the proof that a change to the code changed no report. Take a snapshot
 # with the binary built before the change and one with the binary built after, then
 #     diff -r /tmp/snap_before /tmp/snap_after      # must print nothing
 # The stacks, each run with VALIDATE_BINARY itself:
@@ -42,7 +42,7 @@ if [ $# -ne 2 ]; then
 fi
 bin=$(realpath "$1")
 out=$(realpath -m "$2")
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(realpath -m "${SNAP_WORK:-$out.work}")
 py=${SNAP_PYTHON:-/usr/bin/python3}
 bdir=$(dirname "$bin")
@@ -51,14 +51,14 @@ cbuggy=$bdir/examples/validate_c_buggy_example
 fortran=$bdir/examples/validate_fortran_example
 panel_c=$bdir/tests/panel/validate_panel_c
 for f in "$bin" "$mutant" "$cbuggy" "$fortran" "$panel_c"; do
-  [ -x "$f" ] || { echo "reports_snapshot.sh: $f: not built" >&2; exit 2; }
+  [ -x "$f" ] || { echo "reports-snapshot.sh: $f: not built" >&2; exit 2; }
 done
 rm -rf "$out" "$work"
 mkdir -p "$out" "$work/raw"
 export OMP_NUM_THREADS=1  # the torch runner and generate: one summation order on any machine
 
 log() { printf '%s\n' "$*" >> "$work/commands.txt"; }
-die() { echo "reports_snapshot.sh: $*" >&2; exit 1; }
+die() { echo "reports-snapshot.sh: $*" >&2; exit 1; }
 # v ARGS...: the binary, quiet, logged; fails the snapshot when it fails.
 v() {
   log "validate $*"
@@ -193,4 +193,4 @@ done
   filter "$work/raw/$f" > "$out/$f"
 done
 filter "$work/commands.txt" > "$out/commands.txt"
-echo "reports_snapshot.sh: $(ls "$work/raw" | wc -l) comparisons, $(find "$out" -type f | wc -l) files in $out"
+echo "reports-snapshot.sh: $(ls "$work/raw" | wc -l) comparisons, $(find "$out" -type f | wc -l) files in $out"
