@@ -50,7 +50,7 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   // The input read in another layout (any permutation, C/F order, flips of any spatial subset).
   for (const Reading& rd : readings(S.xs, "NCHW", S.xb.declared, x_fortran)) {
     Hypothesis h;
-    h.code = rd.perm_code.empty() ? "flipped" : rd.perm_code + (rd.flips.empty() ? "" : "+flipped");
+    h.code = rd.code();
     h.tensor = "input";
     h.side = "input";
     h.family = "input_layout";
