@@ -6,13 +6,10 @@
 # (reliability.link.<name>) on a copy of references/smoke; none needs LibTorch.
 # usage: link_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
 set -uo pipefail
-bin=$1 work=$2 src=$3 attack=$4
-rm -rf "$work" && mkdir -p "$work"
-work=$(cd "$work" && pwd)
-ref=$work/ref run=$work/run
 script=link_attacks
 . "$(dirname "$0")/attack_lib.sh"
-cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
+smoke_attack_opening "$@"
+run=$work/run
 exec_run() { v "$work/log" run --backend exec --layout torch --progress 0 --ref "$ref" --out "$run" "$@"; }
 # A digest of every file below a directory (names, bytes): what must not change.
 digest() { (cd "$1" && find . -print0 | LC_ALL=C sort -z | xargs -0 -n 64 sh -c 'for f; do [ -f "$f" ] && sha256sum "$f" || echo "$f"; done' sh); }

@@ -5,13 +5,10 @@
 # copy of references/smoke through the float64 oracle; those that generate need LibTorch.
 # usage: verdict_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
 set -uo pipefail
-bin=$1 work=$2 src=$3 attack=$4
-rm -rf "$work" && mkdir -p "$work"
-work=$(cd "$work" && pwd)
-ref=$work/ref run=$work/run
 script=verdict_attacks
 . "$(dirname "$0")/attack_lib.sh"
-cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
+smoke_attack_opening "$@"
+run=$work/run
 oracle_run() { v "$work/run.log" run --backend oracle --progress 0 --ref "$ref" --out "$run" "$@" || fail "oracle run: $(tail -5 "$work/run.log")"; }
 # Rewrites run tensors through numpy (PY_EXPR of `a`, saved with SAVE_DTYPE) and their manifest
 # entries, so only the data, not the bookkeeping, is wrong.
