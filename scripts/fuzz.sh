@@ -20,17 +20,9 @@ jobs=${VALIDATE_FUZZ_JOBS:-2}
 all_targets="npy case_file metadata manifest layout policy"
 targets=${*:-$all_targets}
 
-cxx=$(command -v clang++ || command -v clang++-14 || true)
-cc=$(command -v clang || command -v clang-14 || true)
-if [ -z "$cxx" ] || [ -z "$cc" ]; then
-  echo "fuzz.sh: SKIP: clang++ not found (install clang and libclang-rt-dev)"
-  exit 77
-fi
-probe=$(mktemp -d)
-trap 'rm -rf "$probe"' EXIT
-echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$probe/p.cpp"
-if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" > "$probe/log" 2>&1; then
-  echo "fuzz.sh: SKIP: $cxx cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): $(head -3 "$probe/log")"
+. "$src/scripts/lib/fuzz-clang.sh"
+if ! fuzz_clang; then
+  echo "fuzz.sh: SKIP: $fuzz_clang_why"
   exit 77
 fi
 

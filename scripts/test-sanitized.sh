@@ -25,20 +25,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 torch=${VALIDATE_SANITIZE_TORCH:-ON}
 build=${VALIDATE_SANITIZE_BUILD:-build-asan}
 
-cc=$(command -v clang || command -v clang-14 || true)
-cxx=$(command -v clang++ || command -v clang++-14 || true)
-fuzz=OFF
-if [ -n "$cc" ] && [ -n "$cxx" ]; then
-  probe=$(mktemp -d)
-  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' > "$probe/p.cpp"
-  "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" > /dev/null 2>&1 && fuzz=ON
-  rm -rf "$probe"
-fi
-if [ $fuzz = ON ]; then
+. scripts/lib/fuzz-clang.sh
+if fuzz_clang; then
+  fuzz=ON
   compilers=(-DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx")
   debug=-gline-tables-only
 else
-  echo "test-sanitized: clang with libFuzzer not found: building with GCC, without the fuzzers"
+  fuzz=OFF
+  echo "test-sanitized: $fuzz_clang_why: building with GCC, without the fuzzers"
   # CI runs the fuzzers only here (.ci/run leaves fuzz.script out of scripts/test.sh).
   [ "${CI:-}" != true ] || { echo "test-sanitized: under CI the fuzzers must run: install clang and libclang-rt-dev" >&2; exit 1; }
   compilers=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++)
