@@ -19,13 +19,21 @@ v() {
   shift
   timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
 }
-# smoke_attack_opening VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK: the arguments of a script that
-# attacks a copy of references/smoke, a fresh work folder, and the names of its sets: ref (the
-# copy), orc (the float64 oracle's run), x2 (a wrong run), good (a right one).
+# smoke_attack_opening VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK [SETS_DIR]: the arguments of a script
+# that attacks a copy of references/smoke, a fresh work folder, and the names of its sets: ref (the
+# copy, the attack's own to edit), orc (the float64 oracle's run), x2 (a wrong run), good (a right
+# one). With SETS_DIR, orc, x2 and good are the ones smoke_sets.sh made there once for every attack
+# (read only: an attack edits copies); without it they are names in the work folder.
 smoke_attack_opening() {
   bin=$1 work=$2 src=$3 attack=$4
   rm -rf "$work" && mkdir -p "$work"
   work=$(cd "$work" && pwd)
   ref=$work/ref orc=$work/oracle x2=$work/x2 good=$work/refrun
+  if [ -n "${5:-}" ]; then
+    orc=$5/oracle x2=$5/x2 good=$5/refrun
+    for s in "$orc" "$x2" "$good"; do
+      [ -f "$s/manifest.json" ] || fail "no $s: the test reliability.smoke_sets makes it (ctest runs it first)"
+    done
+  fi
   cp -r "$src/references/smoke" "$ref" || fail "cannot copy references/smoke"
 }

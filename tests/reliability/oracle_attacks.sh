@@ -6,41 +6,31 @@
 #
 # The wrong run throughout is X2: the oracle's run with every output and gradient doubled and its
 # manifest rewritten (on its own it fails). The right run is REFRUN: the reference's own tensors
-# handed back as a run (it passes, plain and against the oracle).
-# usage: oracle_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK
+# handed back as a run (it passes, plain and against the oracle). The oracle's run, X2 and REFRUN
+# are made once, and those controls checked, by smoke_sets.sh in SETS_DIR.
+# usage: oracle_attacks.sh VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK SETS_DIR
 set -uo pipefail
 script=oracle_attacks
 . "$(dirname "$0")/attack_lib.sh"
-smoke_attack_opening "$@"
+smoke_attack_opening "$@"  # orc, x2 and good from SETS_DIR
 hash_of() { sha256sum "$1" | cut -d' ' -f1; }
-# derive SRC DST MODE [REHASH]: a copy of run SRC whose produced tensors are changed by MODE
-# (x2: doubled; nan: all NaN; ref: the reference's own tensor), its manifest rewritten unless
-# REHASH is "keep" (then only the data is edited, as a hand edit would).
-derive() {
+# nan_run SRC DST: a copy of run SRC whose produced tensors are all NaN, its manifest rewritten.
+nan_run() {
   cp -r "$1" "$2" || fail "cannot copy $1"
-  py "$2" "$ref" "$3" "${4:-rehash}" << 'PYEOF'
-import glob, hashlib, json, os, shutil, sys
+  py "$2" << 'PYEOF'
+import hashlib, json, os, sys
 import numpy as np
-d, ref, mode, rehash = sys.argv[1:5]
+d = sys.argv[1]
 m = json.load(open(os.path.join(d, "manifest.json")))
-n = 0
-for rel in sorted(m["files"]):
-    if not rel.endswith(".npy"):
-        continue
+for rel in sorted(r for r in m["files"] if r.endswith(".npy")):
     path = os.path.join(d, rel)
-    if mode == "ref":
-        shutil.copyfile(os.path.join(ref, rel), path)
-    else:
-        a = np.load(path)
-        np.save(path, (a * 2 if mode == "x2" else np.full_like(a, np.nan)).astype(a.dtype))
-    n += 1
-    if rehash == "rehash":
-        data = open(path, "rb").read()
-        m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    a = np.load(path)
+    np.save(path, np.full_like(a, np.nan))
+    data = open(path, "rb").read()
+    m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
-assert n > 0
 PYEOF
-  [ $? -eq 0 ] || fail "derive $3 failed"
+  [ $? -eq 0 ] || fail "nan_run failed"
 }
 # edit_json SET REL PY_STATEMENTS: edit a JSON file of a run (as `j`) and its manifest entry.
 edit_json() {
@@ -56,22 +46,8 @@ m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)
 json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
 PYEOF
 }
-v "$work/run.log" run --backend oracle --progress 0 --ref "$ref" --out "$orc" || fail "oracle run: $(tail -5 "$work/run.log")"
-derive "$orc" "$x2" x2
-derive "$orc" "$good" ref
-# The controls: the wrong run fails plain and against the oracle; the right run passes both ways.
-controls() {
-  v "$work/log" compare "$ref" "$x2" -q
-  expect 1 $? "$work/log" " 0 passed"
-  v "$work/log" compare "$ref" "$x2" -q --oracle "$orc"
-  expect 1 $? "$work/log" " 0 passed"
-  v "$work/log" compare "$ref" "$good" -q --oracle "$orc"
-  expect 0 $? "$work/log" "70 passed, 0 failed"
-}
-
 case $attack in
 oracle_is_run)  # 1. compare REF X2 --oracle X2 (or a copy of X2): every tensor passed, "run closer"
-  controls
   v "$work/log" compare "$ref" "$x2" --oracle "$x2"
   expect 2 $? "$work/log" "--oracle $x2" "is the run being judged"
   ln -s "$x2" "$work/x2link"
@@ -100,7 +76,6 @@ PYEOF
   ok ;;
 
 oracle_tampered)  # 2. the oracle's tensors replaced by X2's, its manifest left as it was: passed
-  controls
   cp -r "$orc" "$work/o2"
   for f in "$x2"/*/*.npy; do cp "$f" "$work/o2/${f#"$x2"/}"; done
   v "$work/log" verify "$work/o2"
@@ -110,8 +85,7 @@ oracle_tampered)  # 2. the oracle's tensors replaced by X2's, its manifest left 
   ok ;;
 
 oracle_nan)  # 3. an oracle of NaNs (hashes rewritten): X2 passed (error_bound 0, closer "tie")
-  controls
-  derive "$orc" "$work/onan" nan
+  nan_run "$orc" "$work/onan"
   v "$work/log" compare "$ref" "$x2" --oracle "$work/onan"
   expect 2 $? "$work/log" "$work/onan/float32/k0072_ic008_conv2d_output.npy" "NaN" "oracle" "validate: 0 passed"
   v "$work/log" compare "$ref" "$good" --oracle "$work/onan"
@@ -119,7 +93,6 @@ oracle_nan)  # 3. an oracle of NaNs (hashes rewritten): X2 passed (error_bound 0
   ok ;;
 
 oracle_other_inputs)  # 3. an oracle that consumed other inputs (its input hashes differ): accepted
-  controls
   cp -r "$orc" "$work/oin"
   edit_json "$work/oin" float32/k0072_ic008_run.json \
     'j["ops"]["conv2d"]["input_hashes"]["weight"] = "0" * 64'
@@ -133,7 +106,6 @@ oracle_other_inputs)  # 3. an oracle that consumed other inputs (its input hashe
   ok ;;
 
 oracle_seed7)  # 3. the oracle's run of `generate --seed 7`: accepted; the right run then failed
-  controls
   v "$work/gen.log" generate --cases "$src/cases/smoke.json" --progress 0 --seed 7 --out "$work/ref7"
   expect 0 $? "$work/gen.log"
   v "$work/log" run --backend oracle --progress 0 --ref "$work/ref7" --out "$work/o7"
@@ -143,7 +115,6 @@ oracle_seed7)  # 3. the oracle's run of `generate --seed 7`: accepted; the right
   ok ;;
 
 oracle_backend)  # 3. an oracle made by another backend (torch) was accepted as the exact values
-  controls
   cp -r "$orc" "$work/otorch"
   edit_json "$work/otorch" run_info.json 'j["backend"] = "torch"; j["math"] = "float32"'
   v "$work/log" compare "$ref" "$good" --oracle "$work/otorch"
@@ -162,7 +133,6 @@ PYEOF
   ok ;;
 
 oracle_uncovered)  # 3. an oracle of one dtype: the rest fell back to two-way without a word
-  controls
   v "$work/log" run --backend oracle --progress 0 --ref "$ref" --out "$work/o32" --only '^float32/'
   expect 0 $? "$work/log"
   v "$work/log" compare "$ref" "$x2" -q --oracle "$work/o32"
@@ -176,7 +146,6 @@ oracle_uncovered)  # 3. an oracle of one dtype: the rest fell back to two-way wi
   ok ;;
 
 report_paths)  # 11. --json REF/manifest.json destroyed the set; --json F --md F lost the JSON
-  controls
   before=$(hash_of "$ref/manifest.json")
   v "$work/log" compare "$ref" "$good" --json "$ref/manifest.json"
   expect 2 $? "$work/log" "--json $ref/manifest.json" "inside the reference set"
