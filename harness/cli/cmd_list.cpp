@@ -50,6 +50,8 @@ void register_list(CLI::App& app, int& exit_code) {
         train = "  -";
       std::cout << fmt::format("{:<9} {:<22} {:>6}  {:<18} {:<16} {:<14} {:<12}{}\n", dtype_name(c.dtype), c.name, r.k,
                                r.first_input, r.second_input, r.matmul_a, r.matmul_b, train);
+      // A line under a case whose inputs are not all the normal fill (docs/cli.md, "Input distributions").
+      if (!c.input_dists.empty()) std::cout << "          inputs: " << cases::describe(c.input_dists) << "\n";
       ++per_dtype[std::string(dtype_name(c.dtype))];
       for (const auto& inst : c.ops)
         for (auto& t : c.tensors(inst.op())) elements += static_cast<std::uint64_t>(shape_numel(t.shape));

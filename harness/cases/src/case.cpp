@@ -5,7 +5,9 @@
 #include <regex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "validate/core/suggest.hpp"
 #include "validate/ops/registry.hpp"
 #include "validate/train/tensor_names.hpp"
 
@@ -21,6 +23,37 @@ Status check_case_name(const std::string& name, const std::string& where) {
   static const std::regex ok("^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$");
   if (!std::regex_match(name, ok))
     return Error{where + ": case name '" + name + "' must be letters, digits, '_', '-', '.' (no paths)"};
+  return Status::ok();
+}
+
+const InputDist* Case::input_dist(Op op, const std::string& tensor) const {
+  auto it = input_dists.find(std::string(op_name(op)) + "." + tensor);
+  if (it == input_dists.end()) it = input_dists.find(tensor);
+  return it == input_dists.end() ? nullptr : &it->second;
+}
+
+Status check_input_dists(const Case& c, const std::string& where) {
+  std::vector<std::string> names;
+  for (const OpInstance& inst : c.ops)
+    for (const auto& t : c.inputs(inst.op()))
+      for (std::string n : {t.name, std::string(op_name(inst.op())) + "." + t.name})
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (const auto& [key, d] : c.input_dists) {
+    if (std::find(names.begin(), names.end(), key) == names.end())
+      return Error{fmt::format("{}: inputs: '{}' is not an input of case '{}' (its inputs: {}){}", where, key, c.name,
+                               fmt::join(names, ", "), did_you_mean(key, names))};
+    if (!c.train || d.dist != Dist::npy) continue;
+    for (const OpInstance& inst : c.ops)
+      for (const auto& t : c.inputs(inst.op())) {
+        if (t.parameter || c.input_dist(inst.op(), t.name) != &d) continue;
+        std::vector<std::string> params;
+        for (const auto& p : c.parameters(inst.op())) params.push_back(p.name);
+        return Error{fmt::format("{}: inputs.{}: a training case draws a new '{}' for every step, so it cannot come "
+                                 "from a file (\"npy\" is for the parameters, which the optimizer carries from "
+                                 "step 0: {})",
+                                 where, key, t.name, fmt::join(params, ", "))};
+      }
+  }
   return Status::ok();
 }
 

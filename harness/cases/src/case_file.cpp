@@ -1,19 +1,28 @@
 #include "validate/cases/case_file.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "validate/core/npy.hpp"
+#include "validate/core/sha256.hpp"
 
 #include "validate/core/pattern.hpp"
 #include "validate/ops/registry.hpp"
 
 namespace validate::cases {
 
+namespace stdfs = std::filesystem;
+
 namespace {
 
 // The case file's own keys of a case entry; the rest are the op's (OpDef::case_keys).
-const std::set<std::string> kCaseKeys = {"name", "op", "dtypes", "train"};
+const std::set<std::string> kCaseKeys = {"name", "op", "dtypes", "train", "inputs"};
 
 // Every key any op takes: what "defaults" may hold (each op applies the ones it knows).
 std::set<std::string> all_op_keys() {
@@ -95,6 +104,22 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
     c.train = *t;
     return Status::ok();
   };
+  // "inputs" (input_dist.hpp): the file's "defaults", then the case's own entries, tensor by tensor.
+  InputDists default_inputs;
+  if (defaults.contains("inputs")) {
+    auto d = parse_input_dists(defaults["inputs"], where + " defaults");
+    if (!d) return d.status();
+    default_inputs = std::move(*d);
+  }
+  auto read_inputs = [&](const Json* cj, Case& c, const std::string& at) -> Status {
+    c.input_dists = default_inputs;
+    if (cj && cj->contains("inputs")) {
+      auto d = parse_input_dists((*cj)["inputs"], at);
+      if (!d) return d.status();
+      for (auto& [k, v] : *d) c.input_dists[k] = std::move(v);
+    }
+    return check_input_dists(c, at);
+  };
   const ops::OpDef& conv2d = ops::find(Op::conv2d);
   std::set<std::string> names;
   // Geometry is checked before anything uses it: naming a sweep case computes K = C/groups*KH*KW,
@@ -131,6 +156,7 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
       // The default sweep's case: a conv2d and its im2col matmul.
       Case c = Case::conv_with_im2col(conv2d.default_case_name(*p), std::get<ConvParams>(*p));
       VALIDATE_TRY(read_train(nullptr, c, at));
+      VALIDATE_TRY(read_inputs(nullptr, c, at));
       VALIDATE_TRY(add(std::move(c), {}, at));
     }
   }
@@ -164,6 +190,7 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
         c.name = def->default_case_name(*p);
       }
       VALIDATE_TRY(read_train(&cj, c, at));
+      VALIDATE_TRY(read_inputs(&cj, c, at));
       std::vector<DType> dts;
       if (cj.contains("dtypes")) {
         auto d = read_dtypes(cj["dtypes"], at);
@@ -177,10 +204,48 @@ Result<CaseFile> parse_case_file(const Json& j, const std::string& where) {
   return f;
 }
 
+Status load_input_files(CaseFile& f, const std::string& path) {
+  // One read per file, however many cases name it.
+  std::map<std::string, std::pair<std::shared_ptr<const Tensor>, std::string>> read;
+  const stdfs::path base = stdfs::path(path).parent_path();
+  for (Case& c : f.cases)
+    for (auto& [key, d] : c.input_dists) {
+      if (d.dist != Dist::npy) continue;
+      const std::string at = path + ": case '" + c.name + "' inputs." + key;
+      const std::string file = stdfs::path(d.file).is_absolute() ? d.file : (base / d.file).string();
+      if (!read.count(file)) {
+        if (!stdfs::is_regular_file(file)) return Error{at + ": " + file + " is not a regular file"};
+        auto t = npy::read(file);
+        if (!t) return Error{at + ": " + t.message()};
+        for (std::int64_t i = 0; i < t->numel(); ++i)
+          if (!std::isfinite(static_cast<float>(t->get(i))))
+            return Error{fmt::format("{}: {} holds {} at flat index {} (as float32): inputs must be finite", at, file,
+                                     t->get(i), i)};
+        auto h = sha256_file(file);
+        if (!h) return Error{at + ": " + h.message()};
+        read[file] = {std::make_shared<const Tensor>(std::move(*t)), *h};
+      }
+      const auto& [data, sha] = read[file];
+      if (!d.sha256.empty() && d.sha256 != sha)
+        return Error{at + ": " + file + " has sha256 " + sha + ", the case file asks for " + d.sha256};
+      d.sha256 = sha;
+      d.data = data;
+      for (const OpInstance& inst : c.ops)
+        for (const auto& t : c.inputs(inst.op()))
+          if (c.input_dist(inst.op(), t.name) == &d && t.shape != data->shape())
+            return Error{fmt::format("{}: {} has shape ({}), {} {} needs ({})", at, file, fmt::join(data->shape(), ", "),
+                                     op_name(inst.op()), t.name, fmt::join(t.shape, ", "))};
+    }
+  return Status::ok();
+}
+
 Result<CaseFile> load_case_file(const std::string& path) {
   auto j = read_json(path, 16u << 20);
   if (!j) return j.status();
-  return parse_case_file(*j, path);
+  auto f = parse_case_file(*j, path);
+  if (!f) return f;
+  VALIDATE_TRY(load_input_files(*f, path));
+  return f;
 }
 
 Result<Shard> parse_shard(const std::string& text) {

@@ -64,6 +64,8 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
     meta["ops"][on] = opj;
   }
   if (c.train) meta["train"] = train::to_json(*c.train);
+  // Only a case that names distributions: every other set's metadata stays byte for byte as it was.
+  if (!c.input_dists.empty()) meta["inputs"] = input_dists_json(c.input_dists);
   return meta;
 }
 
@@ -94,6 +96,12 @@ Result<Case> case_from_metadata(const Json& meta, const std::string& where) {
       auto t = train::read_train_config(meta.at("train"), where);
       if (!t) return t.status();
       c.train = *t;
+    }
+    if (meta.contains("inputs")) {
+      auto d = parse_input_dists(meta.at("inputs"), where, /*metadata=*/true);
+      if (!d) return d.status();
+      c.input_dists = std::move(*d);
+      VALIDATE_TRY(check_input_dists(c, where));
     }
     return c;
   } catch (const nlohmann::json::exception& e) {

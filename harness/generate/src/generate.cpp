@@ -74,6 +74,8 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
   if (!meta) return false;
   auto back = cases::case_from_metadata(*meta, meta_rel);
   if (!back || back->dtype != c.dtype) return false;
+  // Inputs drawn from other distributions (or another .npy file) are not this case's.
+  if (cases::input_dists_json(back->input_dists) != cases::input_dists_json(c.input_dists)) return false;
   struct Kept {
     std::string rel;
     cases::ManifestEntry entry;
@@ -244,6 +246,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   if (!list) return list.status();
   if (list->empty()) return Error{"no case of " + opt.cases_path + " matches the selection (--dtype/--only/--shard)"};
   VALIDATE_TRY(check_memory(*list, opt.cases_path));
+  VALIDATE_TRY(check_inputs(*list, opt.fill, opt.cases_path));
   const std::uint64_t seed = opt.seed.value_or(file->seed);
 
   auto dev = open_torch_device(opt.device, opt.allow_tf32, opt.threads);
@@ -279,6 +282,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
       else item[def.name()] = def.metadata_params(c.ops[i].params);
     }
     if (c.train) item["train"] = train::to_json(*c.train);
+    if (!c.input_dists.empty()) item["inputs"] = cases::input_dists_json(c.input_dists);
     expanded.push_back(std::move(item));
   }
   config["expanded_cases"] = expanded;

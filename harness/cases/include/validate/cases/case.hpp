@@ -10,6 +10,7 @@
 #include "conv2d/im2col.hpp"
 #include "validate/core/dtype.hpp"
 #include "validate/core/result.hpp"
+#include "validate/cases/input_dist.hpp"
 #include "validate/core/tensor.hpp"
 #include "validate/ops/op.hpp"
 #include "validate/ops/params_json.hpp"
@@ -39,6 +40,13 @@ struct Case {
   // A training case (docs/training.md): every op of the case runs this many optimizer steps, each
   // on a new batch; its tensors then include the loss curve and the checkpoints.
   std::optional<train::TrainConfig> train;
+  // What the inputs are drawn from (input_dist.hpp), by tensor name or "<op>.<tensor>"; empty for
+  // every case made before distributions existed (then each input is today's normal fill).
+  InputDists input_dists;
+
+  // The distribution of an op's input tensor: "<op>.<tensor>" first, then "<tensor>"; null when
+  // neither is given (the normal fill).
+  const InputDist* input_dist(Op op, const std::string& tensor) const;
 
   bool has(Op op) const { return find(op) != nullptr; }
   const OpInstance* find(Op op) const;
@@ -96,6 +104,9 @@ std::string default_case_name(const ConvParams& c);
 Status check_conv(const ConvParams& c, const std::string& where);
 Status check_matmul(const MatmulParams& m, const std::string& where);
 Status check_op(const OpInstance& op, const std::string& where);
+// Every key of c.inputs names an input tensor of one of its ops (a did-you-mean otherwise), and a
+// training case's data inputs (drawn anew each step) are not read from a file.
+Status check_input_dists(const Case& c, const std::string& where);
 // Case names become file names: letters, digits, '_', '-', '.', at most 100, no path.
 Status check_case_name(const std::string& name, const std::string& where);
 

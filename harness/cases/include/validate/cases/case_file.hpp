@@ -12,6 +12,9 @@
 // A case's "op" (default "conv2d") names a registered op (harness/ops/<op>/); its other keys are
 // that op's (OpDef::case_keys). A conv2d case also holds its im2col matmul (the default pairing);
 // any other op is a case of its own. "defaults" may hold any op's keys; each op takes those it knows.
+// "inputs" (in "defaults" or a case; a case's entries replace the defaults' tensor by tensor):
+// {"input": {"dist": "relu_normal"}, "weight": {"dist": "log_uniform", "decades": 4}, ...}, the
+// distributions of input_dist.hpp.
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +40,10 @@ struct CaseFile {
 
 Result<CaseFile> parse_case_file(const Json& j, const std::string& where);
 Result<CaseFile> load_case_file(const std::string& path);
+// Reads every "npy" input of the file's cases (path relative to the case file at `path`): each
+// must be a float .npy of exactly the shape of every tensor it is given for, finite, and match its
+// "sha256" when one is given; records the file's sha256 and keeps its values for the draw.
+Status load_input_files(CaseFile& f, const std::string& path);
 
 struct Shard {
   int index = 0, count = 1;  // 0 <= index < count

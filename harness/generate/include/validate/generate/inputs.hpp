@@ -4,6 +4,7 @@
 // shard and LibTorch version.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "validate/cases/case.hpp"
 #include "validate/core/tensor.hpp"
@@ -27,5 +28,14 @@ enum class Fill { random, exact };
 // (library validate_inputs): the runners draw the later steps' batches with it.
 std::map<std::string, Tensor> make_inputs(const cases::Case& c, cases::Op op, std::uint64_t seed, Fill fill,
                                           int threads = 0, std::int64_t step = 0);
+
+// A case's "inputs" (cases/input_dist.hpp) replace the random fill's normal draw tensor by
+// tensor: relu_normal, log_uniform, student_t, sparse, or an .npy file's values; each from the
+// same (seed, case, op, tensor) stream, element i from i alone. A float16 case holds a draw
+// beyond float16's range at +-65504.
+//
+// Refuses (before anything is written) what make_inputs cannot draw: --fill exact with any
+// distribution but the normal, and a user .npy whose values pass float16's range in a float16 case.
+Status check_inputs(const std::vector<cases::Case>& list, Fill fill, const std::string& cases_path);
 
 }  // namespace validate::generate
