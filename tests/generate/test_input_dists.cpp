@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -352,4 +353,47 @@ os.makedirs("adir.npy")
   ASSERT_FALSE(sum);
   EXPECT_NE(sum.message().find("--fill exact"), std::string::npos) << sum.message();
   EXPECT_FALSE(std::filesystem::exists(dir / "ref"));
+}
+
+TEST(InputDists, GenerateWritesTheSameInputsOnOneThreadAndTwo) {
+  // A whole set: every input file (524,288 elements, drawn in parallel) is the same bytes with
+  // --threads 1 and 2 (results may differ: the BLAS splits its sums by thread count).
+  TempDir dir("dists_threads");
+  const std::string cases_path = dir / "cases.json";
+  ASSERT_TRUE(fs::write_atomic(cases_path, R"({"seed": 9, "dtypes": ["bfloat16"], "cases": [{"name": "big", "batch": 2,
+      "in_channels": 64, "height": 64, "width": 64, "out_channels": 2, "kernel": [1, 1], "padding": [0, 0],
+      "inputs": {"input": {"dist": "student_t", "dof": 3, "zeros": 0.25}, "A": {"dist": "log_uniform", "decades": 5},
+                 "weight": {"dist": "relu_normal"}, "B": {"dist": "sparse", "zeros": 0.5}}}]})"));
+  for (int threads : {1, 2}) {
+    std::ostringstream log;
+    auto o = options(cases_path, dir / ("t" + std::to_string(threads)));
+    o.threads = threads;
+    auto sum = generate::generate(o, log);
+    ASSERT_TRUE(sum) << sum.message() << log.str();
+  }
+  for (const char* f : {"big_conv2d_input", "big_conv2d_weight", "big_conv2d_bias", "big_conv2d_target", "big_matmul_A",
+                        "big_matmul_B", "big_matmul_target"}) {
+    const std::string one = slurp(dir / ("t1/bfloat16/" + std::string(f) + ".npy"));
+    EXPECT_GT(one.size(), 100u) << f;
+    EXPECT_EQ(one, slurp(dir / ("t2/bfloat16/" + std::string(f) + ".npy"))) << f;
+  }
+}
+
+TEST(InputDists, TheExampleCaseFileUsesEveryDistribution) {
+  auto f = cases::load_case_file(std::string(VALIDATE_SOURCE_DIR) + "/cases/user_data.json");
+  ASSERT_TRUE(f) << f.message();
+  std::set<cases::Dist> seen;
+  for (const auto& c : f->cases)
+    for (const auto& [name, d] : c.input_dists) {
+      seen.insert(d.dist);
+      if (d.dist == cases::Dist::npy) {
+        ASSERT_TRUE(d.data) << name;
+        EXPECT_EQ(d.sha256.size(), 64u);
+      }
+    }
+  EXPECT_EQ(seen.size(), 6u);  // normal (spelled out), relu_normal, log_uniform, student_t, sparse, npy
+  const auto& p = f->cases.front().params<cases::ConvParams>();
+  EXPECT_GT(p.n, 1);
+  std::set<std::int64_t> sizes{p.n, p.c, p.h, p.w, p.o};
+  EXPECT_EQ(sizes.size(), 5u);  // every axis a different size
 }
