@@ -308,6 +308,13 @@ for p in ("data/w.npy", "x.npy", "data/b.npy"):
   EXPECT_EQ((*config)["expanded_cases"][0]["inputs"]["bias"]["sha256"], slurp(dir / "data_b.npy.sha256"));
   // The im2col matmul named nothing: its A and B are the normal fill, recorded as nothing.
   EXPECT_EQ((*config)["expanded_cases"][0]["inputs"].size(), 3u);
+  // The set's README lists them under its cases.
+  const std::string readme = slurp(dir / "ref/README.md");
+  EXPECT_NE(readme.find("## Input distributions"), std::string::npos);
+  EXPECT_NE(readme.find("- float32/user: bias npy file=data/b.npy sha256=" + slurp(dir / "data_b.npy.sha256").substr(0, 12) +
+                        "; input npy file=x.npy"),
+            std::string::npos)
+      << readme;
 }
 
 TEST(InputDists, BadNumpyFilesAreRefusedNamingTheFileBeforeAnythingIsWritten) {

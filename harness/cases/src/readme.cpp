@@ -80,6 +80,14 @@ std::string set_readme(const std::vector<Case>& list, const std::string& origin,
     s += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", dtype_name(c.dtype), c.name, r.k, r.first_input,
                      r.second_input, r.matmul_a, r.matmul_b);
   }
+  // Only a set whose case file names input distributions: every other README is unchanged.
+  bool dists = std::any_of(list.begin(), list.end(), [](const Case& c) { return !c.input_dists.empty(); });
+  if (dists) {
+    s += "\n## Input distributions\n\nInputs not listed are the normal fill (metadata `inputs`; "
+         "docs/cli.md, \"Input distributions\").\n\n";
+    for (const auto& c : list)
+      if (!c.input_dists.empty()) s += fmt::format("- {}/{}: {}\n", dtype_name(c.dtype), c.name, describe(c.input_dists));
+  }
   return s;
 }
 
