@@ -220,6 +220,7 @@ TEST(InputDists, BadSpecsAreRefusedWithADidYouMean) {
   EXPECT_NE(parse_error(head + R"({"input": {"zeros": 1.5}}}]})").find("'zeros' must be a number in [0, 1]"), std::string::npos);
   EXPECT_NE(parse_error(head + R"({"input": {"dist": "student_t", "dof": 0.5}}}]})").find("'dof'"), std::string::npos);
   EXPECT_NE(parse_error(head + R"({"input": {"dist": "normal", "sign": "up"}}}]})").find("'sign'"), std::string::npos);
+  EXPECT_NE(parse_error(head + R"({"input": {"scale": 1e16}}}]})").find("'scale' must be a number in (0, 1e+15]"), std::string::npos);
   EXPECT_NE(parse_error(head + R"({"weight": {"dist": "npy"}}}]})").find("needs 'file'"), std::string::npos);
   EXPECT_NE(parse_error(head + R"({"weight": {"dist": "npy", "file": "w.npy", "zeros": 0.5}}}]})").find("do not apply"),
             std::string::npos);

@@ -73,7 +73,8 @@ Result<InputDist> parse_one(const Json& j, const std::string& at, bool metadata)
                                dist_name(d.dist), fmt::join(cand, ", "), did_you_mean(it.key(), cand))};
     }
   if (j.contains("scale")) {
-    auto s = read_number(j, "scale", 0, 1e30, true, at);
+    // At most 1e15: a Cauchy draw (up to about 2^63) times it stays finite in float32.
+    auto s = read_number(j, "scale", 0, 1e15, true, at);
     if (!s) return s.status();
     d.scale = *s;
   }
