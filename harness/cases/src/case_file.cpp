@@ -10,9 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "validate/core/npy.hpp"
-#include "validate/core/sha256.hpp"
-
 #include "validate/core/pattern.hpp"
+#include "validate/core/sha256.hpp"
 #include "validate/ops/registry.hpp"
 
 namespace validate::cases {
