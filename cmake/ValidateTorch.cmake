@@ -63,12 +63,27 @@ if(NOT VALIDATE_TORCH STREQUAL "OFF")
   if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
     set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
   endif()
+  # Enabling CUDA inside find_package(Torch) also stores CMake's own default (the compiler's, sm_75)
+  # in the cache, which the next configure would take for the caller's choice: the project's
+  # kernels then changed architecture, and every CUDA target was rebuilt, on each reconfigure
+  # (scripts/test.sh right after scripts/build.sh). That default is remembered and set aside.
   set(_validate_cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  if(DEFINED VALIDATE_CUDA_ARCHS_DEFAULT AND _validate_cuda_archs STREQUAL VALIDATE_CUDA_ARCHS_DEFAULT)
+    set(_validate_cuda_archs "")
+  endif()
+  set(_validate_cuda_archs_cached OFF)
+  if(DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES})
+    set(_validate_cuda_archs_cached ON)
+  endif()
   # Debian's TorchConfig pulls Caffe2 which probes for CUDA; keep it off unless asked.
   if(VALIDATE_TORCH STREQUAL "ON")
     find_package(Torch REQUIRED)
   else()
     find_package(Torch QUIET)
+  endif()
+  if(NOT _validate_cuda_archs_cached AND DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES})
+    set(VALIDATE_CUDA_ARCHS_DEFAULT "$CACHE{CMAKE_CUDA_ARCHITECTURES}" CACHE INTERNAL
+        "CMake's default CUDA architectures, stored while LibTorch enabled CUDA: not the user's choice")
   endif()
   set(CMAKE_CUDA_ARCHITECTURES "${_validate_cuda_archs}")
   if(Torch_FOUND)
