@@ -12,6 +12,26 @@ set(VALIDATE_PCH_COMMON
   <optional> <set> <sstream> <string> <unordered_map> <utility> <variant> <vector>
   <fmt/format.h> <nlohmann/json.hpp>)
 
+# _validate_pch_share_key(TARGET HEADERS LIBS OUT): a key that targets compiled with the same flags
+# share, or "" for a target that keeps a header of its own. Each precompiled header costs 4-8
+# CPU-seconds to build; the test executables (the same headers, options and definitions) and most
+# libraries can each share one, which the compiler accepts only when the flags match: so a target
+# that links LibTorch (whose definitions come with the link) keeps its own, and the key holds what
+# else sets the flags (target type, position-independent code, definitions, options).
+function(_validate_pch_share_key t headers libs out)
+  get_target_property(_defs ${t} COMPILE_DEFINITIONS)
+  get_target_property(_pic ${t} POSITION_INDEPENDENT_CODE)
+  get_target_property(_type ${t} TYPE)
+  if(libs MATCHES "torch")
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
+  get_target_property(_opts ${t} COMPILE_OPTIONS)
+  get_target_property(_std ${t} CXX_STANDARD)
+  string(MD5 _key "${_type}|${_pic}|${headers}|${_defs}|${_opts}|${_std}")
+  set(${out} ${_key} PARENT_SCOPE)
+endfunction()
+
 # validate_precompile_headers(DIR): every C++ library and executable defined in DIR and below.
 function(validate_precompile_headers dir)
   if(NOT VALIDATE_PCH)
@@ -30,8 +50,7 @@ function(validate_precompile_headers dir)
         math(EXPR _cxx "${_cxx} + 1")
       endif()
     endforeach()
-    # One source gains nothing from a header precompiled for it alone.
-    if(_cxx LESS 2)
+    if(_cxx LESS 1)
       continue()
     endif()
     # validate_generate_torch takes validate_ops_torch's, below.
@@ -59,7 +78,16 @@ function(validate_precompile_headers dir)
       string(REPLACE ">" "$<ANGLE-R>" _h "${_h}")
       list(APPEND _pch "$<$<COMPILE_LANGUAGE:CXX>:${_h}>")
     endforeach()
-    target_precompile_headers(${_t} PRIVATE ${_pch})
+    _validate_pch_share_key(${_t} "${_headers}" "${_libs}" _key)
+    get_property(_donor GLOBAL PROPERTY "VALIDATE_PCH_DONOR_${_key}")
+    if(_key AND _donor)
+      target_precompile_headers(${_t} REUSE_FROM ${_donor})
+    elseif(_cxx GREATER_EQUAL 2)  # one source gains nothing from a header precompiled for it alone
+      target_precompile_headers(${_t} PRIVATE ${_pch})
+      if(_key)
+        set_property(GLOBAL PROPERTY "VALIDATE_PCH_DONOR_${_key}" ${_t})
+      endif()
+    endif()
   endforeach()
   get_property(_subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
   foreach(_d ${_subdirs})
