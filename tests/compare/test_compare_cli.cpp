@@ -506,3 +506,38 @@ TEST_F(CompareCli, GradientsReadInAnUndeclaredLayoutAreAWarningInEveryReport) {
   EXPECT_EQ(errs, 2u) << x;
   EXPECT_TRUE(contains(slurp(html), "Warning: " + warning)) << slurp(html);
 }
+
+// A fixed loss_abs is never tighter than the reference's own roundings (bounds.hpp, loss_floor):
+// a float32 loss of 1000 is stored to within half an ULP (2^-14 = 6.1e-5), far above 1e-6. Batch 2,
+// every axis of the conv a different size (input 2x3x5x6, weight 4x3x3x2, output 2x4x3x5).
+TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
+  TempDir tmp{"compare_loss_floor"};
+  const std::string ref = tmp / "ref", run = tmp / "run";
+  cases::Case c;
+  c.name = "k0018_ic003";
+  c.dtype = DType::float32;
+  cases::ConvParams p;
+  p.n = 2, p.c = 3, p.h = 5, p.w = 6, p.o = 4, p.kh = 3, p.kw = 2;
+  c.ops = cases::Case::conv_with_im2col(c.name, p).ops;
+  const std::string key = "float32/k0018_ic003/conv2d/loss";
+  write_reference(ref, {c}, [&](const std::string& k, Tensor& t) {
+    if (k == key) t.set(0, 1000.0);
+  });
+  // floor = ulp(1000) + u 1000 + u sum |2 (y - t) / N| |y| = 6.10e-5 + 5.96e-5 + (about 1e-7: the
+  // seeded normal output and target) = 1.21e-4.
+  const double ulp = std::ldexp(1.0, -14);
+  auto gate = [&](double delta) {
+    RunSpec s;
+    s.mutate = [&](const std::string& k, Tensor& t) {
+      if (k == key) t.set(0, t.get(0) + delta);
+    };
+    std::filesystem::remove_all(run);
+    write_run(ref, run, s);
+    return run_cli({"compare", ref, run, "--color", "never", "--only", "^float32/k0018_ic003/conv2d/loss$"});
+  };
+  auto one = gate(ulp);  // one float32 unit: the two stored losses' roundings alone can make it
+  EXPECT_EQ(one.code, 0) << one.out;
+  auto four = gate(4 * ulp);  // 2.4e-4: more than the reference's rounding explains
+  EXPECT_EQ(four.code, 1) << four.out;
+  EXPECT_TRUE(contains(four.out, "absolute, the reference's own rounding")) << four.out;
+}

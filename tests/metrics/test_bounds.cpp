@@ -305,3 +305,26 @@ TEST(Bounds, AFloat16ScaleWithItsUnitGatesAsTheSameFloat32Scale) {
   ASSERT_TRUE(la && lb);
   EXPECT_EQ(lb->bound, la->bound);
 }
+
+// loss_floor: ulp_f32(L) + u L + u_d sum |2 (y_i - t_i) / N| |y_i|, by hand.
+TEST(Bounds, LossFloorByHand) {
+  const std::vector<float> y{300, -200, 100, 50}, t{0, 0, 0, 50};
+  // L = (90000 + 40000 + 10000 + 0) / 4 = 35000; ulp_f32(35000) = 2^(15 - 23) = 2^-8.
+  // carried: (2 * 300 * 300 + 2 * 200 * 200 + 2 * 100 * 100 + 0) / 4 = 70000.
+  const double u = std::ldexp(1.0, -24);
+  auto f32 = loss_floor(view(y), view(t), DType::float32, 35000);
+  ASSERT_TRUE(f32) << f32.message();
+  EXPECT_NEAR(*f32, std::ldexp(1.0, -8) + u * 35000 + u * 70000, 1e-12);  // 0.0102: 1e4 x 1e-6
+  auto bf16 = loss_floor(view(y), view(t), DType::bfloat16, 35000);
+  ASSERT_TRUE(bf16) << bf16.message();
+  EXPECT_NEAR(*bf16, std::ldexp(1.0, -8) + u * 35000 + std::ldexp(1.0, -8) * 70000, 1e-9);
+  // On a default-sweep-like loss of 1.5 (four terms of 1.5 against a zero target) it stays below
+  // the 1e-6 contract: 2^-23 + 1.5 u + 3 u = 3.9e-7.
+  const std::vector<float> y2{1.2247449f, -1.2247449f, 1.2247449f, -1.2247449f}, t2{0, 0, 0, 0};
+  auto small = loss_floor(view(y2), view(t2), DType::float32, 1.5);
+  ASSERT_TRUE(small);
+  EXPECT_LT(*small, 1e-6);
+  EXPECT_NEAR(*small, std::ldexp(1.0, -23) + 4.5 * u, 1e-12);
+  const std::vector<float> short_t{0};
+  EXPECT_FALSE(loss_floor(view(y), view(short_t), DType::float32, 1.0));
+}

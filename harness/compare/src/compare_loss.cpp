@@ -47,6 +47,20 @@ std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const 
   return loss_bound(y->view(), (*s)->map.view(), t->view(), *o, ref_loss);
 }
 
+// loss_floor (bounds.hpp) of the reference set's own output, target and loss: what its roundings
+// already put into the stored loss.
+Result<double> reference_loss_floor(const PairItem& it, double ref_loss) {
+  const stdfs::path dir = stdfs::path(it.ref_file).parent_path();
+  const stdfs::path yf = dir / it.ref->c.file_name(*it.op, "output"), tf = dir / it.ref->c.file_name(*it.op, "target");
+  std::error_code ec;
+  if (!stdfs::exists(yf, ec) || !stdfs::exists(tf, ec)) return 0.0;  // a loss of no stored output: no floor
+  auto y = open_npy(yf.string());
+  if (!y) return Error{"reference: loss floor: " + y.message()};
+  auto t = open_npy(tf.string());
+  if (!t) return Error{"reference: loss floor: " + t.message()};
+  return loss_floor(y->view(), t->view(), it.ref->c.dtype, ref_loss);
+}
+
 }  // namespace
 
 void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run,
@@ -98,12 +112,28 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
         report_.warnings.push_back(note);
     }
   }
-  if (loss_abs && finite && !check("loss_abs", l.abs_diff, *loss_abs, true))
-    why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g} absolute): ref {:.9g}, run {:.9g}",
-                              l.abs_diff, *loss_abs, l.ref, l.run));
-  if (gt.loss_rel && finite && !check("loss_rel", l.rel_diff, *gt.loss_rel, true))
-    why.push_back(fmt::format("loss differs by {:.3g} relative (> {:.3g}): ref {:.9g}, run {:.9g}",
-                              l.rel_diff, *gt.loss_rel, l.ref, l.run));
+  // A fixed loss_abs / loss_rel is never tighter than the reference's own roundings (the loss
+  // floor, docs/compare.md): below it the gate would fail a run for the reference's rounding. The
+  // fixed loss_abs of a set without scales stays as measured.
+  const bool legacy = loss_abs && !gt.loss_abs;
+  double floor = 0;
+  if (finite && !legacy && (loss_abs || gt.loss_rel)) {
+    auto f = reference_loss_floor(it, l.ref);
+    if (!f) return invalid(e, f.message());
+    floor = *f;
+  }
+  if (loss_abs && finite) {
+    const double limit = std::max(*loss_abs, floor);
+    if (!check("loss_abs", l.abs_diff, limit, true))
+      why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g} absolute{}): ref {:.9g}, run {:.9g}", l.abs_diff,
+                                limit, limit > *loss_abs ? ", the reference's own rounding" : "", l.ref, l.run));
+  }
+  if (gt.loss_rel && finite) {
+    const double limit = std::max(*gt.loss_rel, l.ref != 0 ? floor / std::fabs(l.ref) : 0.0);
+    if (!check("loss_rel", l.rel_diff, limit, true))
+      why.push_back(fmt::format("loss differs by {:.3g} relative (> {:.3g}{}): ref {:.9g}, run {:.9g}", l.rel_diff,
+                                limit, limit > *gt.loss_rel ? ", the reference's own rounding" : "", l.ref, l.run));
+  }
   // The loss of the output as stored, not of the unrounded one (diagnosis_loss_check.hpp).
   if (finite)
     if (auto c = loss_rounding_check(it, l))

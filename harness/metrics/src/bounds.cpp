@@ -129,6 +129,20 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
   return b;
 }
 
+Result<double> loss_floor(const ArrayView& y, const ArrayView& target, DType dtype, double loss) {
+  if (y.numel != target.numel || y.numel == 0)
+    return Error{"loss floor: the output and the target differ in element count"};
+  const double n = static_cast<double>(y.numel);
+  double carried = 0;  // sum |dL/dy_i| |y_i|
+  for (std::int64_t i = 0; i < y.numel; ++i) {
+    const double yv = array_element(y, i), tv = array_element(target, i);
+    if (!std::isfinite(yv) || !std::isfinite(tv)) return Error{"loss floor: a non-finite output or target"};
+    carried += std::fabs(2 * (yv - tv) / n) * std::fabs(yv);
+  }
+  const double l = std::fabs(loss);
+  return dtype_ulp(l, DType::float32) + kU * l + unit_roundoff(dtype) * carried;
+}
+
 double worst_case_bound(double y, double rho, const BoundOptions& o) {
   if (o.per_lambda) return o.lambda * rho;  // a checkpoint's bound has no worst-case counterpart
   const double up = product_unit(o);

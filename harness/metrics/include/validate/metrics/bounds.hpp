@@ -122,4 +122,12 @@ struct LossBound {
 Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const ArrayView& target,
                              const BoundOptions& o, double loss);
 
+// What the reference's own roundings already put into its stored loss L = mean((y - t)^2), so a
+// fixed loss_abs / loss_rel never demands more (docs/compare.md, "The loss floor"): both stored
+// losses' half-ULPs in float32 (ulp(L)), the rounding of the reference's mean (u L), and its stored
+// output's rounding carried to first order, u_d sum |2 (y_i - t_i) / N| |y_i| with u_d the case
+// dtype's unit roundoff. The sum of squares' own roundings are left to the gate (a loss that holds
+// 1e-6 sums pairwise or in float64). Needs only the reference output and target.
+Result<double> loss_floor(const ArrayView& y, const ArrayView& target, DType dtype, double loss);
+
 }  // namespace validate::compare
