@@ -68,9 +68,9 @@ std::string ulp_hist_svg(const Entry& e) {
 
 }  // namespace
 
-std::string render_html(const compare::Report& r) {
-  std::ostringstream o;
-  const auto c = r.counts();
+namespace {
+
+void html_header(std::ostream& o, const compare::Report& r) {
   const int code = r.exit_code();
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -98,7 +98,10 @@ std::string render_html(const compare::Report& r) {
       << "</p>\n";
   for (const auto& w : r.warnings)
     o << "<p class=\"v-mistrusted\">Warning: " << escape(w) << "</p>\n";
+}
 
+void html_cards(std::ostream& o, const compare::Report& r) {
+  const auto c = r.counts();
   o << "<div class=\"cards\">";
   auto card = [&](const char* cls, const char* label, std::int64_t n) {
     o << "<div class=\"card " << cls << "\"><b>" << n << "</b>" << label << "</div>";
@@ -112,20 +115,63 @@ std::string render_html(const compare::Report& r) {
   if (c.skipped + c.unsupported) card("notrun", "skipped / unsupported", c.skipped + c.unsupported);
   if (c.invalid) card("invalid", "invalid inputs", c.invalid);
   o << "</div>\n";
-  // The named mistakes, before everything they explain.
-  const auto causes = detail::root_causes(r);
-  if (!causes.empty()) {
-    o << "<h2 id=\"what-went-wrong\">What went wrong</h2>\n<ul>\n";
-    for (const auto& c : causes)
-      o << "<li class=\"v-failed\">" << escape(detail::root_cause_line(c)) << " <code>" << escape(c.h->code)
-        << "</code></li>\n";
-    const std::size_t n = detail::consequence_counts(r).after_named;
-    if (n > 0) o << "<li>" << n << " more failure" << (n == 1 ? "" : "s") << " follow from them (below)</li>\n";
-    o << "</ul>\n";
-  }
+}
 
-  // Training trajectories: per op that trained, its verdict, both loss curves, and their relative
-  // difference per step under the gate r0 * sqrt(1 + step).
+// The named mistakes, before everything they explain.
+void html_root_causes(std::ostream& o, const compare::Report& r) {
+  const auto causes = detail::root_causes(r);
+  if (causes.empty()) return;
+  o << "<h2 id=\"what-went-wrong\">What went wrong</h2>\n<ul>\n";
+  for (const auto& c : causes)
+    o << "<li class=\"v-failed\">" << escape(detail::root_cause_line(c)) << " <code>" << escape(c.h->code)
+      << "</code></li>\n";
+  const std::size_t n = detail::consequence_counts(r).after_named;
+  if (n > 0) o << "<li>" << n << " more failure" << (n == 1 ? "" : "s") << " follow from them (below)</li>\n";
+  o << "</ul>\n";
+}
+
+// One training op: its verdict, both loss curves, and their relative difference per step under
+// the gate r0 * sqrt(1 + step).
+void html_trajectory(std::ostream& o, const Entry& entry) {
+  const Entry* e = &entry;
+  const auto& t = *e->trajectory;
+  const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
+  const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op_name();
+  o << "<article class=\"trajectory " << (bad ? "failed" : "passed") << "\"" << (bad ? "" : " style=\"border-left-color:var(--ok)\"")
+    << "><h3>" << escape(label) << " <span class=\"" << vclass(bad ? Verdict::failed : Verdict::passed) << "\">"
+    << (bad ? "failed" : "passed") << "</span></h3><p>" << escape(detail::trajectory_headline(*e)) << "</p>";
+  const std::string ck = detail::trajectory_checkpoint_line(t);
+  if (!ck.empty())
+    o << "<div class=\"diag\"><b>At the first bad checkpoint:</b> " << escape(ck) << "</div>";
+  svg::LinePlot curves, diff;
+  curves.title = "loss per step (reference and run)";  // the article's heading names the op
+  curves.width = diff.width = 535;  // two side by side in the article
+  curves.x_label = diff.x_label = "step";
+  curves.y_label = "loss";
+  bool positive = true;
+  for (double v : t.ref) positive = positive && v > 0;
+  for (double v : t.run) positive = positive && (v > 0 || !std::isfinite(v));
+  curves.log_y = positive;
+  svg::Series ref_s{"reference", {}, 0}, run_s{"run", {}, 1};
+  for (std::size_t i = 0; i < t.ref.size(); ++i) ref_s.points.emplace_back(static_cast<double>(i), t.ref[i]);
+  for (std::size_t i = 0; i < t.run.size(); ++i) run_s.points.emplace_back(static_cast<double>(i), t.run[i]);
+  curves.series = {ref_s, run_s};
+  diff.title = "|run − ref| / |ref| per step, and the gate";
+  diff.y_label = "relative loss difference";
+  svg::Series err_s{"relative difference", {}, 1}, gate_s{"gate r0·sqrt(1+step)", {}, 4};
+  for (std::size_t i = 0; i < t.rel_error.size(); ++i) err_s.points.emplace_back(static_cast<double>(i), t.rel_error[i]);
+  for (std::size_t i = 0; i < t.gate.size(); ++i) gate_s.points.emplace_back(static_cast<double>(i), t.gate[i]);
+  diff.series = {err_s, gate_s};
+  if (t.first_bad_step >= 0) {
+    curves.marker_x = diff.marker_x = static_cast<double>(t.first_bad_step);
+    curves.marker_label = diff.marker_label = fmt::format("first bad step {}", t.first_bad_step);
+  }
+  o << "<div class=\"plots\">" << svg::line_plot(curves) << svg::line_plot(diff) << "</div>";
+  if (!e->repro.empty()) o << "<code class=\"repro\">" << escape(e->repro) << "</code>";
+  o << "</article>\n";
+}
+
+void html_trajectories(std::ostream& o, const compare::Report& r) {
   const auto trajectories = detail::trajectories(r);
   if (!trajectories.empty())
     o << "<h2 id=\"trajectories\">Training trajectories</h2>\n<p>Each training case's loss curve is "
@@ -133,81 +179,54 @@ std::string render_html(const compare::Report& r) {
          "float32 reordering drift grows slowly, a wrong update parts at once. A curve that parts is "
          "called a <i>mistake</i> when its error is at least 100&#215; the gate or grows geometrically, "
          "<i>drift</i> otherwise.</p>\n";
-  for (const Entry* e : trajectories) {
-    const auto& t = *e->trajectory;
-    const bool bad = t.first_bad_step >= 0 || t.checkpoints_failed > 0 || compare::is_failure(e->verdict);
-    const std::string label = (e->variant.empty() ? "" : "[" + e->variant + "] ") + e->dtype + "/" + e->case_name + "/" + e->op_name();
-    o << "<article class=\"trajectory " << (bad ? "failed" : "passed") << "\"" << (bad ? "" : " style=\"border-left-color:var(--ok)\"")
-      << "><h3>" << escape(label) << " <span class=\"" << vclass(bad ? Verdict::failed : Verdict::passed) << "\">"
-      << (bad ? "failed" : "passed") << "</span></h3><p>" << escape(detail::trajectory_headline(*e)) << "</p>";
-    const std::string ck = detail::trajectory_checkpoint_line(t);
-    if (!ck.empty())
-      o << "<div class=\"diag\"><b>At the first bad checkpoint:</b> " << escape(ck) << "</div>";
-    svg::LinePlot curves, diff;
-    curves.title = "loss per step (reference and run)";  // the article's heading names the op
-    curves.width = diff.width = 535;  // two side by side in the article
-    curves.x_label = diff.x_label = "step";
-    curves.y_label = "loss";
-    bool positive = true;
-    for (double v : t.ref) positive = positive && v > 0;
-    for (double v : t.run) positive = positive && (v > 0 || !std::isfinite(v));
-    curves.log_y = positive;
-    svg::Series ref_s{"reference", {}, 0}, run_s{"run", {}, 1};
-    for (std::size_t i = 0; i < t.ref.size(); ++i) ref_s.points.emplace_back(static_cast<double>(i), t.ref[i]);
-    for (std::size_t i = 0; i < t.run.size(); ++i) run_s.points.emplace_back(static_cast<double>(i), t.run[i]);
-    curves.series = {ref_s, run_s};
-    diff.title = "|run − ref| / |ref| per step, and the gate";
-    diff.y_label = "relative loss difference";
-    svg::Series err_s{"relative difference", {}, 1}, gate_s{"gate r0·sqrt(1+step)", {}, 4};
-    for (std::size_t i = 0; i < t.rel_error.size(); ++i) err_s.points.emplace_back(static_cast<double>(i), t.rel_error[i]);
-    for (std::size_t i = 0; i < t.gate.size(); ++i) gate_s.points.emplace_back(static_cast<double>(i), t.gate[i]);
-    diff.series = {err_s, gate_s};
-    if (t.first_bad_step >= 0) {
-      curves.marker_x = diff.marker_x = static_cast<double>(t.first_bad_step);
-      curves.marker_label = diff.marker_label = fmt::format("first bad step {}", t.first_bad_step);
-    }
-    o << "<div class=\"plots\">" << svg::line_plot(curves) << svg::line_plot(diff) << "</div>";
-    if (!e->repro.empty()) o << "<code class=\"repro\">" << escape(e->repro) << "</code>";
-    o << "</article>\n";
-  }
+  for (const Entry* e : trajectories) html_trajectory(o, *e);
+}
 
-  // Needs attention.
+void html_attention_article(std::ostream& o, const Entry& e) {
+  o << "<article class=\"" << (e.verdict == Verdict::mistrusted ? "mistrusted" : "failed")
+    << "\"><h3>" << escape((e.variant.empty() ? "" : "[" + e.variant + "] ") + e.id())
+    << " <span class=\"" << vclass(e.verdict) << "\">" << compare::verdict_name(e.verdict)
+    << "</span></h3><p>" << escape(e.message) << "</p>";
+  if (e.diagnosis) {
+    if (!e.diagnosis->summary.empty())
+      o << "<div class=\"diag\"><b>Diagnosis:</b> " << escape(e.diagnosis->summary)
+        << (e.diagnosis->named() ? " <code>" + escape(e.diagnosis->named()->code) + "</code>" : "")
+        << "</div>";
+    else
+      o << "<p class=\"v-skipped\">Diagnosis: none of " << e.diagnosis->tried
+        << " usual layout mistakes explains it.</p>";
+  }
+  if (e.oracle)
+    o << "<p>Against the float64 oracle: reference max abs " << detail::sci(e.oracle->ref_max_abs)
+      << " (" << e.oracle->ref_max_ulp << " ULP), run " << detail::sci(e.oracle->run_max_abs)
+      << " (" << e.oracle->run_max_ulp << " ULP) — <b>"
+      << escape(e.oracle->closer == "tie" ? "equally close"
+                                          : e.oracle->closer + " is closer to exact")
+      << "</b></p>";
+  if (e.stats) o << "<div class=\"plots\">" << ulp_hist_svg(e) << "</div>";
+  if (!e.repro.empty()) o << "<code class=\"repro\">" << escape(e.repro) << "</code>";
+  o << "</article>\n";
+}
+
+void html_needs_attention(std::ostream& o, const compare::Report& r) {
   bool any = false;
   for (const auto& e : r.entries) {
     if (!(detail::shows_details(e) || e.verdict == Verdict::mistrusted)) continue;
     if (!any) o << "<h2>Needs attention</h2>\n";
     any = true;
-    o << "<article class=\"" << (e.verdict == Verdict::mistrusted ? "mistrusted" : "failed")
-      << "\"><h3>" << escape((e.variant.empty() ? "" : "[" + e.variant + "] ") + e.id())
-      << " <span class=\"" << vclass(e.verdict) << "\">" << compare::verdict_name(e.verdict)
-      << "</span></h3><p>" << escape(e.message) << "</p>";
-    if (e.diagnosis) {
-      if (!e.diagnosis->summary.empty())
-        o << "<div class=\"diag\"><b>Diagnosis:</b> " << escape(e.diagnosis->summary)
-          << (e.diagnosis->named() ? " <code>" + escape(e.diagnosis->named()->code) + "</code>" : "")
-          << "</div>";
-      else
-        o << "<p class=\"v-skipped\">Diagnosis: none of " << e.diagnosis->tried
-          << " usual layout mistakes explains it.</p>";
-    }
-    if (e.oracle)
-      o << "<p>Against the float64 oracle: reference max abs " << detail::sci(e.oracle->ref_max_abs)
-        << " (" << e.oracle->ref_max_ulp << " ULP), run " << detail::sci(e.oracle->run_max_abs)
-        << " (" << e.oracle->run_max_ulp << " ULP) — <b>"
-        << escape(e.oracle->closer == "tie" ? "equally close"
-                                            : e.oracle->closer + " is closer to exact")
-        << "</b></p>";
-    if (e.stats) o << "<div class=\"plots\">" << ulp_hist_svg(e) << "</div>";
-    if (!e.repro.empty()) o << "<code class=\"repro\">" << escape(e.repro) << "</code>";
-    o << "</article>\n";
+    html_attention_article(o, e);
   }
+}
 
-  // Error versus K, per (variant, dtype): one series per (op, tensor). A training case's curve
-  // and checkpoints have their own section above (many checkpoints would bury the K plot).
+// detail::groups: entries by (variant, dtype), in report order.
+using Groups = std::vector<std::pair<std::pair<std::string, std::string>, std::vector<const Entry*>>>;
+
+// Error versus K, per (variant, dtype): one series per (op, tensor). A training case's curve
+// and checkpoints have their own section above (many checkpoints would bury the K plot).
+void html_k_plots(std::ostream& o, const Groups& groups) {
   auto in_k_plot = [](const Entry& e) {
     return e.K > 0 && (e.stats || e.loss) && e.role != ops::Role::loss_curve && e.role != ops::Role::checkpoint;
   };
-  const auto groups = detail::groups(r);
   // One style (colour, marker, dash) per series name across every plot of the report, so
   // "conv2d grad_weight" looks the same in the float32 and the bfloat16 plots.
   std::map<std::string, int> series_style;
@@ -250,8 +269,10 @@ std::string render_html(const compare::Report& r) {
     o << "<h3>" << escape(detail::group_title(key)) << "</h3><div class=\"plots\">"
       << svg::scatter_loglog(a) << svg::scatter_loglog(u) << "</div>\n";
   }
+}
 
-  // ULP distribution per group, all tensors together.
+// ULP distribution per group, all tensors together.
+void html_ulp_histograms(std::ostream& o, const Groups& groups) {
   bool hist = false;
   for (const auto& [key, entries] : groups) {
     std::vector<std::uint64_t> reg, nz;
@@ -281,8 +302,30 @@ std::string render_html(const compare::Report& r) {
     o << svg::bars(b);
   }
   if (hist) o << "</div>\n";
+}
 
-  // Every entry.
+void html_tensor_row(std::ostream& o, const Entry& entry, bool oracle) {
+  const Entry* e = &entry;
+  o << "<tr><td>" << escape(e->case_name) << "</td><td>" << escape(e->op_name()) << "</td><td>"
+    << escape(detail::tensor_label(*e)) << "</td><td>"
+    << escape(e->shape.empty() && !e->loss ? "" : shape_to_string(e->shape))
+    << "</td><td class=\"num\">" << (e->K ? std::to_string(e->K) : "")
+    << "</td><td class=\"num\">" << detail::cell_ulp(*e) << "</td><td class=\"num\">"
+    << (e->stats ? std::to_string(e->stats->ulp.p99) : "-") << "</td><td class=\"num\">"
+    << detail::cell_abs(*e) << "</td><td class=\"num\">"
+    << (e->stats ? detail::sci(e->stats->mean_abs) : "-") << "</td><td class=\"num\">"
+    << (e->stats  ? detail::sci(e->stats->max_rel)
+        : e->loss ? detail::sci(e->loss->rel_diff)
+                  : "-")
+    << "</td><td class=\"num\">" << (e->stats ? fmt::format("{:.7f}", e->stats->pcc) : "-")
+    << "</td><td>" << (e->stats ? svg::sparkline(e->stats->ulp.histogram) : "") << "</td>";
+  if (oracle) o << "<td>" << (e->oracle ? escape(e->oracle->closer) : "-") << "</td>";
+  o << "<td class=\"" << vclass(e->verdict) << "\" title=\"" << escape(e->message) << "\">"
+    << compare::verdict_name(e->verdict) << "</td></tr>\n";
+}
+
+// Every entry.
+void html_all_tensors(std::ostream& o, const compare::Report& r, const Groups& groups) {
   o << "<h2>All tensors</h2>\n";
   const bool oracle = !r.oracle_dir.empty();
   for (const auto& [key, entries] : groups) {
@@ -291,26 +334,24 @@ std::string render_html(const compare::Report& r) {
       << "<th>K</th><th>max ULP</th><th>p99 ULP</th><th>max abs</th><th>mean abs</th><th>max "
          "rel</th><th>pcc</th><th>ULP histogram</th>"
       << (oracle ? "<th>closer to oracle</th>" : "") << "<th>verdict</th></tr></thead><tbody>\n";
-    for (const Entry* e : entries) {
-      o << "<tr><td>" << escape(e->case_name) << "</td><td>" << escape(e->op_name()) << "</td><td>"
-        << escape(detail::tensor_label(*e)) << "</td><td>"
-        << escape(e->shape.empty() && !e->loss ? "" : shape_to_string(e->shape))
-        << "</td><td class=\"num\">" << (e->K ? std::to_string(e->K) : "")
-        << "</td><td class=\"num\">" << detail::cell_ulp(*e) << "</td><td class=\"num\">"
-        << (e->stats ? std::to_string(e->stats->ulp.p99) : "-") << "</td><td class=\"num\">"
-        << detail::cell_abs(*e) << "</td><td class=\"num\">"
-        << (e->stats ? detail::sci(e->stats->mean_abs) : "-") << "</td><td class=\"num\">"
-        << (e->stats  ? detail::sci(e->stats->max_rel)
-            : e->loss ? detail::sci(e->loss->rel_diff)
-                      : "-")
-        << "</td><td class=\"num\">" << (e->stats ? fmt::format("{:.7f}", e->stats->pcc) : "-")
-        << "</td><td>" << (e->stats ? svg::sparkline(e->stats->ulp.histogram) : "") << "</td>";
-      if (oracle) o << "<td>" << (e->oracle ? escape(e->oracle->closer) : "-") << "</td>";
-      o << "<td class=\"" << vclass(e->verdict) << "\" title=\"" << escape(e->message) << "\">"
-        << compare::verdict_name(e->verdict) << "</td></tr>\n";
-    }
+    for (const Entry* e : entries) html_tensor_row(o, *e, oracle);
     o << "</tbody></table>\n";
   }
+}
+
+}  // namespace
+
+std::string render_html(const compare::Report& r) {
+  std::ostringstream o;
+  html_header(o, r);
+  html_cards(o, r);
+  html_root_causes(o, r);
+  html_trajectories(o, r);
+  html_needs_attention(o, r);
+  const auto groups = detail::groups(r);
+  html_k_plots(o, groups);
+  html_ulp_histograms(o, groups);
+  html_all_tensors(o, r, groups);
   o << "<footer>Generated by validate compare (report schema " << kJsonSchemaVersion
     << "). Self-contained: no scripts, no external resources.</footer>\n</main></body></html>\n";
   return o.str();
