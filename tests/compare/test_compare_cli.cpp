@@ -541,3 +541,52 @@ TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
   EXPECT_EQ(four.code, 1) << four.out;
   EXPECT_TRUE(contains(four.out, "absolute, the reference's own rounding")) << four.out;
 }
+
+// min_pcc never asks for more than the two sides' storage roundings leave (bounds.hpp,
+// pcc_rounding_floor). A bfloat16 conv output of batch 2 (2 x 4 x 3 x 5: every axis its own size)
+// whose values are 96 + (i mod 4): all positive, a spread of sqrt(1.25) on an offset of 97.5. A run
+// one bfloat16 unit (0.5) above it on every other group of four (what rounding the other way on
+// each side of a boundary gives) correlates sqrt(1.25 / (1.25 + 0.0625)) = 0.976 with it, below
+// 0.999; the rounding alone allows down to sqrt(1 - mean((y / 128)^2) / 1.25) = 0.732.
+TEST(ComparePccFloor, AnOffsetTensorWhosePccIsLowFromRoundingAloneIsNotFailed) {
+  TempDir tmp{"compare_pcc_floor"};
+  const std::string ref = tmp / "ref", run = tmp / "run", js = tmp / "pcc.json";
+  cases::Case c;
+  c.name = "k0018_ic003";
+  c.dtype = DType::bfloat16;
+  cases::ConvParams p;
+  p.n = 2, p.c = 3, p.h = 5, p.w = 6, p.o = 4, p.kh = 3, p.kw = 2;
+  c.ops = cases::Case::conv_with_im2col(c.name, p).ops;
+  const std::string key = "bfloat16/k0018_ic003/conv2d/output";
+  write_reference(ref, {c}, [&](const std::string& k, Tensor& t) {
+    if (k == key)
+      for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, 96.0 + static_cast<double>(i % 4));
+  }, true);
+  auto pcc_check = [&](double step) {
+    RunSpec s;
+    s.mutate = [&](const std::string& k, Tensor& t) {
+      if (k != key) return;
+      for (std::int64_t i = 0; i < t.numel(); ++i)
+        if ((i / 4) % 2 == 0) t.set(i, t.get(i) + step);
+    };
+    std::filesystem::remove_all(run);
+    write_run(ref, run, s);
+    run_cli({"compare", ref, run, "--only", "^bfloat16/k0018_ic003/conv2d/output$", "--json", js});
+    auto doc = read_json(js);
+    Json out;
+    if (doc)
+      for (const auto& e : (*doc)["entries"])
+        for (const auto& ch : e["checks"])
+          if (ch["name"] == "min_pcc") out = ch;
+    return out;
+  };
+  const Json one = pcc_check(0.5);
+  ASSERT_FALSE(one.is_null());
+  EXPECT_NEAR(one["value"].get<double>(), std::sqrt(1.25 / (1.25 + 0.0625)), 1e-3);
+  EXPECT_TRUE(one["passed"].get<bool>()) << one.dump();
+  EXPECT_NEAR(one["limit"].get<double>(), 0.732, 2e-3);
+  // A run off by 8 units there is no rounding: pcc sqrt(1.25 / (1.25 + 4)) = 0.49, below 0.732.
+  const Json eight = pcc_check(4.0);
+  ASSERT_FALSE(eight.is_null());
+  EXPECT_FALSE(eight["passed"].get<bool>()) << eight.dump();
+}

@@ -328,3 +328,20 @@ TEST(Bounds, LossFloorByHand) {
   const std::vector<float> short_t{0};
   EXPECT_FALSE(loss_floor(view(y), view(short_t), DType::float32, 1.0));
 }
+
+// pcc_rounding_floor: sqrt(1 - sum (2 u_d |y_i|)^2 / sum (y_i - mean)^2), by hand.
+TEST(Bounds, PccRoundingFloorByHand) {
+  // y = 100..103: spread 2.25 + 0.25 + 0.25 + 2.25 = 5; bfloat16 r_i = y_i / 128:
+  // sum r^2 = 41214 / 16384 = 2.5155, floor sqrt(1 - 2.5155 / 5) = 0.7049.
+  const std::vector<float> offset{100, 101, 102, 103};
+  EXPECT_NEAR(pcc_rounding_floor(view(offset), DType::bfloat16), std::sqrt(1 - 41214.0 / 16384 / 5), 1e-9);
+  // float32: r_i = 2^-23 y_i, 1 - floor = 5.9e-11: never below a float32 min_pcc.
+  EXPECT_NEAR(1 - pcc_rounding_floor(view(offset), DType::float32), 0.5 * 41214 * std::ldexp(1.0, -46) / 5, 1e-15);
+  // Zero-mean data: sum r^2 = 5 * 2^-14, floor 0.99997, above bfloat16's 0.999: the gate is unchanged.
+  const std::vector<float> centred{-1.5f, -0.5f, 0.5f, 1.5f};
+  EXPECT_NEAR(pcc_rounding_floor(view(centred), DType::bfloat16), std::sqrt(1 - std::ldexp(1.0, -14)), 1e-12);
+  EXPECT_GT(pcc_rounding_floor(view(centred), DType::bfloat16), 0.999);
+  // Rounding larger than the spread (a constant tensor): pcc says nothing, floor 0.
+  const std::vector<float> flat{7, 7, 7};
+  EXPECT_EQ(pcc_rounding_floor(view(flat), DType::bfloat16), 0.0);
+}

@@ -40,6 +40,16 @@ std::optional<std::string> unchecked_by_value(const TensorStats& s, const Gates&
 std::string npy_descr(DType d) {
   return d == DType::float16 ? "<f2" : d == DType::float64 ? "<f8" : "<f4";
 }
+// min_pcc never asks for more correlation than the storage roundings of two correct stacks leave
+// (pcc_rounding_floor, docs/compare.md): same-sign data with a large common offset and a spread
+// near its rounding. Only a tensor whose pcc is below min_pcc pays the extra pass.
+Gates pcc_gate(const Gates& gt, const TensorStats& s, const ArrayView& ref, DType logical) {
+  if (!gt.min_pcc || s.numel < 2 || s.pcc >= *gt.min_pcc) return gt;
+  Gates g = gt;
+  g.min_pcc = std::min(*gt.min_pcc, pcc_rounding_floor(ref, logical));
+  return g;
+}
+
 }  // namespace
 
 void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e) {
@@ -203,7 +213,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
                                   it.ref_file));
   e.worst_coords = format_coords(s.worst_abs.index, e.shape, e.axes);
 
-  GateResult gr = check_tensor_gates(s, gt, e.shape, e.axes, ref->view(), run_arr->view());
+  GateResult gr = check_tensor_gates(s, pcc_gate(gt, s, ref->view(), logical), e.shape, e.axes, ref->view(),
+                                     run_arr->view());
   std::optional<Diagnosis> named_diagnosis;  // a checkpoint check that names its mistake
   if (scale && gt.bound) {
     if (auto dx = check_error_bound(it, e, *ref, *run_arr, *scale, gt, gr)) named_diagnosis = std::move(*dx);

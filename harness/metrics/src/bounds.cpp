@@ -129,6 +129,23 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
   return b;
 }
 
+double pcc_rounding_floor(const ArrayView& y, DType dtype) {
+  const double ud = unit_roundoff(dtype), eta = rounding_floor(dtype, 0);
+  double n = 0, mean = 0, m2 = 0, r2 = 0;  // Welford: the spread of a large common offset
+  for (std::int64_t i = 0; i < y.numel; ++i) {
+    const double v = array_element(y, i);
+    if (!std::isfinite(v)) continue;
+    n += 1;
+    const double d = v - mean;
+    mean += d / n;
+    m2 += d * (v - mean);
+    const double r = 2 * (ud * std::fabs(v) + eta);
+    r2 += r * r;
+  }
+  if (!(m2 > r2)) return 0;
+  return std::sqrt(1 - r2 / m2);
+}
+
 Result<double> loss_floor(const ArrayView& y, const ArrayView& target, DType dtype, double loss) {
   if (y.numel != target.numel || y.numel == 0)
     return Error{"loss floor: the output and the target differ in element count"};

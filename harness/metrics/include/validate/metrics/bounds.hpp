@@ -130,4 +130,12 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
 // 1e-6 sums pairwise or in float64). Needs only the reference output and target.
 Result<double> loss_floor(const ArrayView& y, const ArrayView& target, DType dtype, double loss);
 
+// The lowest Pearson correlation with the reference `y` that two correct stacks' storage roundings
+// alone can give (docs/compare.md, "min_pcc and the rounding floor"): each side's stored element is
+// within r_i / 2 = u_d |y_i| + eta of its own value, so the run is y + e with |e_i| <= r_i, and
+// pcc(y, y + e) >= sqrt(1 - sum r_i^2 / sum (y_i - mean y)^2) (the angle between the centred
+// vectors, whose sine is at most |e| / |y - mean y|); 0 when the rounding can exceed the spread.
+// Non-finite elements are left out. `dtype` is the case dtype (u_d, eta).
+double pcc_rounding_floor(const ArrayView& y, DType dtype);
+
 }  // namespace validate::compare
