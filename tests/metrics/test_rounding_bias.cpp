@@ -101,3 +101,67 @@ TEST(RoundingBias, ACommonFloat32FactorOffByAFewUnitsIsNotNamed) {
   // The same factor is named when no bias is allowed at all: the statistic does see it.
   EXPECT_TRUE(rounding_bias(view(ref), view(run), 0).biased());
 }
+
+namespace {
+
+// 336 outputs (batch 2 x 6 channels x 28 positions) of a sum of 4608 positive products whose
+// operands are log-uniform over 4 decades each (products over 8): exact in float64, and summed in
+// order in float32 as a correct naive loop does; rho = sqrt(sum p^2) per output, the set's scale.
+struct PositiveSums {
+  std::vector<double> exact;
+  std::vector<float> in_order, rho;
+};
+
+PositiveSums positive_sums() {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> decade(-4, 0);
+  PositiveSums s;
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 6; ++c)
+      for (int p = 0; p < 28; ++p) {
+        double e = 0, r2 = 0;
+        float acc = 0;
+        for (int k = 0; k < 4608; ++k) {
+          const float a = static_cast<float>(std::pow(10.0, decade(gen)));
+          const float w = static_cast<float>(std::pow(10.0, decade(gen)));
+          const double prod = static_cast<double>(a) * w;
+          e += prod, r2 += prod * prod;
+          acc += a * w;
+        }
+        s.exact.push_back(e);
+        s.in_order.push_back(acc);
+        s.rho.push_back(static_cast<float>(std::sqrt(r2)));
+      }
+  return s;
+}
+
+}  // namespace
+
+// A correct in-order float32 sum of same-sign terms spanning decades leans toward zero (terms under
+// half a unit of the running sum are dropped): beyond the fixed allowance, within the accumulation
+// bias u sqrt(n) sum (|y| + rho) / sum |y| its bound allows. A bfloat16 store by truncation of the
+// same sums is still named with that allowance added.
+TEST(RoundingBias, AnInOrderPositiveSumSpanningDecadesIsNotNamedATruncatedStoreIs) {
+  const PositiveSums s = positive_sums();
+  BoundOptions o;
+  o.n = 4608;
+  const auto ref = stored(s.exact, [](double v) { return static_cast<float>(v); });
+  const RoundingBias fixed = rounding_bias(view(ref), view(s.in_order), allowed_bias(o));
+  EXPECT_TRUE(fixed.biased()) << fixed.z;  // the fixed allowance alone names it
+  EXPECT_LT(fixed.relative, 0);          // toward zero
+  const double acc = accumulation_bias(view(ref), view(s.rho), o);
+  // |y| >> rho here (4608 positive terms): about u sqrt(4608) = 4.0e-6.
+  EXPECT_GT(acc, 0x1p-24 * std::sqrt(4608.0));
+  EXPECT_LT(acc, 1.1 * 0x1p-24 * std::sqrt(4608.0));
+  EXPECT_LT(std::fabs(fixed.relative), acc);
+  EXPECT_FALSE(rounding_bias(view(ref), view(s.in_order), allowed_bias(o) + acc).biased());
+  // bfloat16: the reference rounded to nearest, the run's in-order sums truncated.
+  BoundOptions b = o;
+  b.dtype = DType::bfloat16;
+  const auto ref16 = stored(s.exact, [](double v) { return bf16_nearest(static_cast<float>(v)); });
+  std::vector<float> run16(s.in_order.size());
+  for (std::size_t i = 0; i < run16.size(); ++i) run16[i] = bf16_truncate(s.in_order[i]);
+  const RoundingBias t = rounding_bias(view(ref16), view(run16), allowed_bias(b) + accumulation_bias(view(ref16), view(s.rho), b));
+  EXPECT_TRUE(t.biased()) << t.z << " " << t.relative;
+  EXPECT_LT(t.relative, -1e-3);
+}

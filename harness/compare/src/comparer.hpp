@@ -67,8 +67,8 @@ Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, con
 
 // The rounding-bias check (compare_bias.cpp) of an output: added to `gr`, with its
 // sentence when the tensor leans toward or away from zero beyond what correct stacks may share.
-void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const BoundOptions& o,
-                         GateResult& gr);
+void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+                         const BoundOptions& o, GateResult& gr);
 
 class Comparer {
  public:

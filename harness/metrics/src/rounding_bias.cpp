@@ -47,4 +47,19 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
   return b;
 }
 
+double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const BoundOptions& o) {
+  if (ref.numel != scale.numel) return 0;
+  const double per = 0x1p-24 * std::sqrt(o.n);
+  double acc = 0, mass = 0;
+  for (std::int64_t i = 0; i < ref.numel; ++i) {
+    const double r = array_element(ref, i);
+    if (!(r != 0) || !std::isfinite(r)) continue;
+    double rho = array_element(scale, i) * o.scale_unit;
+    if (!std::isfinite(rho)) rho = 0;
+    acc += per * (std::fabs(r) + rho);
+    mass += std::fabs(r);
+  }
+  return mass > 0 ? acc / mass : 0;
+}
+
 }  // namespace validate::compare

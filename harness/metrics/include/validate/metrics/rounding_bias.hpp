@@ -33,6 +33,15 @@ inline double allowed_bias(double operand_u, double case_u) {
 }
 // The same for a tensor whose bound has options `o` (its case dtype and operand rounding).
 inline double allowed_bias(const BoundOptions& o) { return allowed_bias(o.operand_u, unit_roundoff(o.dtype)); }
+// The relative bias a correct float32 accumulation can put into the tensor `ref` (an output whose
+// bound has options `o` and scale `scale`): a sum's rounding errors lean one way where its terms
+// share a sign (a term under half a unit of the running sum is dropped, every drop toward zero), so
+// its mean error is not 0, but it is at most the error's root-mean-square, which the bound's
+// accumulation term A_i = u sqrt(n) (|y_i| + rho_i) bounds per unit lambda (partial sums within
+// |y_i| + rho_i). Over the tensor, sum A_i / sum |y_i| (the elements rounding_bias weighs:
+// finite, nonzero reference). Added to allowed_bias(o) by the check (docs/compare.md, "Rounding bias").
+double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const BoundOptions& o);
+
 // Named at z >= 6: for a sum of independent terms the normal tail beyond 6 standard errors is
 // 1e-9 per tensor (a sweep of 10^4 tensors trips it with probability 1e-5), once the bias itself is
 // within the allowance.
