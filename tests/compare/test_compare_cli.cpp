@@ -540,6 +540,27 @@ TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
   auto four = gate(4 * ulp);  // 2.4e-4: more than the reference's rounding explains
   EXPECT_EQ(four.code, 1) << four.out;
   EXPECT_TRUE(contains(four.out, "absolute, the reference's own rounding")) << four.out;
+  // With an oracle whose loss is 3 units off the reference's (1000 + 3 ulp, float64), the
+  // reference's measured error joins the floor: 4 units off the reference is 1 unit off exact.
+  const std::string oracle = tmp / "oracle";
+  write_run(ref, oracle, RunSpec{[&](const std::string& k, Tensor& t) {
+                                   Tensor d(DType::float64, t.shape());
+                                   for (std::int64_t i = 0; i < t.numel(); ++i) d.set(i, t.get(i));
+                                   if (k == key) d.set(0, 1000.0 + 3 * ulp);
+                                   t = std::move(d);
+                                 },
+                                 {},
+                                 {},
+                                 "oracle"});
+  std::filesystem::remove_all(run);
+  RunSpec s;
+  s.mutate = [&](const std::string& k, Tensor& t) {
+    if (k == key) t.set(0, t.get(0) + 4 * ulp);
+  };
+  write_run(ref, run, s);
+  auto with = run_cli({"compare", ref, run, "--color", "never", "--oracle", oracle, "--only",
+                       "^float32/k0018_ic003/conv2d/loss$"});
+  EXPECT_EQ(with.code, 0) << with.out;
 }
 
 // min_pcc never asks for more than the two sides' storage roundings leave (bounds.hpp,

@@ -115,12 +115,21 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
   // A fixed loss_abs / loss_rel is never tighter than the reference's own roundings (the loss
   // floor, docs/compare.md): below it the gate would fail a run for the reference's rounding. The
   // fixed loss_abs of a set without scales stays as measured.
+  // With an oracle the reference's own error is measured, |L_ref - L_exact| (its outputs'
+  // accumulation carried into the loss included), and is added to the floor.
+  std::optional<double> oracle_loss;
+  if (oracle_) {
+    auto om = open_oracle(it, e);
+    if (!om) return invalid(e, om.message());
+    if (*om) oracle_loss = scalar_value((*om)->view());
+  }
   const bool legacy = loss_abs && !gt.loss_abs;
   double floor = 0;
   if (finite && !legacy && (loss_abs || gt.loss_rel)) {
     auto f = reference_loss_floor(it, l.ref);
     if (!f) return invalid(e, f.message());
     floor = *f;
+    if (oracle_loss && std::isfinite(*oracle_loss)) floor += std::fabs(l.ref - *oracle_loss);
   }
   if (loss_abs && finite) {
     const double limit = std::max(*loss_abs, floor);
@@ -148,11 +157,8 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
   } else {
     e.verdict = Verdict::passed;
   }
-  if (oracle_) {
-    auto om = open_oracle(it, e);
-    if (!om) return invalid(e, om.message());
-    if (!*om) return;
-    const double ov = scalar_value((*om)->view());
+  if (oracle_loss) {
+    const double ov = *oracle_loss;
     OracleComparison oc;
     oc.ref_max_abs = std::fabs(l.ref - ov);
     oc.run_max_abs = std::fabs(l.run - ov);
