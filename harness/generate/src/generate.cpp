@@ -235,6 +235,203 @@ Status check_memory(const std::vector<cases::Case>& list, const std::string& cas
   return Status::ok();
 }
 
+// config.json: the case file as read, with what this generate added (seed, fill, selection, the
+// dtypes present and every case expanded).
+Json set_config(const cases::CaseFile& file, const std::vector<cases::Case>& list, const GenerateOptions& opt,
+                std::uint64_t seed) {
+  Json config = file.source;
+  config["seed"] = seed;
+  config["fill"] = opt.fill == Fill::exact ? "exact" : "random";
+  config["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
+  if (opt.shard.count > 1) {
+    // The dtypes asked for, before sharding: a shard holds only some of the sweep's cases, so its
+    // "dtypes" cannot show that another shard was made with another --dtype (merge compares this).
+    Json asked = Json::array();
+    for (DType d : opt.dtypes.empty() ? file.dtypes : opt.dtypes) asked.push_back(std::string(dtype_name(d)));
+    config["selection"]["dtypes"] = asked;
+  }
+  Json dts = Json::array();
+  for (auto& c : list) {
+    auto n = std::string(dtype_name(c.dtype));
+    if (std::find(dts.begin(), dts.end(), n) == dts.end()) dts.push_back(n);
+  }
+  config["dtypes"] = dts;
+  Json expanded = Json::array();
+  for (auto& c : list) {
+    // The case's first op as case files spell it, every further op (a conv's im2col matmul) by name.
+    Json item = {{"dtype", dtype_name(c.dtype)}, {"name", c.name}};
+    for (std::size_t i = 0; i < c.ops.size(); ++i) {
+      const ops::OpDef& def = ops::find(c.ops[i].op());
+      if (i == 0) item.update(def.expanded_case(c.ops[i].params));
+      else item[def.name()] = def.metadata_params(c.ops[i].params);
+    }
+    if (c.train) item["train"] = train::to_json(*c.train);
+    if (!c.input_dists.empty()) item["inputs"] = cases::input_dists_json(c.input_dists);
+    expanded.push_back(std::move(item));
+  }
+  config["expanded_cases"] = expanded;
+  return config;
+}
+
+// Memory budget: the largest op's working set — its inputs and results, about two of the sweep's
+// largest tensors (the im2col A and grad_A), plus the scratch LibTorch's CPU kernels materialize (a
+// convolution's columns: OpDef::scratch_elements). Before an op computes, the writer drains until
+// what it still holds plus that op's own working set fits the budget, so the queue of earlier
+// cases overlaps the small cases' compute but never stacks on the largest's (it did: 1.35 GB peak
+// on the last three cases of the default sweep, against ~0.62 GB of tensors in the largest op).
+std::size_t working_set(const cases::Case& c, cases::Op op) {
+  std::size_t n = static_cast<std::size_t>(ops::find(op).scratch_elements(c.find(op)->params)) * 4;
+  for (const auto& t : c.tensors(op)) n += static_cast<std::size_t>(shape_numel(t.shape)) * 4;
+  return n;
+}
+
+std::size_t writer_budget(const std::vector<cases::Case>& list) {
+  std::size_t budget = 0;
+  for (const auto& c : list)
+    for (const cases::OpInstance& inst : c.ops) budget = std::max(budget, working_set(c, inst.op()));
+  return std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30);
+}
+
+// What every case of one generate shares.
+struct Generation {
+  const GenerateOptions& opt;
+  std::uint64_t seed;
+  const TorchDevice& dev;
+  std::ostream& log;
+};
+
+// One op of a case: its inputs and reference results (and, for a training case, the trajectory),
+// queued on the writer with the scales stored as float16. False (logged) when LibTorch failed.
+bool generate_op(const Generation& g, const cases::Case& c, cases::Op op, const std::string& dir, Json& case_info,
+                 SetWriter& writer, GenerateSummary& sum) {
+  const std::size_t need = working_set(c, op);
+  auto tq = Clock::now();
+  writer.wait_below(writer.max_queued_bytes() > need ? writer.max_queued_bytes() - need : 0);
+#ifdef __GLIBC__
+  // Hand what the writer freed back to the system before allocating the op's tensors: glibc
+  // keeps freed blocks below its (self-raising, up to 32 MB) mmap threshold in the heap, and
+  // the sweep's peak RSS crept from 0.92 GB over its two largest cases to 1.14 GB over all 15.
+  ::malloc_trim(0);
+#endif
+  sum.wait_seconds += since(tq);
+  auto ti = Clock::now();
+  auto inputs = make_inputs(c, op, g.seed, g.opt.fill, g.dev.threads);
+  sum.input_seconds += since(ti);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : inputs) view[k] = &v;
+  auto tcomp = Clock::now();
+  Json info;
+  auto outs = torch_compute(c, op, view, g.dev, &info, nullptr, /*scales=*/true);
+  sum.compute_seconds += since(tcomp);
+  auto failed = [&](const std::string& why) {
+    g.log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), why);
+    return false;
+  };
+  if (!outs) return failed(outs.message());
+  if (!info.empty()) case_info[cases::op_name(op)] = info;
+  if (c.train) {
+    // The trajectory (docs/training.md): later batches drawn exactly as `run` will draw them.
+    auto ttr = Clock::now();
+    auto traj = torch_trajectory(c, op, view, [&](std::int64_t s) {
+      return make_inputs(c, op, g.seed, g.opt.fill, g.dev.threads, s);
+    }, g.dev, nullptr, /*scales=*/true);
+    sum.compute_seconds += since(ttr);
+    if (!traj) return failed(traj.message());
+    outs->merge(*traj);
+  }
+  auto tw = Clock::now();
+  for (auto& [k, v] : inputs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
+  for (auto& [k, v] : *outs) {
+    const std::string rel = dir + "/" + c.file_name(op, k);
+    if (!cases::is_scale_name(k)) {
+      writer.write_tensor(rel, std::move(v));
+      continue;
+    }
+    // Stored as float16 rounded up (scale_file.hpp): half the bytes to write and hash.
+    cases::StoredScale stored = cases::store_scale(v);
+    v = Tensor();
+    writer.write_tensor(rel, std::move(stored.values), stored.unit_log2);
+  }
+  sum.wait_seconds += since(tw);  // time blocked on the writer's byte budget
+  return true;
+}
+
+// A case's metadata needs the hashes of its tensors: it is written on the writer thread after them.
+void queue_metadata(SetWriter& writer, const cases::Case& c, const std::string& dir, std::shared_ptr<Json> case_info) {
+  writer.then([c, dir, case_info](SetWriter& w) -> Status {
+    std::map<std::string, cases::TensorRecord> mine;
+    for (auto& [rel, rec] : w.records())
+      if (rel.rfind(dir + "/" + c.name + "_", 0) == 0) mine[rel.substr(dir.size() + 1)] = rec;
+    Json meta = cases::case_metadata(c, mine);
+    if (!case_info->empty()) meta["compute"] = *case_info;
+    return w.write_text_now(dir + "/" + c.name + "_metadata.json", json_text(meta, 2) + "\n");
+  });
+}
+
+// The closing files (system_info.json again, README.md), everything written, then the manifest.
+Status finish_set(const Generation& g, const std::vector<cases::Case>& list, const std::vector<std::string>& failed,
+                  SetWriter& writer, GenerateSummary& sum) {
+  writer.write_text("system_info.json", json_text(system_info(g.dev), 2) + "\n");
+  writer.write_text("README.md", cases::set_readme(list, "`" + g.opt.cases_path + "`", g.seed,
+                                                   g.opt.fill == Fill::exact ? "exact" : "random"));
+  auto tw = Clock::now();
+  Status st = writer.drain();
+  sum.wait_seconds += since(tw);
+  if (!st) return st;
+  sum.bytes = writer.bytes_written();
+  Json extra = Json::object();
+  if (!failed.empty()) extra["failed_cases"] = failed;
+  extra["cases"] = sum.cases_ok;
+  return cases::write_manifest(g.opt.out, cases::kReferenceFormat, writer.files(), extra);
+}
+
+// Every case of the list, in order, into the claimed output directory.
+Status generate_cases(const Generation& g, const std::vector<cases::Case>& list, const Json& config,
+                      Clock::time_point t0, GenerateSummary& sum) {
+  const GenerateOptions& opt = g.opt;
+  const bool tty = ::isatty(STDERR_FILENO);
+  const bool live = opt.progress < 0 ? tty : false;
+  const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
+  std::vector<std::string> failed;
+  SetWriter writer(opt.out, writer_budget(list), 2, opt.direct_io);
+  VALIDATE_TRY(writer.write_text_now("config.json", json_text(config, 2) + "\n"));
+  // Now as well as at the end: an interrupted set keeps the thread count its cases were made
+  // with, which --resume must match.
+  VALIDATE_TRY(writer.write_text_now("system_info.json", json_text(system_info(g.dev), 2) + "\n"));
+  std::size_t i = 0;
+  for (const auto& c : list) {
+    ++i;
+    const std::string dir = std::string(dtype_name(c.dtype));
+    auto tc = Clock::now();
+    if (opt.resume && adopt_finished_case(c, opt.out, dir, writer)) {
+      ++sum.cases_ok;
+      ++sum.cases_resumed;
+      if (plain) g.log << fmt::format("[{}/{}] {}/{} kept (finished by an earlier run)\n", i, list.size(), dir, c.name);
+      continue;
+    }
+    auto case_info = std::make_shared<Json>(Json::object());
+    bool ok = true;
+    for (const cases::OpInstance& inst : c.ops)
+      if (!(ok = generate_op(g, c, inst.op(), dir, *case_info, writer, sum))) break;
+    if (!ok) {
+      failed.push_back(dir + "/" + c.name);
+      ++sum.cases_failed;
+      continue;
+    }
+    ++sum.cases_ok;
+    queue_metadata(writer, c, dir, case_info);
+    double el = since(t0);
+    double eta = el / static_cast<double>(i) * static_cast<double>(list.size() - i);
+    std::string line = fmt::format("[{}/{}] {}/{} K={} ({:.1f}s) written {} elapsed {:.0f}s eta {:.0f}s", i,
+                                   list.size(), dir, c.name, ops::find(c.ops.front().op()).reduction_length(c.ops.front().params), since(tc),
+                                   human_bytes(static_cast<double>(writer.bytes_written())), el, eta);
+    if (live) std::cerr << "\r\033[K" << line << std::flush;
+    else if (plain) g.log << line << "\n";
+  }
+  if (live) std::cerr << "\n";
+  return finish_set(g, list, failed, writer, sum);
+}
+
 }  // namespace
 
 Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) {
@@ -254,38 +451,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
   if (!dev->fallback_reason.empty())
     std::cerr << "validate: WARNING: --device " << opt.device << " requested but " << dev->fallback_reason
               << "; generating on CPU. This is recorded in system_info.json as device_fallback.\n";
-
-  Json config = file->source;
-  config["seed"] = seed;
-  config["fill"] = opt.fill == Fill::exact ? "exact" : "random";
-  config["selection"] = {{"only", opt.only}, {"shard", fmt::format("{}/{}", opt.shard.index, opt.shard.count)}};
-  if (opt.shard.count > 1) {
-    // The dtypes asked for, before sharding: a shard holds only some of the sweep's cases, so its
-    // "dtypes" cannot show that another shard was made with another --dtype (merge compares this).
-    Json asked = Json::array();
-    for (DType d : opt.dtypes.empty() ? file->dtypes : opt.dtypes) asked.push_back(std::string(dtype_name(d)));
-    config["selection"]["dtypes"] = asked;
-  }
-  Json dts = Json::array();
-  for (auto& c : *list) {
-    auto n = std::string(dtype_name(c.dtype));
-    if (std::find(dts.begin(), dts.end(), n) == dts.end()) dts.push_back(n);
-  }
-  config["dtypes"] = dts;
-  Json expanded = Json::array();
-  for (auto& c : *list) {
-    // The case's first op as case files spell it, every further op (a conv's im2col matmul) by name.
-    Json item = {{"dtype", dtype_name(c.dtype)}, {"name", c.name}};
-    for (std::size_t i = 0; i < c.ops.size(); ++i) {
-      const ops::OpDef& def = ops::find(c.ops[i].op());
-      if (i == 0) item.update(def.expanded_case(c.ops[i].params));
-      else item[def.name()] = def.metadata_params(c.ops[i].params);
-    }
-    if (c.train) item["train"] = train::to_json(*c.train);
-    if (!c.input_dists.empty()) item["inputs"] = cases::input_dists_json(c.input_dists);
-    expanded.push_back(std::move(item));
-  }
-  config["expanded_cases"] = expanded;
+  const Json config = set_config(*file, *list, opt, seed);
 
   // The set holds exactly this generate: an existing non-empty --out is refused (it kept an older
   // seed's cases, which verify, list, run and compare then used) unless --overwrite empties it or
@@ -301,139 +467,7 @@ Result<GenerateSummary> generate(const GenerateOptions& opt, std::ostream& log) 
 
   GenerateSummary sum;
   sum.device_used = dev->used;
-  const bool tty = ::isatty(STDERR_FILENO);
-  const bool live = opt.progress < 0 ? tty : false;
-  const bool plain = opt.progress == 1 || (opt.progress < 0 && !tty);
-  std::vector<std::string> failed;
-  {
-    // Memory budget: the largest op's working set — its inputs and results, about two
-    // of the sweep's largest tensors (the im2col A and grad_A), plus the scratch LibTorch's CPU
-    // kernels materialize (a convolution's columns: OpDef::scratch_elements). Before an op computes, the writer
-    // drains until what it still holds plus that op's own working set fits the budget, so the
-    // queue of earlier cases overlaps the small cases' compute but never stacks on the largest's
-    // (it did: 1.35 GB peak on the last three cases of the default sweep, against ~0.62 GB of
-    // tensors in the largest op).
-    auto working_set = [](const cases::Case& c, cases::Op op) {
-      std::size_t n = static_cast<std::size_t>(ops::find(op).scratch_elements(c.find(op)->params)) * 4;
-      for (const auto& t : c.tensors(op)) n += static_cast<std::size_t>(shape_numel(t.shape)) * 4;
-      return n;
-    };
-    std::size_t budget = 0;
-    for (const auto& c : *list)
-      for (const cases::OpInstance& inst : c.ops) budget = std::max(budget, working_set(c, inst.op()));
-    SetWriter writer(opt.out, std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30), 2,
-                     opt.direct_io);
-    VALIDATE_TRY(writer.write_text_now("config.json", json_text(config, 2) + "\n"));
-    // Now as well as at the end: an interrupted set keeps the thread count its cases were made
-    // with, which --resume must match.
-    VALIDATE_TRY(writer.write_text_now("system_info.json", json_text(system_info(*dev), 2) + "\n"));
-    std::size_t i = 0;
-    for (const auto& c : *list) {
-      ++i;
-      const std::string dir = std::string(dtype_name(c.dtype));
-      auto tc = Clock::now();
-      if (opt.resume && adopt_finished_case(c, opt.out, dir, writer)) {
-        ++sum.cases_ok;
-        ++sum.cases_resumed;
-        if (plain) log << fmt::format("[{}/{}] {}/{} kept (finished by an earlier run)\n", i, list->size(), dir, c.name);
-        continue;
-      }
-      auto case_info = std::make_shared<Json>(Json::object());
-      bool ok = true;
-      for (const cases::OpInstance& inst : c.ops) {
-        const cases::Op op = inst.op();
-        const std::size_t need = working_set(c, op);
-        auto tq = Clock::now();
-        writer.wait_below(writer.max_queued_bytes() > need ? writer.max_queued_bytes() - need : 0);
-#ifdef __GLIBC__
-        // Hand what the writer freed back to the system before allocating the op's tensors: glibc
-        // keeps freed blocks below its (self-raising, up to 32 MB) mmap threshold in the heap, and
-        // the sweep's peak RSS crept from 0.92 GB over its two largest cases to 1.14 GB over all 15.
-        ::malloc_trim(0);
-#endif
-        sum.wait_seconds += since(tq);
-        auto ti = Clock::now();
-        auto inputs = make_inputs(c, op, seed, opt.fill, dev->threads);
-        sum.input_seconds += since(ti);
-        std::map<std::string, const Tensor*> view;
-        for (auto& [k, v] : inputs) view[k] = &v;
-        auto tcomp = Clock::now();
-        Json info;
-        auto outs = torch_compute(c, op, view, *dev, &info, nullptr, /*scales=*/true);
-        sum.compute_seconds += since(tcomp);
-        if (!outs) {
-          log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), outs.message());
-          ok = false;
-          break;
-        }
-        if (!info.empty()) (*case_info)[cases::op_name(op)] = info;
-        if (c.train) {
-          // The trajectory (docs/training.md): later batches drawn exactly as `run` will draw them.
-          auto ttr = Clock::now();
-          auto traj = torch_trajectory(c, op, view, [&](std::int64_t s) {
-            return make_inputs(c, op, seed, opt.fill, dev->threads, s);
-          }, *dev, nullptr, /*scales=*/true);
-          sum.compute_seconds += since(ttr);
-          if (!traj) {
-            log << fmt::format("validate: {}/{} {} FAILED: {}\n", dir, c.name, cases::op_name(op), traj.message());
-            ok = false;
-            break;
-          }
-          outs->merge(*traj);
-        }
-        auto tw = Clock::now();
-        for (auto& [k, v] : inputs) writer.write_tensor(dir + "/" + c.file_name(op, k), std::move(v));
-        for (auto& [k, v] : *outs) {
-          const std::string rel = dir + "/" + c.file_name(op, k);
-          if (!cases::is_scale_name(k)) {
-            writer.write_tensor(rel, std::move(v));
-            continue;
-          }
-          // Stored as float16 rounded up (scale_file.hpp): half the bytes to write and hash.
-          cases::StoredScale s = cases::store_scale(v);
-          v = Tensor();
-          writer.write_tensor(rel, std::move(s.values), s.unit_log2);
-        }
-        sum.wait_seconds += since(tw);  // time blocked on the writer's byte budget
-      }
-      if (!ok) {
-        failed.push_back(dir + "/" + c.name);
-        ++sum.cases_failed;
-        continue;
-      }
-      ++sum.cases_ok;
-      // Metadata needs the hashes of the case's tensors: run it on the writer thread after them.
-      writer.then([c, dir, case_info](SetWriter& w) -> Status {
-        std::map<std::string, cases::TensorRecord> mine;
-        for (auto& [rel, rec] : w.records())
-          if (rel.rfind(dir + "/" + c.name + "_", 0) == 0) mine[rel.substr(dir.size() + 1)] = rec;
-        Json meta = cases::case_metadata(c, mine);
-        if (!case_info->empty()) meta["compute"] = *case_info;
-        return w.write_text_now(dir + "/" + c.name + "_metadata.json", json_text(meta, 2) + "\n");
-      });
-      double el = since(t0);
-      double eta = el / static_cast<double>(i) * static_cast<double>(list->size() - i);
-      std::string line = fmt::format("[{}/{}] {}/{} K={} ({:.1f}s) written {} elapsed {:.0f}s eta {:.0f}s", i,
-                                     list->size(), dir, c.name, ops::find(c.ops.front().op()).reduction_length(c.ops.front().params), since(tc),
-                                     human_bytes(static_cast<double>(writer.bytes_written())), el, eta);
-      if (live) std::cerr << "\r\033[K" << line << std::flush;
-      else if (plain) log << line << "\n";
-    }
-    if (live) std::cerr << "\n";
-    Json sys = system_info(*dev);
-    writer.write_text("system_info.json", json_text(sys, 2) + "\n");
-    writer.write_text("README.md", cases::set_readme(*list, "`" + opt.cases_path + "`", seed,
-                                                     opt.fill == Fill::exact ? "exact" : "random"));
-    auto tw = Clock::now();
-    Status st = writer.drain();
-    sum.wait_seconds += since(tw);
-    if (!st) return st;
-    sum.bytes = writer.bytes_written();
-    Json extra = Json::object();
-    if (!failed.empty()) extra["failed_cases"] = failed;
-    extra["cases"] = sum.cases_ok;
-    VALIDATE_TRY(cases::write_manifest(opt.out, cases::kReferenceFormat, writer.files(), extra));
-  }
+  VALIDATE_TRY(generate_cases(Generation{opt, seed, *dev, log}, *list, config, t0, sum));
   sum.seconds = since(t0);
   return sum;
 }
