@@ -113,7 +113,9 @@ TEST(InputDists, ZerosFractionOnAnyDistribution) {
   const Tensor s = draw(stats_case(R"({"input": {"dist": "sparse", "zeros": 0.5}})"), "input");
   Philox rng(42, "stats", "conv2d", "input");
   for (std::int64_t i = 0; i < 1000; ++i)
-    if (s.get(i) != 0.0) ASSERT_EQ(static_cast<float>(s.get(i)), rng.normal(static_cast<std::uint64_t>(i))) << i;
+    if (s.get(i) != 0.0) {
+      ASSERT_EQ(static_cast<float>(s.get(i)), rng.normal(static_cast<std::uint64_t>(i))) << i;
+    }
   // zeros = 1 leaves nothing.
   const Tensor all = draw(stats_case(R"({"input": {"dist": "relu_normal", "zeros": 1}})"), "input");
   for (std::int64_t i = 0; i < all.numel(); ++i) ASSERT_EQ(all.get(i), 0.0) << i;
@@ -186,7 +188,9 @@ TEST(InputDists, EveryDistributionDrawsTheSameBytesOnOneThreadAndTwo) {
       for (std::int64_t i = 0; i < one.numel(); ++i) {
         const double v = one.get(i);
         ASSERT_TRUE(std::isfinite(v)) << spec << " " << i;
-        if (dt == DType::bfloat16) ASSERT_EQ(static_cast<float>(v), round_to_dtype(static_cast<float>(v), dt)) << i;
+        if (dt == DType::bfloat16) {
+          ASSERT_EQ(static_cast<float>(v), round_to_dtype(static_cast<float>(v), dt)) << i;
+        }
       }
     }
 }
