@@ -510,15 +510,21 @@ TEST_F(CompareCli, GradientsReadInAnUndeclaredLayoutAreAWarningInEveryReport) {
 // A fixed loss_abs is never tighter than the reference's own roundings (bounds.hpp, loss_floor):
 // a float32 loss of 1000 is stored to within half an ULP (2^-14 = 6.1e-5), far above 1e-6. Batch 2,
 // every axis of the conv a different size (input 2x3x5x6, weight 4x3x3x2, output 2x4x3x5).
-TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
-  TempDir tmp{"compare_loss_floor"};
-  const std::string ref = tmp / "ref", run = tmp / "run";
+// The conv case both tests below use: batch 2, every axis a different size.
+static cases::Case odd_conv_case(DType dt) {
   cases::Case c;
   c.name = "k0018_ic003";
-  c.dtype = DType::float32;
+  c.dtype = dt;
   cases::ConvParams p;
   p.n = 2, p.c = 3, p.h = 5, p.w = 6, p.o = 4, p.kh = 3, p.kw = 2;
   c.ops = cases::Case::conv_with_im2col(c.name, p).ops;
+  return c;
+}
+
+TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
+  TempDir tmp{"compare_loss_floor"};
+  const std::string ref = tmp / "ref", run = tmp / "run";
+  const cases::Case c = odd_conv_case(DType::float32);
   const std::string key = "float32/k0018_ic003/conv2d/loss";
   write_reference(ref, {c}, [&](const std::string& k, Tensor& t) {
     if (k == key) t.set(0, 1000.0);
@@ -572,12 +578,7 @@ TEST(CompareLossFloor, ALargeLossIsHeldToItsOwnRoundingNotBelow) {
 TEST(ComparePccFloor, AnOffsetTensorWhosePccIsLowFromRoundingAloneIsNotFailed) {
   TempDir tmp{"compare_pcc_floor"};
   const std::string ref = tmp / "ref", run = tmp / "run", js = tmp / "pcc.json";
-  cases::Case c;
-  c.name = "k0018_ic003";
-  c.dtype = DType::bfloat16;
-  cases::ConvParams p;
-  p.n = 2, p.c = 3, p.h = 5, p.w = 6, p.o = 4, p.kh = 3, p.kw = 2;
-  c.ops = cases::Case::conv_with_im2col(c.name, p).ops;
+  const cases::Case c = odd_conv_case(DType::bfloat16);
   const std::string key = "bfloat16/k0018_ic003/conv2d/output";
   write_reference(ref, {c}, [&](const std::string& k, Tensor& t) {
     if (k == key)
