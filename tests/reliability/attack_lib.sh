@@ -19,6 +19,31 @@ v() {
   shift
   timeout -k 5 120 "$bin" "$@" > "$log" 2>&1
 }
+# derive SRC DST MODE: a copy of run SRC whose produced tensors are doubled (x2), all NaN (nan) or
+# the reference set $ref's own (ref), its manifest rewritten to match.
+derive() {
+  cp -r "$1" "$2" || fail "cannot copy $1"
+  py "$2" "$ref" "$3" << 'PYEOF'
+import hashlib, json, os, shutil, sys
+import numpy as np
+d, ref, mode = sys.argv[1:4]
+m = json.load(open(os.path.join(d, "manifest.json")))
+n = 0
+for rel in sorted(r for r in m["files"] if r.endswith(".npy")):
+    path = os.path.join(d, rel)
+    if mode == "ref":
+        shutil.copyfile(os.path.join(ref, rel), path)
+    else:
+        a = np.load(path)
+        np.save(path, (a * 2).astype(a.dtype) if mode == "x2" else np.full_like(a, np.nan))
+    n += 1
+    data = open(path, "rb").read()
+    m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
+assert n > 0
+PYEOF
+  [ $? -eq 0 ] || fail "derive $3 failed"
+}
 # smoke_attack_opening VALIDATE_BIN WORK_DIR SOURCE_DIR ATTACK [SETS_DIR]: the arguments of a script
 # that attacks a copy of references/smoke, a fresh work folder, and the names of its sets: ref (the
 # copy, the attack's own to edit), orc (the float64 oracle's run), x2 (a wrong run), good (a right

@@ -14,24 +14,6 @@ script=oracle_attacks
 . "$(dirname "$0")/attack_lib.sh"
 smoke_attack_opening "$@"  # orc, x2 and good from SETS_DIR
 hash_of() { sha256sum "$1" | cut -d' ' -f1; }
-# nan_run SRC DST: a copy of run SRC whose produced tensors are all NaN, its manifest rewritten.
-nan_run() {
-  cp -r "$1" "$2" || fail "cannot copy $1"
-  py "$2" << 'PYEOF'
-import hashlib, json, os, sys
-import numpy as np
-d = sys.argv[1]
-m = json.load(open(os.path.join(d, "manifest.json")))
-for rel in sorted(r for r in m["files"] if r.endswith(".npy")):
-    path = os.path.join(d, rel)
-    a = np.load(path)
-    np.save(path, np.full_like(a, np.nan))
-    data = open(path, "rb").read()
-    m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
-PYEOF
-  [ $? -eq 0 ] || fail "nan_run failed"
-}
 # edit_json SET REL PY_STATEMENTS: edit a JSON file of a run (as `j`) and its manifest entry.
 edit_json() {
   py "$@" << 'PYEOF'
@@ -85,7 +67,7 @@ oracle_tampered)  # 2. the oracle's tensors replaced by X2's, its manifest left 
   ok ;;
 
 oracle_nan)  # 3. an oracle of NaNs (hashes rewritten): X2 passed (error_bound 0, closer "tie")
-  nan_run "$orc" "$work/onan"
+  derive "$orc" "$work/onan" nan
   v "$work/log" compare "$ref" "$x2" --oracle "$work/onan"
   expect 2 $? "$work/log" "$work/onan/float32/k0072_ic008_conv2d_output.npy" "NaN" "oracle" "validate: 0 passed"
   v "$work/log" compare "$ref" "$good" --oracle "$work/onan"

@@ -12,33 +12,6 @@ set -uo pipefail
 script=smoke_sets
 . "$(dirname "$0")/attack_lib.sh"
 smoke_attack_opening "$1" "$2" "$3" setup
-# derive SRC DST MODE: a copy of run SRC whose produced tensors are doubled (x2) or the reference's
-# own (ref), its manifest rewritten.
-derive() {
-  cp -r "$1" "$2" || fail "cannot copy $1"
-  py "$2" "$ref" "$3" << 'PYEOF'
-import hashlib, json, os, shutil, sys
-import numpy as np
-d, ref, mode = sys.argv[1:4]
-m = json.load(open(os.path.join(d, "manifest.json")))
-n = 0
-for rel in sorted(m["files"]):
-    if not rel.endswith(".npy"):
-        continue
-    path = os.path.join(d, rel)
-    if mode == "ref":
-        shutil.copyfile(os.path.join(ref, rel), path)
-    else:
-        a = np.load(path)
-        np.save(path, (a * 2).astype(a.dtype))
-    n += 1
-    data = open(path, "rb").read()
-    m["files"][rel] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
-assert n > 0
-PYEOF
-  [ $? -eq 0 ] || fail "derive $3 failed"
-}
 v "$work/run.log" run --backend oracle --progress 0 --ref "$ref" --out "$orc" || fail "oracle run: $(tail -5 "$work/run.log")"
 derive "$orc" "$x2" x2
 derive "$orc" "$good" ref
