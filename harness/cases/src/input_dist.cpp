@@ -51,6 +51,17 @@ Result<double> read_number(const Json& j, const char* key, double lo, double hi,
   return x;
 }
 
+// read_number into `out` when the object has `key`; nothing when it has not.
+template <class T>
+Status read_optional(const Json& j, const char* key, double lo, double hi, bool lo_open, const std::string& at,
+                     T& out) {
+  if (!j.contains(key)) return Status::ok();
+  auto v = read_number(j, key, lo, hi, lo_open, at);
+  if (!v) return v.status();
+  out = *v;
+  return Status::ok();
+}
+
 Result<InputDist> parse_one(const Json& j, const std::string& at, bool metadata) {
   if (!j.is_object()) return Error{at + ": expected an object such as {\"dist\": \"relu_normal\"}"};
   InputDist d;
@@ -72,17 +83,9 @@ Result<InputDist> parse_one(const Json& j, const std::string& at, bool metadata)
       return Error{fmt::format("{}: unknown key '{}' for \"dist\": \"{}\" (it takes {}){}", at, it.key(),
                                dist_name(d.dist), fmt::join(cand, ", "), did_you_mean(it.key(), cand))};
     }
-  if (j.contains("scale")) {
-    // At most 1e15: a Cauchy draw (up to about 2^63) times it stays finite in float32.
-    auto s = read_number(j, "scale", 0, 1e15, true, at);
-    if (!s) return s.status();
-    d.scale = *s;
-  }
-  if (j.contains("zeros")) {
-    auto z = read_number(j, "zeros", 0, 1, false, at);
-    if (!z) return z.status();
-    d.zeros = *z;
-  }
+  // scale at most 1e15: a Cauchy draw (up to about 2^63) times it stays finite in float32.
+  VALIDATE_TRY(read_optional(j, "scale", 0, 1e15, true, at, d.scale));
+  VALIDATE_TRY(read_optional(j, "zeros", 0, 1, false, at, d.zeros));
   if (d.dist == Dist::sparse && !j.contains("zeros"))
     return Error{at + ": \"dist\": \"sparse\" needs 'zeros', the fraction of exact zeros (e.g. 0.9)"};
   if (j.contains("sign")) {
@@ -92,16 +95,8 @@ Result<InputDist> parse_one(const Json& j, const std::string& at, bool metadata)
     else if (s == "random") d.sign = 0;
     else return Error{at + ": 'sign' must be \"positive\", \"negative\" or \"random\""};
   }
-  if (j.contains("decades")) {
-    auto v = read_number(j, "decades", 0, 30, true, at);
-    if (!v) return v.status();
-    d.decades = *v;
-  }
-  if (j.contains("dof")) {
-    auto v = read_number(j, "dof", 1, 1e6, false, at);
-    if (!v) return v.status();
-    d.dof = *v;
-  }
+  VALIDATE_TRY(read_optional(j, "decades", 0, 30, true, at, d.decades));
+  VALIDATE_TRY(read_optional(j, "dof", 1, 1e6, false, at, d.dof));
   if (d.dist == Dist::npy) {
     if (!j.contains("file") || !j.at("file").is_string() || j.at("file").get<std::string>().empty())
       return Error{at + ": \"dist\": \"npy\" needs 'file', a .npy path relative to the case file"};
