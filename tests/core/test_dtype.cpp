@@ -124,6 +124,39 @@ TEST(Dtype, RoundsOnceFromDouble) {
   }
 }
 
+// The once-from-double rounding against libm's route to the same value (frexp for the exponent,
+// ldexp for the exact scalings, nearbyint for the tie to even) on random doubles of every exponent,
+// double subnormals included, and on the ties and midpoints of both dtypes' spacings.
+double rounded_by_libm(double x, int digits, int min_q, double largest) {
+  int e = 0;
+  std::frexp(x, &e);
+  const int q = std::max(e - digits, min_q);
+  const double r = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
+  return std::fabs(r) > largest ? std::copysign(HUGE_VAL, x) : r;
+}
+
+TEST(Dtype, RoundingFromDoubleEqualsLibmOnEveryExponent) {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  std::vector<double> xs;
+  for (int i = 0; i < 300000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    double d;
+    std::memcpy(&d, &state, 8);
+    if (std::isfinite(d) && d != 0) xs.push_back(d);
+    // and the same significand in a binade the dtypes use
+    const double significand = 1.0 + static_cast<double>(state >> 11) * 0x1p-53;  // [1, 2)
+    const int binade = static_cast<int>((state >> 3) % 271) - 140;
+    xs.push_back(std::ldexp(significand, binade) * (state & 1 ? -1 : 1));
+  }
+  for (int k = -140; k <= 130; ++k)  // every binade the two dtypes use, and past their ends
+    for (double m : {1.0, 1.0 + 0x1p-8, 1.0 + 0x1p-7 + 0x1p-8, 1.0 + 0x1p-11, 1.0 + 0x1p-10 + 0x1p-11, 1.5, 1.99})
+      for (double s : {1.0, -1.0}) xs.push_back(s * std::ldexp(m, k));
+  for (double x : xs) {
+    ASSERT_EQ(round_to_dtype(x, DType::bfloat16), rounded_by_libm(x, 8, -133, 0x1.fep127)) << x;
+    ASSERT_EQ(round_to_dtype(x, DType::float16), rounded_by_libm(x, 11, -24, 65504.0)) << x;
+  }
+}
+
 // The vectorized in-place rounding against the once-from-double rounding (an independent
 // derivation) on every sign and exponent with a spread of significands: every 2^9-th bit
 // pattern, plus ties (even and odd kept bit), the largest finite values (round to inf), and NaNs,

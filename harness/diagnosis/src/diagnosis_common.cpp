@@ -149,6 +149,12 @@ void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx) {
   }
 }
 
+std::vector<std::int64_t> unravel_all(const std::vector<std::int64_t>& flat, const Shape& shape) {
+  std::vector<std::int64_t> idx(flat.size() * shape.size());
+  for (std::size_t k = 0; k < flat.size(); ++k) unravel(flat[k], shape, idx.data() + k * shape.size());
+  return idx;
+}
+
 namespace {
 std::vector<int> identity_perm(std::size_t r) {
   std::vector<int> p(r);

@@ -145,6 +145,9 @@ constexpr std::int64_t kTileClassMin = 128;
 // sample from aliasing with an axis period).
 std::vector<std::int64_t> sample_positions(std::int64_t numel, std::int64_t count);
 void unravel(std::int64_t flat, const Shape& shape, std::int64_t* idx);
+// unravel of every position, one after another (rank indices each): a hypothesis search reads the
+// same sampled positions through every candidate layout, and the divisions were a tenth of it.
+std::vector<std::int64_t> unravel_all(const std::vector<std::int64_t>& flat, const Shape& shape);
 
 // The bytes of one tensor as the program handled them: the canonical reference (or run) tensor
 // converted to the layout the program declared for it. Owned copy unless the declared layout is

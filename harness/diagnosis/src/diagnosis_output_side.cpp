@@ -14,13 +14,15 @@ namespace validate::compare::detail {
 
 namespace {
 
+// idx: the positions unravelled (unravel_all).
 Eval eval_sample(const DiagnosisInput& in, const ArrayView& bytes, const ElementTest& t,
-                 const layout::Placement& m, const std::vector<std::int64_t>& positions) {
+                 const layout::Placement& m, const std::vector<std::int64_t>& positions,
+                 const std::vector<std::int64_t>& idx) {
   Eval e;
-  std::int64_t idx[16];
-  for (std::int64_t p : positions) {
-    unravel(p, in.shape, idx);
-    e.add_at(p, read_value(in.ref, p), read_value(bytes, m.offset_of(idx)), t);
+  const std::size_t rank = in.shape.size();
+  for (std::size_t k = 0; k < positions.size(); ++k) {
+    const std::int64_t p = positions[k];
+    e.add_at(p, read_value(in.ref, p), read_value(bytes, m.offset_of(idx.data() + k * rank)), t);
   }
   return e;
 }
@@ -152,6 +154,7 @@ void search_output_side(const DiagnosisInput& in, Search& s) {
   const std::string declared =
       reshaped || in.declared_layout.empty() ? in.axes : in.declared_layout;
   const auto positions = sample_positions(numel, in.sample);
+  const auto idx = unravel_all(positions, in.shape);
   for (const Reading& rd : readings(in.shape, in.axes, b.declared,
                                           declared.find(":F") != std::string::npos)) {
     if (reshaped && rd.m.memory_shape != in.run_shape) continue;
@@ -168,12 +171,15 @@ void search_output_side(const DiagnosisInput& in, Search& s) {
     h.rank = rd.rank;
     h.params = {{"declared", declared}, {"bytes", rd.spec}};
     if (!rd.flips.empty()) h.params["flipped"] = rd.flips;
-    Eval e = eval_sample(in, b.view, t, rd.m, positions);
+    Eval e = eval_sample(in, b.view, t, rd.m, positions, idx);
     if (e.beyond == 0) {
       // Confirm beyond the sample: every element, or a 1M sample for huge tensors.
-      e = numel <= in.confirm_all_limit
-              ? eval_all(in, b.view, t, rd.m)
-              : eval_sample(in, b.view, t, rd.m, sample_positions(numel, 1 << 20));
+      if (numel <= in.confirm_all_limit) {
+        e = eval_all(in, b.view, t, rd.m);
+      } else {
+        const auto more = sample_positions(numel, 1 << 20);
+        e = eval_sample(in, b.view, t, rd.m, more, unravel_all(more, in.shape));
+      }
       h.confirmed_all = numel <= in.confirm_all_limit;
     }
     h.max_abs = e.max_abs;

@@ -73,7 +73,8 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
     if (rd.rank <= 3) writes.push_back(std::move(rd));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<std::vector<double>> cache(reads.size(), std::vector<double>(positions.size(), nan));
-  std::vector<std::int64_t> idx(in.shape.size());
+  const std::vector<std::int64_t> idx = unravel_all(positions, in.shape);
+  const std::size_t rank = in.shape.size();
   for (const Reading& w : writes) {
     for (std::size_t r = 0; r < reads.size(); ++r) {
       const Hypothesis& rh = reads[r].h;
@@ -81,8 +82,7 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       for (std::size_t k = 0; k < positions.size(); ++k) {
         double& v = cache[r][k];
         if (std::isnan(v)) v = reads[r].value(positions[k]);
-        unravel(positions[k], in.shape, idx.data());
-        e.add(round_to_logical(v, in.logical), read_value(b.view, w.m.offset_of(idx.data())), t);
+        e.add(round_to_logical(v, in.logical), read_value(b.view, w.m.offset_of(idx.data() + k * rank)), t);
         if (e.beyond > 0 && e.checked >= 4) break;
       }
       Hypothesis h;
@@ -109,8 +109,7 @@ void search_write_pairs(const DiagnosisInput& in, Search& s, std::vector<ReadCan
       // The pair predicts that the element at position p of the read hypothesis sits where the
       // write reading puts it; read back through the declaration, that is canonical position q.
       if (h.passes && declared_sums.coincides(positions.size(), [&](std::size_t k) {
-            unravel(positions[k], in.shape, idx.data());
-            return Predicted{canonical_at(b.declared, w.m.offset_of(idx.data())), cache[r][k]};
+            return Predicted{canonical_at(b.declared, w.m.offset_of(idx.data() + k * rank)), cache[r][k]};
           }))
         s.coincident(std::move(h));
       else
