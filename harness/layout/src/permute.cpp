@@ -273,22 +273,42 @@ std::vector<std::int64_t> c_strides(const Shape& shape) {
   return s;
 }
 
-void permute_copy_naive(const std::byte* src, std::byte* dst, std::size_t elem_size,
-                        const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
-                        std::int64_t src_offset) {
-  assert(dst_shape.size() == src_strides.size());
+namespace {
+// The odometer with a copy of ES bytes (0: elem_size, any size). A fixed size is one load and one
+// store; a call to memcpy per element was most of the time of tests that check the engine against
+// this definition under the sanitizers.
+template <std::size_t ES>
+void naive_odometer(const std::byte* src, std::byte* dst, std::size_t elem_size, const Shape& dst_shape,
+                    const std::vector<std::int64_t>& src_strides, std::int64_t src_offset) {
   const std::int64_t n = shape_numel(dst_shape);
   std::vector<std::int64_t> idx(dst_shape.size(), 0);
   std::int64_t off = src_offset;
   const auto es = static_cast<std::int64_t>(elem_size);
   for (std::int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * es, src + off * es, elem_size);
+    if constexpr (ES == 0) {
+      std::memcpy(dst + i * es, src + off * es, elem_size);
+    } else {
+      std::memcpy(dst + i * es, src + off * es, ES);
+    }
     for (std::size_t a = dst_shape.size(); a-- > 0;) {  // odometer: last axis fastest
       off += src_strides[a];
       if (++idx[a] < dst_shape[a]) break;
       off -= src_strides[a] * dst_shape[a];
       idx[a] = 0;
     }
+  }
+}
+}  // namespace
+
+void permute_copy_naive(const std::byte* src, std::byte* dst, std::size_t elem_size,
+                        const Shape& dst_shape, const std::vector<std::int64_t>& src_strides,
+                        std::int64_t src_offset) {
+  assert(dst_shape.size() == src_strides.size());
+  switch (elem_size) {
+    case 2: return naive_odometer<2>(src, dst, elem_size, dst_shape, src_strides, src_offset);
+    case 4: return naive_odometer<4>(src, dst, elem_size, dst_shape, src_strides, src_offset);
+    case 8: return naive_odometer<8>(src, dst, elem_size, dst_shape, src_strides, src_offset);
+    default: return naive_odometer<0>(src, dst, elem_size, dst_shape, src_strides, src_offset);
   }
 }
 
