@@ -190,3 +190,90 @@ TEST(DiagnosisRoundingSized, TruncationShowsAsASignBias) {
   EXPECT_TRUE(contains(dx.summary, "lean toward zero")) << dx.summary;
   if (std::getenv("VALIDATE_TEST_PRINT")) std::printf("%s\n", dx.summary.c_str());
 }
+
+namespace {
+
+// grad_input of a 3x3, stride-1, padding-1 conv (batch 3, 5 channels, 23 x 9, 7 output channels:
+// every axis a different size) from dL/dy in float64: exact, and from dL/dy rounded to bfloat16 as
+// a reference computes it; rho = sqrt(sum (dy w)^2) per element, the set's scale.
+struct GradInput {
+  Tensor from_exact, from_rounded, rho;
+};
+
+GradInput grad_input_of(const Conv& g, const Tensor& dy, const Tensor& w) {
+  GradInput gi{Tensor(DType::float32, {g.N, g.C, g.H, g.W}), Tensor(DType::float32, {g.N, g.C, g.H, g.W}),
+               Tensor(DType::float32, {g.N, g.C, g.H, g.W})};
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t c = 0; c < g.C; ++c)
+      for (std::int64_t h = 0; h < g.H; ++h)
+        for (std::int64_t x = 0; x < g.W; ++x) {
+          double e = 0, r = 0, s2 = 0;
+          for (std::int64_t o = 0; o < g.O; ++o)
+            for (std::int64_t u = 0; u < 3; ++u)
+              for (std::int64_t v = 0; v < 3; ++v) {
+                const std::int64_t oh = h + 1 - u, ow = x + 1 - v;
+                if (oh < 0 || oh >= g.H || ow < 0 || ow >= g.W) continue;
+                const double d = dy.get(((n * g.O + o) * g.H + oh) * g.W + ow), wt = w.get(((o * g.C + c) * 3 + u) * 3 + v);
+                e += d * wt, r += round_to_dtype(d, DType::bfloat16) * wt, s2 += d * wt * d * wt;
+              }
+          const std::int64_t i = ((n * g.C + c) * g.H + h) * g.W + x;
+          gi.from_exact.set(i, e), gi.from_rounded.set(i, r), gi.rho.set(i, std::sqrt(s2));
+        }
+  return gi;
+}
+
+float truncated_bf16(double v) {
+  const float f = static_cast<float>(v);
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  b &= 0xFFFF0000u;
+  float t;
+  std::memcpy(&t, &b, 4);
+  return t;
+}
+
+DiagnosisInput grad_input_input(const Conv& g, const Tensor& ref, const Tensor& run, const Tensor& w,
+                                const Tensor& rho) {
+  DiagnosisInput in = input_for(ref, run, "NCHW", "grad_input");
+  in.rtol = 1e-9;  // every element beyond the gate: the profile is made
+  in.logical = DType::bfloat16;
+  in.input_shapes = {{"weight", w.shape()}};
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.n = static_cast<double>(g.O * 9);
+  in.bound = DiagnosisInput::ElementBound{view_of(rho), o};
+  return in;
+}
+
+}  // namespace
+
+// A bfloat16 grad_input: the float64 oracle's (from the exact dL/dy, rounded to nearest) against the
+// reference's (from dL/dy rounded to bfloat16) shows no bias over its blocks (sample and row, rows
+// up to 2 apart sharing dL/dy rows); the oracle's values stored by truncation lean toward zero,
+// named with their size, about -2.8e-3 (half a bfloat16 unit, 2^-8, times the mean of the mantissa's
+// reciprocal, about 0.72).
+TEST(DiagnosisRoundingSized, AGradientStoredByTruncationShowsItsBiasOverBlocksTheOraclesDoesNot) {
+  const Conv g = same_conv(3, 5, 23, 9, 7);
+  const Tensor dy = random_tensor({3, 7, 23, 9}, 41), w = random_tensor({7, 5, 3, 3}, 42);
+  const GradInput gi = grad_input_of(g, dy, w);
+  Tensor ref = gi.from_rounded.clone(), oracle = gi.from_exact.clone(), cut = gi.from_exact.clone();
+  for (std::int64_t i = 0; i < ref.numel(); ++i) {
+    ref.set(i, round_to_dtype(gi.from_rounded.get(i), DType::bfloat16));
+    oracle.set(i, round_to_dtype(gi.from_exact.get(i), DType::bfloat16));
+    cut.set(i, truncated_bf16(gi.from_exact.get(i)));
+  }
+  const Diagnosis dc = diagnose(grad_input_input(g, ref, oracle, w, gi.rho));
+  ASSERT_TRUE(dc.profile.contains("bias")) << dc.profile.dump();
+  EXPECT_EQ(dc.profile["bias"]["blocks"].get<std::int64_t>(), 3 * 23);
+  EXPECT_EQ(dc.profile["bias"]["dof"].get<double>(), 22);  // 69 blocks in groups of 3 (lag 2), less one
+  EXPECT_LT(dc.profile["bias"]["z"].get<double>(), dc.profile["bias"]["threshold"].get<double>()) << dc.profile.dump();
+  EXPECT_FALSE(contains(dc.summary, "lean toward")) << dc.summary;
+  const Diagnosis dt = diagnose(grad_input_input(g, ref, cut, w, gi.rho));
+  EXPECT_TRUE(dt.matches.empty()) << dt.summary;
+  EXPECT_GE(dt.profile["bias"]["z"].get<double>(), dt.profile["bias"]["threshold"].get<double>()) << dt.profile.dump();
+  EXPECT_NEAR(dt.profile["bias"]["relative"].get<double>(), -0.72 * 0x1p-8, 0.25 * 0x1p-8) << dt.profile.dump();
+  EXPECT_TRUE(contains(dt.summary, "lean toward zero")) << dt.summary;
+  if (std::getenv("VALIDATE_TEST_PRINT"))
+    std::printf("%s\n%s\n%s\n", dc.profile.dump().c_str(), dt.profile.dump().c_str(), dt.summary.c_str());
+}

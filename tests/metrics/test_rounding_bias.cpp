@@ -165,3 +165,92 @@ TEST(RoundingBias, AnInOrderPositiveSumSpanningDecadesIsNotNamedATruncatedStoreI
   EXPECT_TRUE(t.biased()) << t.z << " " << t.relative;
   EXPECT_LT(t.relative, -1e-3);
 }
+
+namespace {
+
+// grad_A = dY B^T of a matmul with M = 300, K = 144, N = 16 (every axis a different size): the
+// reference from dY rounded to bfloat16 (the case dtype) and stored rounded to nearest; the
+// float64 oracle's from the exact dY, stored rounded to nearest too. The reference's error is
+// correlated along a row of grad_A (one row of rounded dY moves every element of it), the more so
+// as K exceeds N (an element's sign follows the dY row it sums).
+struct GradA {
+  std::vector<double> from_rounded_dy, from_exact_dy;
+  Shape shape{300, 144};
+};
+
+GradA grad_a(unsigned seed) {
+  const int M = 300, K = 144, N = 16;
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> d(0, 1);
+  std::vector<double> dy(M * N), B(K * N);
+  for (double& v : dy) v = d(gen) * 1e-3;
+  for (double& v : B) v = static_cast<double>(bf16_nearest(static_cast<float>(d(gen))));
+  GradA g;
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) {
+      double exact = 0, rounded = 0;
+      for (int n = 0; n < N; ++n) {
+        const double y = dy[m * N + n];
+        exact += y * B[k * N + n];
+        rounded += static_cast<double>(bf16_nearest(static_cast<float>(y))) * B[k * N + n];
+      }
+      g.from_exact_dy.push_back(exact);
+      g.from_rounded_dy.push_back(rounded);
+    }
+  return g;
+}
+
+}  // namespace
+
+// The blocks of each gradient: the axes whose index picks the dL/dy elements an element sums.
+TEST(RoundingBiasBlocks, EachGradientGroupsByTheDyElementsItShares) {
+  EXPECT_EQ(gradient_blocks("grad_A", "MK", 0, 1)->axes, std::vector<int>{0});
+  EXPECT_EQ(gradient_blocks("grad_B", "KN", 0, 1)->axes, std::vector<int>{1});
+  EXPECT_EQ(gradient_blocks("grad_weight", "IOHW", 3, 1)->axes, std::vector<int>{1});
+  const auto gi = gradient_blocks("grad_input", "NCHW", 3, 2);
+  EXPECT_EQ(gi->axes, (std::vector<int>{0, 2}));
+  EXPECT_EQ(gi->lag, 4);  // rows 4 apart both read a dL/dy row through a 3-tap, dilation-2 kernel
+  EXPECT_EQ(gradient_blocks("grad_input", "NCHW", 0, 1)->axes, std::vector<int>{0});
+  EXPECT_FALSE(gradient_blocks("output", "NCHW", 3, 1));
+}
+
+// The Student t threshold: a normal's 6 for many degrees of freedom; for 1 degree of freedom
+// tan(pi/2 (1 - p)) = 1 / tan(pi p / 2), p = erfc(6 / sqrt 2).
+TEST(RoundingBiasBlocks, TheThresholdIsTheStudentTQuantileOfTheNormalsTail) {
+  const double p = std::erfc(6 / std::sqrt(2.0));
+  EXPECT_NEAR(rounding_bias_threshold(1), 1 / std::tan(M_PI * p / 2), 1e-5 / std::tan(M_PI * p / 2));
+  // 2 degrees of freedom: P(|T| > t) = 1 - t / sqrt(2 + t^2), so t = sqrt(2 / ((1 - p)^-2 - 1)).
+  EXPECT_NEAR(rounding_bias_threshold(2), std::sqrt(2 / (1 / ((1 - p) * (1 - p)) - 1)), 1e-3);
+  EXPECT_NEAR(rounding_bias_threshold(1e6), 6.0, 1e-3);
+  EXPECT_GT(rounding_bias_threshold(30), rounding_bias_threshold(100));
+}
+
+// The oracle's grad_A (exact dY) against the reference's (dY rounded to bfloat16): no mistake on
+// either side. The standard error of independent elements understates the row-correlated noise
+// (the rows' is about twice it); the block standard error does not name it on any of 20 seeds.
+// Truncating the oracle's values is named on every one.
+TEST(RoundingBiasBlocks, ACorrelatedCorrectGradientIsNotNamedItsTruncationIs) {
+  const BiasBlocks rows = *gradient_blocks("grad_A", "MK", 0, 1);
+  const double allowed = allowed_bias(0, 0x1p-8);
+  double worst_blocks = 0, se_ratio = 0;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    const GradA g = grad_a(seed);
+    const auto ref = stored(g.from_rounded_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
+    const auto run = stored(g.from_exact_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
+    const auto cut = stored(g.from_exact_dy, [](double v) { return bf16_truncate(static_cast<float>(v)); });
+    const RoundingBias elements = rounding_bias(view(ref), view(run), 0);
+    const RoundingBias blocks = rounding_bias(view(ref), view(run), g.shape, rows, 0);
+    worst_blocks = std::max(worst_blocks, std::fabs(blocks.relative) / blocks.se);
+    se_ratio += blocks.se / elements.se / 20;
+    EXPECT_EQ(blocks.blocks, 300);
+    EXPECT_EQ(blocks.dof, 299);
+    EXPECT_FALSE(rounding_bias(view(ref), view(run), g.shape, rows, allowed).biased()) << seed;
+    const RoundingBias t = rounding_bias(view(ref), view(cut), g.shape, rows, allowed);
+    EXPECT_TRUE(t.biased()) << seed << " z " << t.z;
+    EXPECT_LT(t.relative, -1e-3);
+  }
+  // The correlation is real: the rows' standard error is the larger.
+  EXPECT_GT(se_ratio, 1.5);
+  EXPECT_LT(worst_blocks, 6);
+  if (std::getenv("VALIDATE_TEST_PRINT")) std::printf("se rows / se elements %.2f, worst |beta|/se %.2f\n", se_ratio, worst_blocks);
+}

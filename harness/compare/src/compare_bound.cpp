@@ -169,7 +169,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     return std::nullopt;
   }
   BoundOptions o = *opts;
-  auto alg = algorithm_bound(it, e, o.lambda);  // the run's algorithm: its own term, if any
+  auto alg = algorithm_bound(it, e, o.lambda, opt_.threads);  // the run's algorithm: its own term, if any
   if (!alg) {
     invalid(e, alg.message());
     return std::nullopt;
@@ -189,7 +189,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     return std::nullopt;
   }
   gr.checks.push_back(Check{"error_bound", r->max_over, 1.0, true, r->beyond == 0});
-  check_rounding_bias(e, ref.view(), run.view(), scale.map.view(), o, gr);
+  check_rounding_bias(it, e, ref.view(), run.view(), scale.map.view(), o, gr);
   if (r->beyond == 0) return std::nullopt;
 
   std::string list;

@@ -65,9 +65,9 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
 // diagnosis's element test are given.
 Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt);
 
-// The rounding-bias check (compare_bias.cpp) of an output: added to `gr`, with its
+// The rounding-bias check (compare_bias.cpp) of an output or a gradient: added to `gr`, with its
 // sentence when the tensor leans toward or away from zero beyond what correct stacks may share.
-void check_rounding_bias(const Entry& e, const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+void check_rounding_bias(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
                          const BoundOptions& o, GateResult& gr);
 
 class Comparer {

@@ -62,6 +62,22 @@ void tile_spread(const DiagnosisInput& in, const std::vector<std::int64_t>& pos,
   if (best_m) out["tile"] = {{"m", best_m}, {"spread", best}};
 }
 
+// The rounding bias of the tensor, with the check's allowance: what correct stacks may share, and
+// the lean a correct accumulation of same-sign terms may have on its own (accumulation_bias, from
+// the scales). nullopt for a role or gradient with no grouping (rounding_bias.hpp, gradient_blocks).
+std::optional<RoundingBias> profile_bias(const DiagnosisInput& in, bool bounded) {
+  BoundOptions o = bounded ? in.bound->options : BoundOptions{};
+  o.dtype = in.logical;
+  const double allowed = allowed_bias(o) + (bounded ? accumulation_bias(in.ref, in.bound->scale, o) : 0.0);
+  if (in.role == ops::Role::output) return rounding_bias(in.ref, in.run, allowed);
+  if (in.role != ops::Role::grad) return std::nullopt;
+  const auto w = in.input_shapes.find("weight");
+  const std::int64_t kh = w != in.input_shapes.end() && w->second.size() == 4 ? w->second[2] : 0;
+  const auto blocks = gradient_blocks(in.tensor, in.axes, kh, in.conv.dilation[0]);
+  if (!blocks) return std::nullopt;
+  return rounding_bias(in.ref, in.run, in.shape, *blocks, allowed);
+}
+
 }  // namespace
 
 nlohmann::json failure_profile(const DiagnosisInput& in) {
@@ -109,16 +125,12 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     out["max_over_worst_case"] = max_worst;
     out["within_bound"] = within_bound;
   }
-  // Outputs only, as the rounding_bias check (compare_bias.cpp): a gradient's errors are correlated.
-  if (in.role == ops::Role::output) {
-    BoundOptions o = bounded ? in.bound->options : BoundOptions{};
-    o.dtype = in.logical;
-    // The same allowance as the check: what correct stacks may share, and the lean a correct
-    // accumulation of same-sign terms may have on its own (accumulation_bias, from the scales).
-    const double allowed = allowed_bias(o) + (bounded ? accumulation_bias(in.ref, in.bound->scale, o) : 0.0);
-    const RoundingBias bias = rounding_bias(in.ref, in.run, allowed);
-    out["bias"] = {{"relative", bias.relative}, {"se", bias.se}, {"z", bias.z},
-                   {"toward_zero", bias.toward_zero}, {"away_from_zero", bias.away_from_zero}};
+  // As the rounding_bias check (compare_bias.cpp): over independent elements for an output, over
+  // the blocks of elements that share dL/dy elements for a gradient.
+  if (auto bias = profile_bias(in, bounded); bias && !(bias->blocks && bias->dof < 2)) {
+    out["bias"] = {{"relative", bias->relative}, {"se", bias->se}, {"z", bias->z}, {"threshold", bias->threshold},
+                   {"toward_zero", bias->toward_zero}, {"away_from_zero", bias->away_from_zero}};
+    if (bias->blocks) out["bias"]["blocks"] = bias->blocks, out["bias"]["dof"] = bias->dof;
   }
   double ss = 0, mx = 0;
   for (double v : r) ss += v * v, mx = std::max(mx, std::fabs(v));
@@ -133,9 +145,14 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
 
 namespace {
 
+// The z from which the profile's bias is named (the Student t threshold of a gradient's blocks).
+double bias_threshold(const nlohmann::json& b) {
+  return b.contains("threshold") ? b["threshold"].get<double>() : kRoundingBiasZ;
+}
+
 // Every element within the gate, the tensor failed on its rounding bias alone (compare_bias.cpp).
 std::string bias_only_sentence(const nlohmann::json& p, const std::string& subject) {
-  if (!p.contains("bias") || p["bias"]["z"].get<double>() < kRoundingBiasZ) return "";
+  if (!p.contains("bias") || p["bias"]["z"].get<double>() < bias_threshold(p["bias"])) return "";
   const auto& b = p["bias"];
   return fmt::format("no layout mistake explains {}: every element is within its own bound, but over the tensor the "
                      "errors lean {} zero — a relative bias of {:.3g} (+- {:.2g}), {:.0f} standard errors beyond what "
@@ -170,9 +187,9 @@ std::string profile_sentence(const nlohmann::json& p, const std::string& subject
   else
     return "";
   std::vector<std::string> said;
-  if (p.contains("bias")) {  // outputs only: a gradient's errors are correlated
+  if (p.contains("bias")) {
     const auto& b = p["bias"];
-    if (b["z"].get<double>() >= kRoundingBiasZ)
+    if (b["z"].get<double>() >= bias_threshold(b))
       said.push_back(fmt::format("the errors lean {} zero: a relative bias of {:.2g} (+- {:.1g}; {} elements toward "
                                  "zero, {} away), {:.0f} standard errors beyond what correct stacks may share — a "
                                  "biased rounding (truncation) or a scale factor rounded in a narrow type",

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace validate::compare {
 
@@ -42,6 +43,139 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
   b.relative = s.se / s.sr;
   const double spread = std::max(0.0, s.see - 2 * b.relative * s.ser + b.relative * b.relative * s.srr);
   b.se = std::sqrt(spread) / s.sr;
+  const double excess = std::fabs(b.relative) - allowed;
+  if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
+  return b;
+}
+
+namespace {
+
+// The continued fraction of the regularized incomplete beta function (Numerical Recipes, betacf;
+// modified Lentz).
+double beta_fraction(double a, double b, double x) {
+  const double tiny = 1e-300;
+  const double qab = a + b, qap = a + 1, qam = a - 1;
+  double c = 1, d = 1 - qab * x / qap;
+  d = 1 / (std::fabs(d) < tiny ? tiny : d);
+  double h = d;
+  for (int m = 1; m <= 1000; ++m) {
+    const double m2 = 2.0 * m;
+    for (const double aa : {m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))}) {
+      d = 1 + aa * d;
+      d = 1 / (std::fabs(d) < tiny ? tiny : d);
+      c = 1 + aa / c;
+      if (std::fabs(c) < tiny) c = tiny;
+      h *= d * c;
+    }
+    if (std::fabs(d * c - 1) < 1e-15) break;
+  }
+  return h;
+}
+
+// I_x(a, b).
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
+                                b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
+  return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+// P(|T| > t) for a Student t of `dof` degrees of freedom.
+double student_two_sided(double t, double dof) { return incomplete_beta(dof / 2, 0.5, dof / (dof + t * t)); }
+
+}  // namespace
+
+double rounding_bias_threshold(double dof) {
+  const double p = std::erfc(kRoundingBiasZ / std::sqrt(2.0));
+  if (!(dof > 0)) return INFINITY;
+  double lo = kRoundingBiasZ, hi = 1e12;  // the t quantile is above the normal's, below 1e12 for dof >= 1
+  for (int i = 0; i < 200 && hi / lo > 1 + 1e-9; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (student_two_sided(mid, dof) > p ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+std::optional<BiasBlocks> gradient_blocks(const std::string& tensor, const std::string& axes, std::int64_t kernel_h,
+                                          std::int64_t dilation_h) {
+  auto axis = [&](char c) { return static_cast<int>(axes.find(c)); };
+  auto one = [&](char c) -> std::optional<BiasBlocks> {
+    if (axes.find(c) == std::string::npos) return std::nullopt;
+    return BiasBlocks{{axis(c)}, 0};
+  };
+  if (tensor == "grad_A") return one('M');
+  if (tensor == "grad_B") return one('N');
+  if (tensor == "grad_weight") return one('O');
+  if (tensor == "grad_bias" && axes.size() == 1) return BiasBlocks{{0}, 0};
+  if (tensor == "grad_input") {
+    if (axes.find('N') == std::string::npos) return std::nullopt;
+    if (kernel_h < 1 || axes.find('H') == std::string::npos) return one('N');
+    return BiasBlocks{{axis('N'), axis('H')}, (kernel_h - 1) * std::max<std::int64_t>(dilation_h, 1)};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Per block: sum e (e = sign(r) (x - r)) and sum |r|, over the elements rounding_bias weighs.
+struct BlockSums {
+  std::vector<double> e, r;
+  std::int64_t n = 0, toward = 0, away = 0;
+};
+
+BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl) {
+  BlockSums s;
+  std::vector<std::int64_t> stride(shape.size(), 1), weight(bl.axes.size(), 1);
+  for (std::size_t a = shape.size(); a-- > 1;) stride[a - 1] = stride[a] * shape[a];
+  std::int64_t count = 1;
+  for (std::size_t k = bl.axes.size(); k-- > 0;) weight[k] = count, count *= shape[static_cast<std::size_t>(bl.axes[k])];
+  s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
+  for (std::int64_t i = 0; i < ref.numel; ++i) {
+    const double r = array_element(ref, i), x = array_element(run, i);
+    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) continue;
+    std::int64_t b = 0;
+    for (std::size_t k = 0; k < bl.axes.size(); ++k) {
+      const auto a = static_cast<std::size_t>(bl.axes[k]);
+      b += (i / stride[a]) % shape[a] * weight[k];
+    }
+    const double e = r > 0 ? x - r : r - x;
+    s.e[static_cast<std::size_t>(b)] += e, s.r[static_cast<std::size_t>(b)] += std::fabs(r);
+    ++s.n, s.toward += e < 0, s.away += e > 0;
+  }
+  return s;
+}
+
+}  // namespace
+
+RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl,
+                           double allowed) {
+  RoundingBias b;
+  if (ref.numel != run.numel || ref.numel != shape_numel(shape) || bl.axes.empty()) return b;
+  for (int a : bl.axes)
+    if (a < 0 || static_cast<std::size_t>(a) >= shape.size()) return b;
+  const BlockSums s = block_sums(ref, run, shape, bl);
+  b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
+  double se = 0, sr = 0;
+  for (std::size_t k = 0; k < s.e.size(); ++k) se += s.e[k], sr += s.r[k], b.blocks += s.r[k] > 0;
+  if (s.n < 2 || sr <= 0) return b;
+  b.relative = se / sr;
+  std::vector<double> d(s.e.size());
+  for (std::size_t k = 0; k < d.size(); ++k) d[k] = s.e[k] - b.relative * s.r[k];
+  // Blocks up to `lag` apart along the last block axis (within the same indices of the others).
+  const auto last = static_cast<std::int64_t>(shape[static_cast<std::size_t>(bl.axes.back())]);
+  double v0 = 0, cov = 0;
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    v0 += d[k] * d[k];
+    const auto pos = static_cast<std::int64_t>(k) % last;
+    for (std::int64_t l = 1; l <= bl.lag && pos + l < last; ++l) cov += d[k] * d[k + static_cast<std::size_t>(l)];
+  }
+  const double groups = std::floor(static_cast<double>(b.blocks) / static_cast<double>(bl.lag + 1));
+  b.dof = groups - 1;
+  b.threshold = rounding_bias_threshold(b.dof);
+  if (groups < 3) return b;  // too few independent groups to estimate the noise from
+  b.se = std::sqrt(std::max(v0, v0 + 2 * cov) * groups / (groups - 1)) / sr;
   const double excess = std::fabs(b.relative) - allowed;
   if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
   return b;

@@ -10,6 +10,9 @@
 // (run_i - ref_i) - beta |ref_i| (independent elements), and the excess over the bias a correct
 // stack may have, z = (|beta| - allowed) / se.
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "validate/metrics/bounds.hpp"
 #include "validate/metrics/metrics.hpp"
@@ -52,10 +55,41 @@ struct RoundingBias {
   double se = 0;        // its standard error
   double z = 0;         // (|beta| - allowed) / se; 0 when there is nothing to measure
   std::int64_t elements = 0, toward_zero = 0, away_from_zero = 0;
-  bool biased() const { return z >= kRoundingBiasZ; }
+  // Over blocks (a gradient): how many held an element, the degrees of freedom of se and the z a
+  // Student t of that many degrees of freedom exceeds as rarely as a normal exceeds 6. Over
+  // independent elements (an output): blocks 0 and the normal's kRoundingBiasZ.
+  std::int64_t blocks = 0;
+  double dof = 0;
+  double threshold = kRoundingBiasZ;
+  bool biased() const { return z >= threshold; }
 };
 
 // Over the elements where both values are finite and the reference is not zero.
 RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double allowed = kAllowedRelativeBias);
+
+// How a gradient's elements group by the dL/dy elements they are sums of (docs/compare.md,
+// "Rounding bias"): elements that differ in the index of any of `axes` share none, except along the
+// last of them, where blocks up to `lag` apart still share some (a conv's grad_input rows h and h'
+// both read dL/dy rows when |h - h'| <= (KH - 1) dilation). One rounded dL/dy element moves every
+// element of its block the same way, so the errors are independent from block to block only.
+struct BiasBlocks {
+  std::vector<int> axes;
+  std::int64_t lag = 0;
+};
+// The grouping of gradient `tensor` (canonical axis letters `axes`): grad_A by its row (M; a row of
+// dL/dy each), grad_B by its column (N), grad_weight by its output channel (O; a channel of dL/dy
+// each), grad_bias by element, grad_input by sample and row (N, H) with lag (kernel_h - 1)
+// dilation_h (by sample alone when kernel_h is unknown, 0). nullopt for any other tensor.
+std::optional<BiasBlocks> gradient_blocks(const std::string& tensor, const std::string& axes, std::int64_t kernel_h,
+                                          std::int64_t dilation_h);
+// The same estimate with the standard error of blocks (a ratio estimator's cluster variance, with
+// the covariance of blocks up to `lag` apart): sum over blocks of D_b^2 + 2 sum D_b D_{b+l},
+// D_b = sum over the block of (e_i - beta |r_i|), never below the sum of D_b^2; G = blocks / (lag +
+// 1) independent groups, variance times G / (G - 1), dof G - 1. z 0 with fewer than 3 groups.
+RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& blocks,
+                           double allowed);
+// The z a Student t with `dof` degrees of freedom exceeds (either sign) with the probability a
+// normal exceeds kRoundingBiasZ (2.0e-9): 6.0 for many, 6.6 at 100, 8.5 at 30, 24 at 9, 99 at 5.
+double rounding_bias_threshold(double dof);
 
 }  // namespace validate::compare
