@@ -18,8 +18,8 @@ struct AlgorithmBound {
 };
 
 // The direct sum (nothing to load) unless the run names another algorithm for this tensor; then
-// the reference's inputs are read and the term computed. An unknown algorithm name is an error
-// naming the run record.
-Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda);
+// the reference's inputs are read and the term computed on `threads` threads (0: every core). An
+// unknown algorithm name is an error naming the run record.
+Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda, int threads);
 
 }  // namespace validate::compare::detail

@@ -47,7 +47,8 @@ struct ConvOperands {
 // Per element of the pass's result (output [N, O, HOUT, WOUT], grad_input [N, C, H, W],
 // grad_weight [O, C/groups, KH, KW]), per unit lambda; empty for a kernel other than 3x3. m is 2,
 // 4 or 6; Winograd's backward filter pass is F(3x3, m x m), the transpose of F(m x m, 3x3).
-std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, const ConvOperands& in);
+// threads: 0 every core; the terms do not depend on it.
+std::vector<double> winograd_term(int m, ConvPass pass, const ConvShape& s, const ConvOperands& in, int threads = 0);
 // tile 0: one transform of the whole padded plane (cuDNN FFT); else tiles of `tile` x `tile`
 // points (FFT_TILING: 32).
 std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const ConvOperands& in);
@@ -58,7 +59,7 @@ std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const 
 // sum (w for grad_input, x for grad_weight, 1 for grad_bias). Stride 1, dilation 1.
 enum class CarriedInto { grad_input, grad_weight, grad_bias };
 std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const ConvOperands& in,
-                                 const std::vector<double>& t_out);
+                                 const std::vector<double>& t_out, int threads = 0);
 
 // |A^T| (m x n), |G| (n x r), |B^T| (n x n) of F(m, r) from the Toom-Cook points 0, 1, -1, 2, -2,
 // 1/2, -1/2 (the first n - 1) and infinity, row-major, and the transforms' result y of one 1-D
