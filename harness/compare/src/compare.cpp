@@ -22,6 +22,7 @@
 #include "validate/cases/scale_check.hpp"
 #include "validate/diagnosis/diagnosis_loss_check.hpp"
 #include "validate/compare/diagnosis_op.hpp"
+#include "validate/compare/k_trend.hpp"
 #include "validate/compare/pairing.hpp"
 #include "validate/compare/trajectory_check.hpp"
 #include "validate/metrics/ulp.hpp"
@@ -127,6 +128,7 @@ Status Comparer::run() {
   for (const auto& r : opt_.policy.unmatched_rules())
     report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");
   if (opt_.diagnose) refine_op_diagnoses(report_.entries);  // the op's entries together
+  if (opt_.diagnose) refine_k_trends(report_.entries);      // rounding-sized failures against K
   refine_trajectories(report_.entries, report_.warnings);   // the trajectory verdicts
   report_.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -135,6 +135,8 @@ json entry_json(const compare::Entry& e) {
         {"baseline_max_abs", num(e.diagnosis->baseline_max_abs)},
         {"matches", m},
         {"closest", e.diagnosis->closest ? hypothesis_json(*e.diagnosis->closest) : json(nullptr)}};
+    // A failure nothing explains: the statistics over the tensor (and across the set, "k_trend").
+    if (!e.diagnosis->profile.empty()) j["diagnosis"]["profile"] = e.diagnosis->profile;
   }
   if (e.trajectory) {
     const auto& t = *e.trajectory;
