@@ -22,4 +22,8 @@ struct AlgorithmBound {
 // unknown algorithm name is an error naming the run record.
 Result<AlgorithmBound> algorithm_bound(const PairItem& it, const Entry& e, double lambda, int threads);
 
+// The same for the op's output, from any item of the op (its loss: the output's term carried
+// into the loss through dL/dy, docs/compare.md "Loss bounds").
+Result<AlgorithmBound> output_algorithm_bound(const PairItem& it, double lambda, int threads);
+
 }  // namespace validate::compare::detail

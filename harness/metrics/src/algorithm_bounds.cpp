@@ -558,6 +558,32 @@ void carried_weight(const ConvShape& s, const std::vector<double>& x2, const std
   });
 }
 
+// The transposed op's grad_input: the conv's forward correlation of t^2 (input space) with w^2,
+// one (b, o) plane per slice, each element's terms added in the order c, kh, kw.
+void carried_forward(const ConvShape& s, const std::vector<double>& w2, const std::vector<double>& t2,
+                     std::vector<double>& acc, int threads) {
+  const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups;
+  parallel_for(s.n * s.o, threads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t bo = begin; bo < end; ++bo) {
+      const std::int64_t b = bo / s.o, o = bo % s.o, c0 = (o / og) * cg;
+      double* plane = &acc[static_cast<std::size_t>(bo * ho * wo)];
+      for (std::int64_t cl = 0; cl < cg; ++cl)
+        for (std::int64_t kh = 0; kh < s.kh; ++kh)
+          for (std::int64_t kw = 0; kw < s.kw; ++kw) {
+            const double wk = w2[static_cast<std::size_t>(((o * cg + cl) * s.kh + kh) * s.kw + kw)];
+            const auto [y0, y1] = valid(ho, s.ph, kh, s.h);
+            const auto [x0, x1] = valid(wo, s.pw, kw, s.w);
+            for (std::int64_t y = y0; y < y1; ++y) {
+              double* __restrict a = plane + y * wo + x0;
+              const double* __restrict t =
+                  &t2[static_cast<std::size_t>(((b * s.c + c0 + cl) * s.h + y - s.ph + kh) * s.w + x0 - s.pw + kw)];
+              for (std::int64_t j = 0; j < x1 - x0; ++j) a[j] += t[j] * wk;
+            }
+          }
+    }
+  });
+}
+
 }  // namespace
 
 std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const ConvOperands& in,
@@ -577,6 +603,28 @@ std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const Con
   } else {
     acc.assign(static_cast<std::size_t>(s.o * cg * s.kh * s.kw), 0.0);
     carried_weight(s, squared(*in.x), t2, acc, threads);
+  }
+  for (double& v : acc) v = scale * std::sqrt(v);
+  return acc;
+}
+
+std::vector<double> carried_term_transposed(CarriedInto into, const ConvShape& s, const ConvOperands& in,
+                                            const std::vector<double>& t_in, int threads) {
+  const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups;
+  const double scale = 2.0 / static_cast<double>(std::max<std::int64_t>(s.n * s.c * s.h * s.w, 1));
+  const std::vector<double> t2 = squared(t_in);
+  std::vector<double> acc;
+  if (into == CarriedInto::grad_bias) {
+    acc.assign(static_cast<std::size_t>(s.c), 0.0);
+    for (std::int64_t b = 0; b < s.n; ++b)
+      for (std::int64_t c = 0; c < s.c; ++c)
+        for (std::int64_t i = 0; i < s.h * s.w; ++i) acc[static_cast<std::size_t>(c)] += t2[static_cast<std::size_t>((b * s.c + c) * s.h * s.w + i)];
+  } else if (into == CarriedInto::grad_input) {
+    acc.assign(static_cast<std::size_t>(s.n * s.o * ho * wo), 0.0);
+    carried_forward(s, squared(*in.w), t2, acc, threads);
+  } else {
+    acc.assign(static_cast<std::size_t>(s.o * cg * s.kh * s.kw), 0.0);
+    carried_weight(s, t2, squared(*in.dy), acc, threads);  // dW = sum x_t (output space) dY (input space)
   }
   for (double& v : acc) v = scale * std::sqrt(v);
   return acc;

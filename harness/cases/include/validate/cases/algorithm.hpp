@@ -67,15 +67,19 @@ inline bool is_fft(AlgorithmKind k) { return k == AlgorithmKind::fft || k == Alg
 
 // Whether a conv2d's geometry admits the algorithm: FFT needs stride 1 and dilation 1 (cuDNN's
 // limit), Winograd a 3x3 kernel besides (cuDNN, oneDNN, NNPACK) and padding <= 2 (its backward
-// data pass is the same Winograd convolution of dL/dy padded by 2 - padding). The direct sum and
-// split-K apply to every op.
+// data pass is the same Winograd convolution of dL/dy padded by 2 - padding). A conv_transpose2d
+// is the backward-data pass of the conv2d of the same kernel, stride, padding and dilation (cuDNN
+// runs it so): the same conditions. The direct sum and split-K apply to every op.
 inline bool applicable(AlgorithmKind k, const ops::OpParams& p) {
   if (k == AlgorithmKind::direct || k == AlgorithmKind::split_k || k == AlgorithmKind::any) return true;
-  const auto* c = std::get_if<ops::ConvParams>(&p);
-  if (!c) return false;
-  const bool unit = c->stride[0] == 1 && c->stride[1] == 1 && c->dilation[0] == 1 && c->dilation[1] == 1;
-  if (is_fft(k)) return unit;
-  return unit && c->kh == 3 && c->kw == 3 && c->padding[0] <= 2 && c->padding[1] <= 2;
+  auto admits = [k](const auto& c) {
+    const bool unit = c.stride[0] == 1 && c.stride[1] == 1 && c.dilation[0] == 1 && c.dilation[1] == 1;
+    if (is_fft(k)) return unit;
+    return unit && c.kh == 3 && c.kw == 3 && c.padding[0] <= 2 && c.padding[1] <= 2;
+  };
+  if (const auto* c = std::get_if<ops::ConvParams>(&p)) return admits(*c);
+  if (const auto* t = std::get_if<ops::ConvTransposeParams>(&p)) return admits(*t);
+  return false;
 }
 
 }  // namespace validate::cases

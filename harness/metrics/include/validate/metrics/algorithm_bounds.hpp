@@ -60,6 +60,13 @@ std::vector<double> fft_term(int tile, ConvPass pass, const ConvShape& s, const 
 enum class CarriedInto { grad_input, grad_weight, grad_bias };
 std::vector<double> carried_term(CarriedInto into, const ConvShape& s, const ConvOperands& in,
                                  const std::vector<double>& t_out, int threads = 0);
+// The same for a conv_transpose2d computed as the backward-data pass of the conv2d `s` (cuDNN's
+// way): its output lives in s's input space [N, C, H, W], with t_in its term per element, N here
+// its element count; its input x_t is s's output space (in.dy = x_t, in.w the shared weight
+// [O, C / groups, KH, KW]). Carried into its grad_input (s's output space: the forward
+// correlation of t_in^2 with w^2), grad_weight (t_in^2 with x_t^2) and grad_bias (per channel c).
+std::vector<double> carried_term_transposed(CarriedInto into, const ConvShape& s, const ConvOperands& in,
+                                            const std::vector<double>& t_in, int threads = 0);
 
 // |A^T| (m x n), |G| (n x r), |B^T| (n x n) of F(m, r) from the Toom-Cook points 0, 1, -1, 2, -2,
 // 1/2, -1/2 (the first n - 1) and infinity, row-major, and the transforms' result y of one 1-D
