@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (with LeakSanitizer): builds
 # into build-asan/ with -DVALIDATE_SANITIZE=ON and runs ctest there, minus the `nightly` label
-# (heavy sweeps, not in scripts/test.sh either). Any sanitizer report fails the test that
+# (heavy sweeps, not in scripts/test.sh either) and the `source_only` label (tests that run no
+# program of this build — the docs' links, the GPU carry's packing — and pass or fail alike in every
+# build: scripts/test.sh runs them). Any sanitizer report fails the test that
 # triggered it: ASan and LSan abort (abort_on_error), UBSan halts (halt_on_error, and the code is
 # built with -fno-sanitize-recover=undefined). Extra arguments go to ctest. .ci/run calls this.
 #
@@ -56,4 +58,4 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_retur
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=report_objects=1
 cd "$build"
-ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nightly" "$@"
+ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nightly|source_only" "$@"
