@@ -277,3 +277,41 @@ TEST(DiagnosisRoundingSized, AGradientStoredByTruncationShowsItsBiasOverBlocksTh
   if (std::getenv("VALIDATE_TEST_PRINT"))
     std::printf("%s\n%s\n%s\n", dc.profile.dump().c_str(), dt.profile.dump().c_str(), dt.summary.c_str());
 }
+
+// With an oracle: errors of 2 u (|y| + rho) per element (sums of each element's own terms) are
+// named local, exponent near 1; errors of 2 u times the tensor's RMS rho whatever the element (a
+// transform's spread) are named the surroundings', exponent near 0. Both stay within the bound (rounding-sized).
+TEST(DiagnosisRoundingSized, WithAnOracleTheErrorFollowsEachElementsScaleOrTheTensorsNorm) {
+  const Conv g = same_conv(2, 5, 12, 10, 7);
+  const Tensor x = random_tensor({2, 5, 12, 10}, 51), w = random_tensor({7, 5, 3, 3}, 52);
+  const Tensor exact = reference(g, x, w), scale = conv_scale(g, x, w);
+  double rms = 0;
+  for (std::int64_t i = 0; i < scale.numel(); ++i) rms += scale.get(i) * scale.get(i) / static_cast<double>(scale.numel());
+  rms = std::sqrt(rms);
+  std::mt19937 gen(5);
+  std::normal_distribution<double> d(0, 1);
+  Tensor local = exact.clone(), norm = exact.clone();
+  for (std::int64_t i = 0; i < exact.numel(); ++i) {
+    const double y = exact.get(i), s = std::fabs(y) + scale.get(i);
+    local.set(i, y + 2 * 0x1p-24 * s * d(gen));
+    norm.set(i, y + 2 * 0x1p-24 * rms * d(gen));
+  }
+  for (const auto& [run, expected] : {std::pair{&local, "local"}, {&norm, "norm"}}) {
+    DiagnosisInput in = bounded(g, exact, *run, x, w, scale, 1e-9);
+    in.exact = view_of(exact);
+    const Diagnosis dx = diagnose(in);
+    ASSERT_TRUE(dx.profile.contains("scale")) << dx.profile.dump();
+    const double a = dx.profile["scale"]["exponent"].get<double>();
+    if (std::string(expected) == "local") {
+      EXPECT_GT(a, 0.8) << dx.profile.dump();
+      EXPECT_TRUE(contains(dx.summary, "follows each element's own scale")) << dx.summary;
+    } else {
+      EXPECT_LT(a, 0.15) << dx.profile.dump();
+      EXPECT_TRUE(contains(dx.summary, "follows the scale of the values around it")) << dx.summary;
+    }
+    EXPECT_LE(dx.profile["max_over_worst_case"].get<double>(), 1) << dx.profile.dump();
+    if (std::getenv("VALIDATE_TEST_PRINT")) std::printf("%s\n", dx.summary.c_str());
+  }
+  // Without the oracle nothing is said about it.
+  EXPECT_FALSE(diagnose(bounded(g, exact, local, x, w, scale, 1e-9)).profile.contains("scale"));
+}

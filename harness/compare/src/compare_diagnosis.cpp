@@ -50,6 +50,12 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
   // Reference tensors of the op, for recomputing with an operand misread.
   std::vector<Mapped> keep;
   add_reference_tensors(it, in, keep);
+  // The oracle's values (three-way mode): the profile measures the run's own error against them.
+  std::optional<Mapped> exact;
+  if (auto o = open_oracle(it, e); o && *o && (**o).view().numel == in.ref.numel) {
+    exact = std::move(**o);
+    in.exact = exact->view(false);
+  }
   return diagnose(in);
 }
 

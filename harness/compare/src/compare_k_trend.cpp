@@ -89,7 +89,9 @@ void refine_k_trends(std::vector<Entry>& entries) {
   std::map<Key, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
-    if (!e.op || e.tensor.empty() || !inflation(e)) continue;
+    // Outputs only: K is an output's reduction length; a gradient's is another (grad_bias sums
+    // N HO WO terms whatever K), so its ratio to the bound does not follow K.
+    if (!e.op || e.role != ops::Role::output || !inflation(e)) continue;
     if (e.verdict != Verdict::passed && !rounding_sized(e)) continue;
     groups[{e.variant, e.dtype, e.op_name(), e.tensor}].push_back(i);
   }

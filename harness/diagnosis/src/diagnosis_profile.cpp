@@ -17,6 +17,11 @@ namespace validate::compare::detail {
 
 namespace {
 
+// The error-scale exponent (error_scale): named local from 0.6, the norm up to 0.3 (between, the
+// number alone); each quartile at least 32 elements.
+constexpr double kScaleLocal = 0.6, kScaleNorm = 0.3;
+constexpr std::int64_t kScaleQuartileMin = 32;
+
 // The elements profiled: every one, or a stratified sample of 1M above in.confirm_all_limit.
 std::vector<std::int64_t> profiled_positions(const DiagnosisInput& in, std::int64_t numel) {
   if (numel <= in.confirm_all_limit) {
@@ -76,6 +81,42 @@ std::optional<RoundingBias> profile_bias(const DiagnosisInput& in, bool bounded)
   const auto blocks = gradient_blocks(in.tensor, in.axes, kh, in.conv.dilation[0]);
   if (!blocks) return std::nullopt;
   return rounding_bias(in.ref, in.run, in.shape, *blocks, allowed);
+}
+
+// With an oracle: whether the run's own error follows each element's own scale or the norm of the
+// values around it. A sum of an element's own terms (direct, split) rounds relative to them: its
+// error goes with |y_i| + rho_i (the bound's premise). A transform that mixes elements (Winograd's
+// tile transforms, an FFT in float32) spreads each rounding over the tile or the tensor: an
+// element's error is about u times their norm, whatever its own size (the smoke set's float32
+// Winograd F(6x6,3x3) output: exponent 0.05; its direct sums: 1.0). The elements (finite, oracle known) are sorted by s_i = |exact_i| +
+// rho_i into 4 quartiles; the RMS error per quartile against the quartile's mean s, fitted in
+// log-log, gives the exponent: near 1 local, near 0 the norm. Only when the quartiles' mean scales
+// span 2x or more and each holds kScaleQuartileMin elements.
+void error_scale(const DiagnosisInput& in, const std::vector<std::int64_t>& pos, nlohmann::json& out) {
+  if (!in.bound || in.exact.numel != in.ref.numel || in.bound->scale.numel != in.ref.numel) return;
+  std::vector<std::pair<double, double>> se;  // (s_i, error_i^2)
+  for (std::int64_t p : pos) {
+    const double x = array_element(in.exact, p), b = read_value(in.run, p);
+    double rho = static_cast<double>(read_value(in.bound->scale, p)) * in.bound->options.scale_unit;
+    if (!std::isfinite(x) || !std::isfinite(b) || !std::isfinite(rho)) continue;
+    se.emplace_back(std::fabs(x) + rho, (b - x) * (b - x));
+  }
+  if (se.size() < 4 * static_cast<std::size_t>(kScaleQuartileMin)) return;
+  std::sort(se.begin(), se.end());
+  double lx[4], ly[4];
+  for (std::size_t q = 0; q < 4; ++q) {
+    const std::size_t lo = q * se.size() / 4, hi = (q + 1) * se.size() / 4;
+    double ss = 0, ee = 0;
+    for (std::size_t i = lo; i < hi; ++i) ss += se[i].first, ee += se[i].second;
+    const double n = static_cast<double>(hi - lo);
+    if (!(ss > 0) || !(ee > 0)) return;
+    lx[q] = std::log(ss / n), ly[q] = 0.5 * std::log(ee / n);
+  }
+  if (lx[3] - lx[0] < std::log(2.0)) return;
+  const double mx = (lx[0] + lx[1] + lx[2] + lx[3]) / 4, my = (ly[0] + ly[1] + ly[2] + ly[3]) / 4;
+  double sxx = 0, sxy = 0;
+  for (int q = 0; q < 4; ++q) sxx += (lx[q] - mx) * (lx[q] - mx), sxy += (lx[q] - mx) * (ly[q] - my);
+  out["scale"] = {{"exponent", sxy / sxx}, {"span", std::exp(lx[3] - lx[0])}};
 }
 
 }  // namespace
@@ -140,6 +181,7 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
   out["tail"] = {{"max_over_rms", rms > 0 ? mx / rms : 0.0},
                  {"normal", std::sqrt(2 * std::log(static_cast<double>(r.size())))}};
   tile_spread(in, rpos, r, out);
+  error_scale(in, rpos, out);
   return out;
 }
 
@@ -209,6 +251,17 @@ std::string profile_sentence(const nlohmann::json& p, const std::string& subject
                                  m, spread, m, m));
     else
       said.push_back(fmt::format("no tile pattern (mean error per position modulo {} within {:.2f}x)", m, spread));
+  }
+  if (p.contains("scale")) {
+    const double a = p["scale"]["exponent"].get<double>(), span = p["scale"]["span"].get<double>();
+    const char* what = a >= kScaleLocal ? ": it follows each element's own scale, as sums of each element's own "
+                                          "terms do (a direct or split sum)"
+                       : a <= kScaleNorm ? ": it follows the scale of the values around it, not the element's own — a "
+                                           "transform that mixes elements (Winograd's tiles, an FFT)"
+                                         : "";
+    said.push_back(fmt::format("against the oracle the run's error goes as (|y| + rho)^{:.2f} over quartiles of "
+                               "|y| + rho spanning {:.1f}x{}",
+                               a, span, what));
   }
   const double tail = p["tail"]["max_over_rms"].get<double>(), normal = p["tail"]["normal"].get<double>();
   said.push_back(fmt::format("largest error {:.1f}x the RMS ({:.1f} for a normal sample of this size)", tail, normal));

@@ -27,8 +27,8 @@ constexpr double kKTrendBand = 0.2, kKTrendMaxSe = 0.1;
 std::optional<KTrend> fit_k_trend(const std::vector<std::pair<double, double>>& k_and_inflation);
 // The sentence for `what` ("float32 conv2d output"); "" when no class is named.
 std::string k_trend_sentence(const KTrend& t, const std::string& what);
-// For each variant, dtype, op and tensor name with a rounding-sized failure and 3 or more distinct
-// K among its passed and rounding-sized tensors: the fit, added to each rounding-sized failure's
+// For each variant, dtype, op and output tensor with a rounding-sized failure and 3 or more
+// distinct K among its passed and rounding-sized tensors (outputs only: K is their reduction length): the fit, added to each rounding-sized failure's
 // diagnosis (profile "k_trend", and the sentence when a class is named).
 void refine_k_trends(std::vector<Entry>& entries);
 

@@ -114,6 +114,9 @@ struct DiagnosisInput {
     BoundOptions options;
   };
   std::optional<ElementBound> bound;
+  // The float64 oracle's values of the tensor, when compare was given an oracle (numel 0 without):
+  // the profile then measures the run's own error against them (diagnosis_profile.cpp).
+  ArrayView exact;
   // Reference tensors of the op (inputs "A", "B" or "input", "weight", "bias", "target", and the
   // reference "output" for loss and gradient hypotheses), with canonical shapes.
   std::map<std::string, ArrayView> inputs;
