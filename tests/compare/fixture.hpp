@@ -85,7 +85,8 @@ inline void write_reference(const std::string& dir, const std::vector<cases::Cas
     const std::string ddir = dir + "/" + std::string(dtype_name(c.dtype));
     (void)fs::make_dirs(ddir);
     std::map<std::string, cases::TensorRecord> records;
-    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+    for (const auto& inst : c.ops) {  // conv2d and matmul, or the ops a test's case has
+      const cases::Op op = inst.op();
       std::map<std::string, Tensor> done;
       for (const auto& t : c.tensors(op)) {
         Tensor x = make_tensor(c, op, t, done);
@@ -139,7 +140,8 @@ inline void write_run(const std::string& ref, const std::string& dir, const RunS
     const std::string dt(dtype_name(c.dtype));
     (void)fs::make_dirs(dir + "/" + dt);
     Json doc = {{"case", c.name}, {"dtype", dt}, {"ops", Json::object()}};
-    for (cases::Op op : {cases::Op::conv2d, cases::Op::matmul}) {
+    for (const auto& inst : c.ops) {
+      const cases::Op op = inst.op();
       Json produced = Json::array(), hashes = Json::object();
       for (const auto& t : c.tensors(op)) {
         auto x = npy::read(rc.dtype_dir + "/" + c.file_name(op, t.name));

@@ -197,6 +197,29 @@ TEST(AlgorithmBounds, ForwardErrorCarriedIntoTheGradientsByHand) {
   EXPECT_DOUBLE_EQ(gb[0], 0.5 * std::sqrt(30.0));
 }
 
+// The transposed op's output error (it lives in the conv2d's input space: W = 3, t = 1, 2, 3, so
+// N = 3 and 2/N = 2/3) carried into its gradients, by hand on a 1 x 2 kernel w = (0.5, 2) with
+// input x_t = (1, -2) (the conv2d's output space): grad_input_x = 2/3 sqrt(sum_k t_{x+k}^2 w_k^2)
+// = 2/3 sqrt(16.25), 2/3 sqrt(37); grad_weight_k = 2/3 sqrt(sum_x t_{x+k}^2 x_t,x^2) = 2/3 sqrt(17),
+// 2/3 sqrt(40); grad_bias = 2/3 sqrt(14).
+TEST(AlgorithmBounds, TransposedOutputErrorCarriedIntoTheGradientsByHand) {
+  ConvShape s;
+  s.n = 1, s.c = 1, s.h = 1, s.w = 3, s.o = 1, s.kh = 1, s.kw = 2;
+  const std::vector<double> t{1, 2, 3}, w{0.5, 2}, xt{1, -2};
+  const ConvOperands in{nullptr, &w, &xt};
+  const auto gi = carried_term_transposed(CarriedInto::grad_input, s, in, t);
+  ASSERT_EQ(gi.size(), 2u);
+  EXPECT_DOUBLE_EQ(gi[0], 2.0 / 3 * std::sqrt(16.25));
+  EXPECT_DOUBLE_EQ(gi[1], 2.0 / 3 * std::sqrt(37.0));
+  const auto gw = carried_term_transposed(CarriedInto::grad_weight, s, in, t);
+  ASSERT_EQ(gw.size(), 2u);
+  EXPECT_DOUBLE_EQ(gw[0], 2.0 / 3 * std::sqrt(17.0));
+  EXPECT_DOUBLE_EQ(gw[1], 2.0 / 3 * std::sqrt(40.0));
+  const auto gb = carried_term_transposed(CarriedInto::grad_bias, s, in, t);
+  ASSERT_EQ(gb.size(), 1u);
+  EXPECT_DOUBLE_EQ(gb[0], 2.0 / 3 * std::sqrt(14.0));
+}
+
 // Backward filter by a float32 Winograd F(3x3, m x m) (N = 2, C = 3, H = 7, W = 9, O = 4, padding
 // 1): per batch element and m x m tile of dL/dy, U = G dy G^T, V = B^T d B, M += U .* V over every
 // (batch, tile), dW = A^T M A. Its error from the float64 direct sum is below lambda = 8 times the

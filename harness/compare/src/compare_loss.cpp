@@ -1,6 +1,8 @@
 // The 0-d loss: its gates, the loss-on-stored-output check, and the loss diagnosis.
 #include "comparer.hpp"
 
+#include "compare_algorithm.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -28,7 +30,7 @@ namespace {
 // scale, the target and the bias (bounds.hpp, loss_bound). nullopt when the set has no output
 // scale (made before scales existed).
 std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const Entry& e, const Gates& gt,
-                                                      double ref_loss) {
+                                                      double ref_loss, const std::vector<double>& extra) {
   const std::string op = e.op_name();
   Shape shape;
   for (const auto& t : it.ref->c.tensors(*it.op))
@@ -44,21 +46,35 @@ std::optional<Result<LossBound>> reference_loss_bound(const PairItem& it, const 
   auto o = bound_options(it, e, ops::Role::output, gt);  // the output's, as its own gate has them
   if (!o) return Result<LossBound>(o.status());
   o->scale_unit = (*s)->unit;
+  if (!extra.empty()) {
+    if (static_cast<std::int64_t>(extra.size()) != y->view().numel)
+      return Result<LossBound>(Error{"the output's algorithm term and the output differ in element count"});
+    o->run_extra = extra.data();
+  }
   return loss_bound(y->view(), (*s)->map.view(), t->view(), *o, ref_loss);
 }
 
 // loss_floor (bounds.hpp) of the reference set's own output, target and loss: what its roundings
-// already put into the stored loss.
-Result<double> reference_loss_floor(const PairItem& it, double ref_loss) {
+// already put into the stored loss; and `algorithm`, the run output's algorithm term carried into
+// the loss (loss_algorithm_term), which a fixed loss_abs / loss_rel gains on top.
+struct LossFloor {
+  double floor = 0, algorithm = 0;
+};
+
+Result<LossFloor> reference_loss_floor(const PairItem& it, double ref_loss, const std::vector<double>& extra) {
   const stdfs::path dir = stdfs::path(it.ref_file).parent_path();
   const stdfs::path yf = dir / it.ref->c.file_name(*it.op, "output"), tf = dir / it.ref->c.file_name(*it.op, "target");
   std::error_code ec;
-  if (!stdfs::exists(yf, ec) || !stdfs::exists(tf, ec)) return 0.0;  // a loss of no stored output: no floor
+  if (!stdfs::exists(yf, ec) || !stdfs::exists(tf, ec)) return LossFloor{};  // a loss of no stored output: no floor
   auto y = open_npy(yf.string());
   if (!y) return Error{"reference: loss floor: " + y.message()};
   auto t = open_npy(tf.string());
   if (!t) return Error{"reference: loss floor: " + t.message()};
-  return loss_floor(y->view(), t->view(), it.ref->c.dtype, ref_loss);
+  auto f = loss_floor(y->view(), t->view(), it.ref->c.dtype, ref_loss);
+  if (!f) return f.status();
+  if (!extra.empty() && static_cast<std::int64_t>(extra.size()) != y->view().numel)
+    return Error{"the output's algorithm term and the output differ in element count"};
+  return LossFloor{*f, extra.empty() ? 0.0 : loss_algorithm_term(y->view(), t->view(), extra.data())};
 }
 
 }  // namespace
@@ -91,17 +107,29 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
     if (!check("nonfinite_mismatch", agree ? 0 : 1, 0, true))
       why.push_back(fmt::format("loss is not finite (ref {}, run {})", l.ref, l.run));
   }
+  // The run's output computed by a Winograd, FFT or `any` algorithm: its term (lambda T, the
+  // output's lambda) carried into the loss through dL/dy, on top of every limit below.
+  std::vector<double> alg;
+  if (finite) {
+    const Gates og = opt_.policy.resolve(TensorKey{it.dtype, *it.op, ops::Role::output, "output"});
+    auto ab = output_algorithm_bound(it, og.bound.value_or(8.0), opt_.threads);
+    if (!ab) return invalid(e, ab.message());
+    alg = std::move(ab->extra);
+    if (!alg.empty())
+      e.algorithm = ab->algorithm, e.bound_model = fmt::format("loss + the output's {} error through dL/dy", ab->algorithm);
+  }
+  const std::string alg_note = alg.empty() ? "" : fmt::format(" and the output's {} error", e.algorithm);
   // The derived gate (bfloat16 and float16 by default): the outputs' error bounds carried into the
   // loss. A set without output scales falls back to the old fixed loss_abs, with a note.
   std::optional<double> loss_abs = gt.loss_abs;
   if (gt.bound && finite) {
-    if (auto lb = reference_loss_bound(it, e, gt, l.ref)) {
+    if (auto lb = reference_loss_bound(it, e, gt, l.ref, alg)) {
       if (!*lb) return invalid(e, lb->message());
       const LossBound& b = **lb;
       if (!check("loss_bound", l.abs_diff, b.bound, true))
-        why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g}, the outputs' error bounds carried into the loss, "
-                                  "lambda {:.3g}): ref {:.9g}, run {:.9g}",
-                                  l.abs_diff, b.bound, *gt.bound, l.ref, l.run));
+        why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g}, the outputs' error bounds{} carried into the "
+                                  "loss, lambda {:.3g}): ref {:.9g}, run {:.9g}",
+                                  l.abs_diff, b.bound, alg_note, *gt.bound, l.ref, l.run));
     } else if (!loss_abs && !gt.loss_rel) {
       loss_abs = legacy_loss_abs(it.dtype);
       const std::string note =
@@ -124,24 +152,27 @@ void Comparer::compare_loss(const PairItem& it, const Mapped& ref, const Mapped&
     if (*om) oracle_loss = scalar_value((*om)->view());
   }
   const bool legacy = loss_abs && !gt.loss_abs;
-  double floor = 0;
+  LossFloor floor;
   if (finite && !legacy && (loss_abs || gt.loss_rel)) {
-    auto f = reference_loss_floor(it, l.ref);
+    auto f = reference_loss_floor(it, l.ref, alg);
     if (!f) return invalid(e, f.message());
     floor = *f;
-    if (oracle_loss && std::isfinite(*oracle_loss)) floor += std::fabs(l.ref - *oracle_loss);
+    if (oracle_loss && std::isfinite(*oracle_loss)) floor.floor += std::fabs(l.ref - *oracle_loss);
   }
   if (loss_abs && finite) {
-    const double limit = std::max(*loss_abs, floor);
+    const double limit = std::max(*loss_abs, floor.floor) + floor.algorithm;
     if (!check("loss_abs", l.abs_diff, limit, true))
-      why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g} absolute{}): ref {:.9g}, run {:.9g}", l.abs_diff,
-                                limit, limit > *loss_abs ? ", the reference's own rounding" : "", l.ref, l.run));
+      why.push_back(fmt::format("loss differs by {:.3g} (> {:.3g} absolute{}{}): ref {:.9g}, run {:.9g}", l.abs_diff,
+                                limit, floor.floor > *loss_abs ? ", the reference's own rounding" : "",
+                                floor.algorithm > 0 ? " + the output's " + e.algorithm + " error" : "", l.ref, l.run));
   }
   if (gt.loss_rel && finite) {
-    const double limit = std::max(*gt.loss_rel, l.ref != 0 ? floor / std::fabs(l.ref) : 0.0);
+    auto rel = [&](double v) { return l.ref != 0 ? v / std::fabs(l.ref) : 0.0; };
+    const double limit = std::max(*gt.loss_rel, rel(floor.floor)) + rel(floor.algorithm);
     if (!check("loss_rel", l.rel_diff, limit, true))
-      why.push_back(fmt::format("loss differs by {:.3g} relative (> {:.3g}{}): ref {:.9g}, run {:.9g}", l.rel_diff,
-                                limit, limit > *gt.loss_rel ? ", the reference's own rounding" : "", l.ref, l.run));
+      why.push_back(fmt::format("loss differs by {:.3g} relative (> {:.3g}{}{}): ref {:.9g}, run {:.9g}", l.rel_diff,
+                                limit, rel(floor.floor) > *gt.loss_rel ? ", the reference's own rounding" : "",
+                                floor.algorithm > 0 ? " + the output's " + e.algorithm + " error" : "", l.ref, l.run));
   }
   // The loss of the output as stored, not of the unrounded one (diagnosis_loss_check.hpp).
   if (finite)

@@ -109,7 +109,7 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
   if (y.numel != scale.numel || y.numel != target.numel || y.numel == 0)
     return Error{"loss bound: the output, its scale and the target differ in element count"};
   const double n = static_cast<double>(y.numel);
-  double lin2 = 0, quad = 0;
+  double lin2 = 0, quad = 0, alg2 = 0;
   for (std::int64_t i = 0; i < y.numel; ++i) {
     const double yv = array_element(y, i), tv = array_element(target, i);
     double rho = array_element(scale, i) * o.scale_unit;
@@ -117,16 +117,31 @@ Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const A
     if (!std::isfinite(rho)) rho = 0;
     const SideParts p = side_parts(yv, rho, o);
     const double c = 2 * (yv - tv) / n, side = o.lambda * p.statistical + p.deterministic;
+    const double e = o.run_extra ? o.run_extra[i] : 0.0;  // the run's algorithm, its side only
     lin2 += c * c * (p.statistical * p.statistical + p.deterministic * p.deterministic);
-    quad += 4 * side * side;
+    alg2 += c * c * e * e;
+    quad += (2 * side + e) * (2 * side + e);
   }
   LossBound b;
   b.linear = o.lambda * std::sqrt(2 * lin2);
   b.quadratic = quad / n;
   const double l = std::fabs(loss);
   b.evaluation = 2 * (o.lambda * kU * std::sqrt(n) * l + 2 * kU * l);
-  b.bound = b.linear + b.quadratic + b.evaluation;
+  b.algorithm = std::sqrt(alg2);  // first order: its second-order part is in `quadratic`
+  b.bound = b.linear + b.quadratic + b.evaluation + b.algorithm;
   return b;
+}
+
+double loss_algorithm_term(const ArrayView& y, const ArrayView& target, const double* extra) {
+  if (!extra || y.numel == 0 || y.numel != target.numel) return 0;
+  const double n = static_cast<double>(y.numel);
+  double lin2 = 0, sq = 0;
+  for (std::int64_t i = 0; i < y.numel; ++i) {
+    const double c = 2 * (array_element(y, i) - array_element(target, i)) / n;
+    lin2 += c * c * extra[i] * extra[i];
+    sq += extra[i] * extra[i];
+  }
+  return std::sqrt(lin2) + sq / n;
 }
 
 double pcc_rounding_floor(const ArrayView& y, DType dtype) {

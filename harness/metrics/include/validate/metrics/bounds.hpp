@@ -115,12 +115,18 @@ double legacy_loss_abs(const std::string& dtype);
 // each side's error at y_i split as lambda A_i + D_i (side_parts), the first-order change is a sum
 // of independent rounding errors, held to lambda sqrt(2 sum c_i^2 (A_i^2 + D_i^2)) (Hoeffding, both
 // sides), the second-order term to mean((2 side_i)^2), and each side's float32 evaluation of L to
-// lambda u sqrt(N) L + 2 u L.
+// lambda u sqrt(N) L + 2 u L. With o.run_extra (the run's output computed by another algorithm:
+// lambda T_i per element, run side only), that error carried into L, loss_algorithm_term, is added
+// and the second-order term becomes mean((2 side_i + lambda T_i)^2).
 struct LossBound {
-  double bound = 0, linear = 0, quadratic = 0, evaluation = 0;
+  double bound = 0, linear = 0, quadratic = 0, evaluation = 0, algorithm = 0;
 };
 Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const ArrayView& target,
                              const BoundOptions& o, double loss);
+// The run's output error beyond the direct sum's, e_i = lambda T_i (independent, mean zero, as the
+// algorithm terms are built), carried into L = mean((y - t)^2): sqrt(sum c_i^2 e_i^2) to first
+// order, c_i = 2 (y_i - t_i) / N, plus mean(e_i^2), its second-order part. 0 without `extra`.
+double loss_algorithm_term(const ArrayView& y, const ArrayView& target, const double* extra);
 
 // What the reference's own roundings already put into its stored loss L = mean((y - t)^2), so a
 // fixed loss_abs / loss_rel never demands more (docs/compare.md, "The loss floor"): both stored
