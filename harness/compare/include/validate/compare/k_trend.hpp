@@ -22,7 +22,7 @@ struct KTrend {
 };
 // A class is named within kKTrendBand of its slope (-1/2, 0, +1/2) with a standard error of at most
 // kKTrendMaxSe.
-constexpr double kKTrendBand = 0.2, kKTrendMaxSe = 0.1;
+constexpr double kKTrendBand = 0.15, kKTrendMaxSe = 0.1;
 // The fit over (K, inflation) points; nullopt with fewer than 3 distinct K.
 std::optional<KTrend> fit_k_trend(const std::vector<std::pair<double, double>>& k_and_inflation);
 // The sentence for `what` ("float32 conv2d output"); "" when no class is named.
