@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <atomic>
 #include <functional>
 #include <thread>
@@ -151,14 +152,57 @@ struct TileSet {
   }
 };
 
-// The channel sum at every transformed point: mm += u .* v, s2 += (|u| + uhat)^2 (|v| + vhat)^2,
-// in the channels' order, every point on its own (the loop the models spend their time in).
-void accumulate(int nn, const double* __restrict uv, const double* __restrict ub, const double* __restrict vv,
-                const double* __restrict vb, double* __restrict mm, double* __restrict s2) {
-  for (int k = 0; k < nn; ++k) {
-    const double pr = ub[k] * vb[k];
-    mm[k] += uv[k] * vv[k];
-    s2[k] += pr * pr;
+// Two points of a tile in the lanes of one vector (GCC and clang vector extension: SSE2, NEON).
+typedef double Pair __attribute__((vector_size(16)));
+
+Pair load(const double* p) {
+  Pair r;
+  std::memcpy(&r, p, sizeof r);
+  return r;
+}
+
+void store(double* p, Pair v) { std::memcpy(p, &v, sizeof v); }
+
+// Transformed tiles packed for point_sums: row r's points k of `rows` rows (row r at
+// src + r * row_step) to dst[((k / 4) * rows + r) * 4 + k % 4], so a sum over the rows reads four
+// points of each row one after another.
+void pack(const double* src, std::int64_t rows, std::int64_t row_step, int nn, double* dst) {
+  for (int kc = 0; kc < nn / 4; ++kc)
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + (kc * rows + r) * 4, src + r * row_step + kc * 4, 4 * sizeof(double));
+}
+
+struct Packed {
+  const double *value, *bound;
+};
+
+// The sums over the transformed points of J operands b_j against one shared operand a, from zero
+// and over i < count in order: mm_j[k] = sum_i a_i[k] b_ji[k], s2_j[k] = sum_i (|a| + ahat)_i[k]^2
+// (|b| + bhat)_ji[k]^2, a and each b_j packed (pack) over `count` rows. The same roundings in the
+// same order as adding one term at a time, but four points of J sums held in registers over the
+// whole sum, reading memory in order: the loop the models spend their time in.
+template <int J>
+void point_sums(int nn, std::int64_t count, Packed a, const Packed* b, double* const* mm, double* const* s2) {
+  assert(nn % 4 == 0);
+  for (int k = 0; k < nn; k += 4) {
+    Pair m[J][2] = {}, q[J][2] = {};
+    const std::int64_t chunk = (k / 4) * count * 4;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double *pa = a.value + chunk + i * 4, *pb = a.bound + chunk + i * 4;
+      const Pair a0 = load(pa), a1 = load(pa + 2), g0 = load(pb), g1 = load(pb + 2);
+      for (int j = 0; j < J; ++j) {
+        const double *qv = b[j].value + chunk + i * 4, *qb = b[j].bound + chunk + i * 4;
+        m[j][0] += load(qv) * a0;
+        m[j][1] += load(qv + 2) * a1;
+        const Pair p0 = load(qb) * g0, p1 = load(qb + 2) * g1;
+        q[j][0] += p0 * p0;
+        q[j][1] += p1 * p1;
+      }
+    }
+    for (int j = 0; j < J; ++j) {
+      store(mm[j] + k, m[j][0]), store(mm[j] + k + 2, m[j][1]);
+      store(s2[j] + k, q[j][0]), store(s2[j] + k + 2, q[j][1]);
+    }
   }
 }
 
@@ -228,29 +272,47 @@ std::vector<double> winograd_core(int m, const WinogradProblem& p, int threads) 
   const Winograd w = winograd_setup(m, 3, 3);
   const int nn = w.nn;
   const std::int64_t cig = p.ci_total / p.groups, cog = p.co_total / p.groups;
-  const TileSet u = filter_tiles(w, p, threads);
+  const TileSet uf = filter_tiles(w, p, threads);
+  TileSet u;  // filter co's points packed over its cig channels at co * cig * nn
+  u.resize(p.co_total * cig, nn);
+  for (std::int64_t co = 0; co < p.co_total; ++co) {
+    const std::int64_t at = co * cig * nn;
+    pack(&uf.value[static_cast<std::size_t>(at)], cig, nn, nn, &u.value[static_cast<std::size_t>(at)]);
+    pack(&uf.bound[static_cast<std::size_t>(at)], cig, nn, nn, &u.bound[static_cast<std::size_t>(at)]);
+  }
   const std::int64_t th = (p.ho + m - 1) / m, tw = (p.wo + m - 1) / m;
   std::vector<double> out(static_cast<std::size_t>(p.batches * p.co_total * p.ho * p.wo), 0.0);
   // Every tile's outputs are written by one thread, each channel sum in the channels' order.
   parallel_for(p.batches * th * tw, threads, [&](std::int64_t begin, std::int64_t end) {
-    TileSet v;
+    TileSet vt, v;  // v: the tile's points of each group's cig channels packed, group g at g * cig * nn
+    vt.resize(p.ci_total, nn);
     v.resize(p.ci_total, nn);
-    std::vector<double> scratch, mm(static_cast<std::size_t>(nn)), s2(mm.size());
+    std::vector<double> scratch, mm(static_cast<std::size_t>(2 * nn)), s2(mm.size());
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t b = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
-      input_tiles(w, p, b, ty * m, tx * m, 0, p.ci_total, scratch, v);
-      for (std::int64_t co = 0; co < p.co_total; ++co) {
-        const std::int64_t c0 = (co / cog) * cig;
-        std::fill(mm.begin(), mm.end(), 0.0);
-        std::fill(s2.begin(), s2.end(), 0.0);
-        for (std::int64_t c = 0; c < cig; ++c) {
-          const std::size_t ua = static_cast<std::size_t>((co * cig + c) * nn), va = static_cast<std::size_t>((c0 + c) * nn);
-          accumulate(nn, &u.value[ua], &u.bound[ua], &v.value[va], &v.bound[va], mm.data(), s2.data());
-        }
-        tile_outputs(w, m, mm.data(), s2.data(), static_cast<double>(cig), [&](int i, int j, double term) {
-          const std::int64_t y = ty * m + i, x = tx * m + j;
-          if (y < p.ho && x < p.wo) out[static_cast<std::size_t>(((b * p.co_total + co) * p.ho + y) * p.wo + x)] = term;
-        });
+      input_tiles(w, p, b, ty * m, tx * m, 0, p.ci_total, scratch, vt);
+      for (std::int64_t at = 0; at < p.ci_total * nn; at += cig * nn) {
+        pack(&vt.value[static_cast<std::size_t>(at)], cig, nn, nn, &v.value[static_cast<std::size_t>(at)]);
+        pack(&vt.bound[static_cast<std::size_t>(at)], cig, nn, nn, &v.bound[static_cast<std::size_t>(at)]);
+      }
+      for (std::int64_t co = 0; co < p.co_total;) {
+        // Two filters of the same group at once where there are two.
+        const std::int64_t c0 = (co / cog) * cig, pair = co + 1 < p.co_total && (co + 1) / cog == co / cog ? 2 : 1;
+        const std::size_t ua = static_cast<std::size_t>(co * cig * nn), ub = ua + static_cast<std::size_t>(cig * nn);
+        const Packed bs[2] = {{&u.value[ua], &u.bound[ua]},
+                              {pair == 2 ? &u.value[ub] : nullptr, pair == 2 ? &u.bound[ub] : nullptr}};
+        double* ms[2] = {mm.data(), mm.data() + nn};
+        double* ss[2] = {s2.data(), s2.data() + nn};
+        const Packed a{&v.value[static_cast<std::size_t>(c0 * nn)], &v.bound[static_cast<std::size_t>(c0 * nn)]};
+        if (pair == 2)
+          point_sums<2>(nn, cig, a, bs, ms, ss);
+        else
+          point_sums<1>(nn, cig, a, bs, ms, ss);
+        for (std::int64_t j = 0; j < pair; ++j, ++co)
+          tile_outputs(w, m, ms[j], ss[j], static_cast<double>(cig), [&](int i, int jj, double term) {
+            const std::int64_t y = ty * m + i, x = tx * m + jj;
+            if (y < p.ho && x < p.wo) out[static_cast<std::size_t>(((b * p.co_total + co) * p.ho + y) * p.wo + x)] = term;
+          });
       }
     }
   });
@@ -281,40 +343,77 @@ void gradient_tiles(const Winograd& w, int m, const ConvShape& s, const std::vec
 // B^T; A and G those of F(3, m)): per batch element and m x m tile t of dL/dy, U = G dy_t G^T and
 // V = B^T d B over the tile's (m + 2)^2 input window, M[o, c] = sum over (b, t) of U .* V, and
 // dW[o, c] = A^T M A. The same bound as the forward's with the P = N * tiles pairs for C.
-// The input channels are split among the threads, each summing its own M[o, c] over every tile
-// in the same order as one thread would (and transforming every dL/dy tile itself: O is small).
+// Every tile's U is transformed once; the input channels are split among the threads in slices
+// whose V of every tile stay within about 8 MiB, each M[o, c] summed over the tiles in order.
 std::vector<double> winograd_filter(int m, const ConvShape& s, const ConvOperands& in, int threads) {
   const Winograd w = winograd_setup(3, m, m);
   const int nn = w.nn;
   const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups;
-  const std::int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m;
-  const double pairs = static_cast<double>(s.n * th * tw);
+  const std::int64_t th = (ho + m - 1) / m, tw = (wo + m - 1) / m, tiles = s.n * th * tw;
+  const double pairs = static_cast<double>(tiles);
   std::vector<double> mm(static_cast<std::size_t>(s.o * cg * nn), 0.0), s2(mm.size(), 0.0);
   const WinogradProblem xp{s.n, s.c, s.o, s.groups, s.h, s.w, s.ph, s.pw, ho, wo,
                            [&](std::int64_t b, std::int64_t c, std::int64_t y, std::int64_t x) {
                              return at4(*in.x, s.c, s.h, s.w, b, c, y, x);
                            },
                            nullptr};
-  parallel_for(s.c, threads, [&](std::int64_t c_begin, std::int64_t c_end) {
-    TileSet u, v;
-    u.resize(s.o, nn);
-    v.resize(s.c, nn);
+  TileSet uf, u;  // uf: tile t's U of output channel o at (t * O + o) * nn; u: o's packed over the tiles
+  uf.resize(tiles * s.o, nn);
+  u.resize(tiles * s.o, nn);
+  parallel_for(tiles, threads, [&](std::int64_t begin, std::int64_t end) {
+    TileSet ut;
+    ut.resize(s.o, nn);
     std::vector<double> scratch;
-    for (std::int64_t b = 0; b < s.n; ++b)
-      for (std::int64_t ty = 0; ty < th; ++ty)
-        for (std::int64_t tx = 0; tx < tw; ++tx) {
-          input_tiles(w, xp, b, ty * m, tx * m, c_begin, c_end, scratch, v);
-          gradient_tiles(w, m, s, *in.dy, b, ty * m, tx * m, scratch, u);
-          for (std::int64_t o = 0; o < s.o; ++o) {  // M[o, c] in memory order
-            const std::int64_t gi = o / og, ua = o * nn;
-            for (std::int64_t c = std::max(c_begin, gi * cg); c < std::min(c_end, (gi + 1) * cg); ++c) {
-              const std::size_t va = static_cast<std::size_t>(c * nn), at = static_cast<std::size_t>((o * cg + c - gi * cg) * nn);
-              accumulate(nn, &u.value[static_cast<std::size_t>(ua)], &u.bound[static_cast<std::size_t>(ua)], &v.value[va],
-                         &v.bound[va], &mm[at], &s2[at]);
-            }
-          }
+    for (std::int64_t t = begin; t < end; ++t) {
+      gradient_tiles(w, m, s, *in.dy, t / (th * tw), (t / tw) % th * m, t % tw * m, scratch, ut);
+      std::copy(ut.value.begin(), ut.value.end(), uf.value.begin() + t * s.o * nn);
+      std::copy(ut.bound.begin(), ut.bound.end(), uf.bound.begin() + t * s.o * nn);
+    }
+  });
+  for (std::int64_t o = 0; o < s.o; ++o) {
+    pack(&uf.value[static_cast<std::size_t>(o * nn)], tiles, s.o * nn, nn, &u.value[static_cast<std::size_t>(o * tiles * nn)]);
+    pack(&uf.bound[static_cast<std::size_t>(o * nn)], tiles, s.o * nn, nn, &u.bound[static_cast<std::size_t>(o * tiles * nn)]);
+  }
+  const std::int64_t slice = std::clamp<std::int64_t>((std::int64_t{8} << 20) / std::max<std::int64_t>(tiles * nn * 16, 1), 1, 64);
+  parallel_for((s.c + slice - 1) / slice, threads, [&](std::int64_t begin, std::int64_t end) {
+    TileSet vf, v, vt;  // vf: tile t's V of the slice's channel cl at (t * slice + cl) * nn; v: cl's packed
+    vf.resize(tiles * slice, nn);
+    v.resize(tiles * slice, nn);
+    vt.resize(s.c, nn);
+    std::vector<double> scratch;
+    for (std::int64_t sl = begin; sl < end; ++sl) {
+      const std::int64_t c_begin = sl * slice, c_end = std::min(s.c, c_begin + slice);
+      for (std::int64_t t = 0; t < tiles; ++t) {
+        input_tiles(w, xp, t / (th * tw), (t / tw) % th * m, t % tw * m, c_begin, c_end, scratch, vt);
+        std::copy(vt.value.begin() + c_begin * nn, vt.value.begin() + c_end * nn, vf.value.begin() + t * slice * nn);
+        std::copy(vt.bound.begin() + c_begin * nn, vt.bound.begin() + c_end * nn, vf.bound.begin() + t * slice * nn);
+      }
+      for (std::int64_t cl = 0; cl < c_end - c_begin; ++cl) {
+        const std::size_t from = static_cast<std::size_t>(cl * nn), to = static_cast<std::size_t>(cl * tiles * nn);
+        pack(&vf.value[from], tiles, slice * nn, nn, &v.value[to]);
+        pack(&vf.bound[from], tiles, slice * nn, nn, &v.bound[to]);
+      }
+      for (std::int64_t c = c_begin; c < c_end;) {
+        // Two input channels of the same group at once where there are two.
+        const std::int64_t gi = c / cg, pair = c + 1 < c_end && (c + 1) / cg == gi ? 2 : 1;
+        Packed b[2];
+        for (std::int64_t j = 0; j < pair; ++j) {
+          const std::size_t vc = static_cast<std::size_t>((c + j - c_begin) * tiles * nn);
+          b[j] = Packed{&v.value[vc], &v.bound[vc]};
         }
-  }, 1);
+        for (std::int64_t o = gi * og; o < (gi + 1) * og; ++o) {
+          const std::size_t at = static_cast<std::size_t>((o * cg + c - gi * cg) * nn), uo = static_cast<std::size_t>(o * tiles * nn);
+          double* ms[2] = {&mm[at], &mm[at] + nn};
+          double* ss[2] = {&s2[at], &s2[at] + nn};
+          if (pair == 2)
+            point_sums<2>(nn, tiles, Packed{&u.value[uo], &u.bound[uo]}, b, ms, ss);
+          else
+            point_sums<1>(nn, tiles, Packed{&u.value[uo], &u.bound[uo]}, b, ms, ss);
+        }
+        c += pair;
+      }
+    }
+  });
   std::vector<double> out(static_cast<std::size_t>(s.o * cg * 9));
   for (std::int64_t oc = 0; oc < s.o * cg; ++oc)
     tile_outputs(w, 3, &mm[static_cast<std::size_t>(oc * nn)], &s2[static_cast<std::size_t>(oc * nn)], pairs,
