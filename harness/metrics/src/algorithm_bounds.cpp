@@ -85,8 +85,12 @@ double transform_roundings(const std::vector<double>& mat, int rows, int cols) {
   return 2.0 * (2 * nnz - 1);
 }
 
-// out (r x r) = L (r x k) M (k x k) L^T.
+// out (r x r) = L (r x k) M (k x k) L^T; R, K fixed so the compiler unrolls it (0: r and k at run
+// time). The same products and sums, in the same order, either way.
+template <int R = 0, int K = 0>
 void sandwich(const double* l, int r, int k, const double* m, double* tmp, double* out) {
+  if (R) r = R;
+  if (K) k = K;
   for (int i = 0; i < r; ++i)
     for (int j = 0; j < k; ++j) {
       double s = 0;
@@ -99,6 +103,22 @@ void sandwich(const double* l, int r, int k, const double* m, double* tmp, doubl
       for (int t = 0; t < k; ++t) s += tmp[i * k + t] * l[j * k + t];
       out[i * r + j] = s;
     }
+}
+
+// The sizes the transforms use: B^T (n x n), G of F(m, 3) (n x 3) and of F(3, m) (n x m).
+void sandwich_any(const double* l, int r, int k, const double* m, double* tmp, double* out) {
+  switch (r * 16 + k) {
+    case 4 * 16 + 4: return sandwich<4, 4>(l, r, k, m, tmp, out);
+    case 6 * 16 + 6: return sandwich<6, 6>(l, r, k, m, tmp, out);
+    case 8 * 16 + 8: return sandwich<8, 8>(l, r, k, m, tmp, out);
+    case 4 * 16 + 3: return sandwich<4, 3>(l, r, k, m, tmp, out);
+    case 6 * 16 + 3: return sandwich<6, 3>(l, r, k, m, tmp, out);
+    case 8 * 16 + 3: return sandwich<8, 3>(l, r, k, m, tmp, out);
+    case 4 * 16 + 2: return sandwich<4, 2>(l, r, k, m, tmp, out);
+    case 6 * 16 + 4: return sandwich<6, 4>(l, r, k, m, tmp, out);
+    case 8 * 16 + 6: return sandwich<8, 6>(l, r, k, m, tmp, out);
+    default: return sandwich<>(l, r, k, m, tmp, out);
+  }
 }
 
 // One Winograd correlation of `src` (batches x ci_total planes of hs x ws, read with padding
@@ -138,8 +158,8 @@ Winograd winograd_setup(int m, int r, int g_cols) {
 void transform(const std::vector<double>& l, const std::vector<double>& l2, int r, int k, const double* x, double* x2,
                double* tmp, double* value, double* bound) {
   for (int i = 0; i < k * k; ++i) x2[i] = x[i] * x[i];
-  sandwich(l.data(), r, k, x, tmp, value);
-  sandwich(l2.data(), r, k, x2, tmp, bound);
+  sandwich_any(l.data(), r, k, x, tmp, value);
+  sandwich_any(l2.data(), r, k, x2, tmp, bound);
   for (int i = 0; i < r * r; ++i) bound[i] = std::fabs(value[i]) + std::sqrt(bound[i]);
 }
 
@@ -206,30 +226,56 @@ void point_sums(int nn, std::int64_t count, Packed a, const Packed* b, double* c
   }
 }
 
-// The terms at the m x m (or 3 x 3) output points of a tile from its channel sums mm and s2 over
-// `pairs` terms; each point's square roots and variance terms computed once for all outputs.
-template <class Put>
-void tile_outputs(const Winograd& w, int m, const double* mm, const double* s2, double pairs, Put put) {
-  const int n = w.n, nn = w.nn;
-  double q[64];  // n <= 8
-  assert(nn <= 64);
-  for (int k = 0; k < nn; ++k) {
-    const double acc = std::fabs(mm[k]) + std::sqrt(s2[k]);  // the channel sum's partial sums
-    q[k] = (w.tu + w.tv + 1) * s2[k] + pairs * acc * acc;
-  }
+// (A X A^T) for X n x n and A m x n (row-major), through A X first: the output transform done as
+// two matrix products (m n^2 + m^2 n multiply-adds instead of m^2 n^2).
+template <int N>
+void output_transform(const double* a, int m, const double* x, double* out) {
+  double ax[8 * N];  // m <= 8 rows
+  for (int i = 0; i < m; ++i)
+    for (int nu = 0; nu < N; ++nu) {
+      double v = 0;
+      for (int xi = 0; xi < N; ++xi) v += a[i * N + xi] * x[xi * N + nu];
+      ax[i * N + nu] = v;
+    }
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) {
-      double var = 0, val = 0, rss = 0;
-      for (int xi = 0; xi < n; ++xi)
-        for (int nu = 0; nu < n; ++nu) {
-          const int k = xi * n + nu;
-          const double a = w.wm.at[static_cast<std::size_t>(i * n + xi)] * w.wm.at[static_cast<std::size_t>(j * n + nu)];
-          var += a * a * q[k];
-          val += a * mm[k];
-          rss += a * a * mm[k] * mm[k];
-        }
-      put(i, j, kU * (std::sqrt(var) + std::sqrt(w.ta) * (std::fabs(val) + std::sqrt(rss))));
+      double v = 0;
+      for (int nu = 0; nu < N; ++nu) v += ax[i * N + nu] * a[j * N + nu];
+      out[i * m + j] = v;
     }
+}
+
+// The terms at the m x m (or 3 x 3) output points of a tile from its channel sums mm and s2 over
+// `pairs` terms: with a = A^T_{i,xi} A^T_{j,nu}, var = sum a^2 q (q the channel sum's variance
+// terms at each point), val = sum a mm, rss = sum a^2 mm^2, each an output transform (by A^T, or
+// by A^T squared elementwise) of a per-point array.
+template <int N, class Put>
+void tile_outputs_n(const Winograd& w, int m, const double* mm, const double* s2, double pairs, Put put) {
+  double q[N * N], m2[N * N], at2[8 * N], var[64], val[64], rss[64];
+  for (int k = 0; k < N * N; ++k) {
+    const double acc = std::fabs(mm[k]) + std::sqrt(s2[k]);  // the channel sum's partial sums
+    q[k] = (w.tu + w.tv + 1) * s2[k] + pairs * acc * acc;
+    m2[k] = mm[k] * mm[k];
+  }
+  for (int k = 0; k < m * N; ++k) at2[k] = w.wm.at[static_cast<std::size_t>(k)] * w.wm.at[static_cast<std::size_t>(k)];
+  output_transform<N>(at2, m, q, var);
+  output_transform<N>(w.wm.at.data(), m, mm, val);
+  output_transform<N>(at2, m, m2, rss);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < m; ++j) {
+      const int k = i * m + j;
+      put(i, j, kU * (std::sqrt(var[k]) + std::sqrt(w.ta) * (std::fabs(val[k]) + std::sqrt(rss[k]))));
+    }
+}
+
+template <class Put>
+void tile_outputs(const Winograd& w, int m, const double* mm, const double* s2, double pairs, Put put) {
+  switch (w.n) {
+    case 4: return tile_outputs_n<4>(w, m, mm, s2, pairs, put);
+    case 6: return tile_outputs_n<6>(w, m, mm, s2, pairs, put);
+    case 8: return tile_outputs_n<8>(w, m, mm, s2, pairs, put);
+    default: assert(false && "Winograd tiles are 4, 6 or 8 points wide");
+  }
 }
 
 // U = G g G^T of every filter (co, c), transformed once for all tiles.
