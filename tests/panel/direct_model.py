@@ -48,6 +48,8 @@ def main():
     p.add_argument("--python", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--oracle-dir", help="the float64 oracle's run of --ref, made beforehand (ctest's "
+                   "panel.oracle_run); without it the run is made in --work")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     out = os.path.join(a.work, "run")
@@ -55,8 +57,8 @@ def main():
     if run([a.validate, "run", "--backend", "exec", "--progress", "0", "--overwrite", "--cmd", cmd, "--layout",
             os.path.join(HERE, "layouts_numpy.json"), "--ref", a.ref, "--out", out], out + ".log"):
         sys.exit(f"direct_model.py: the {a.variant} run failed: {open(out + '.log').read()[-2000:]}")
-    oracle = os.path.join(a.work, "oracle")
-    if run([a.validate, "run", "--backend", "oracle", "--progress", "0", "--overwrite", "--ref", a.ref, "--out",
+    oracle = a.oracle_dir or os.path.join(a.work, "oracle")
+    if not a.oracle_dir and run([a.validate, "run", "--backend", "oracle", "--progress", "0", "--overwrite", "--ref", a.ref, "--out",
             oracle], oracle + ".log"):
         sys.exit(f"direct_model.py: the oracle run failed: {open(oracle + '.log').read()[-2000:]}")
     problems, total = [], 0

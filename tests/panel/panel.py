@@ -80,8 +80,9 @@ def die(message):
 
 
 def oracle_run(args):
-    """The float64 oracle's run of the set, made once per work directory and reference manifest."""
-    out = os.path.join(args.work, "oracle")
+    """The float64 oracle's run of the set, made once per work directory (or --oracle-dir) and
+    reference manifest."""
+    out = args.oracle_dir or os.path.join(args.work, "oracle")
     want = hashlib.sha256(open(os.path.join(args.ref, "manifest.json"), "rb").read()).hexdigest()
     try:
         made_from = json.load(open(os.path.join(out, "run_info.json")))["reference"]["manifest_sha256"]
@@ -249,6 +250,8 @@ def main():
     p.add_argument("--known", default=os.path.join(HERE, "known_failures.txt"))
     p.add_argument("--layouts", help="the layout file of the panel_algorithms.py variants instead of their own "
                    "(layouts_numpy.json declares no algorithm: each run judged under the direct model)")
+    p.add_argument("--oracle-dir", help="the float64 oracle's run of --ref, used as it is when it was made from "
+                   "that set (ctest's panel.oracle_run makes it once for every test); made there otherwise")
     p.add_argument("--keep", action="store_true", help="keep the runs (the default deletes each after comparing)")
     p.add_argument("--timeout", type=int, default=0,
                    help="seconds one program may take (validate run --timeout; default: run's own, 600 s): the "
