@@ -653,51 +653,86 @@ double dot(const double* __restrict a, const double* __restrict b, std::int64_t 
   return (s0 + s1) + (s2 + s3);
 }
 
+// Planes [planes, rows, cols] surrounded by zeros: `top` rows above, `left` columns left, so
+// the sums below run over whole rows without range checks (a zero term adds nothing).
+struct PaddedPlanes {
+  std::vector<double> v;
+  std::int64_t rows = 0, cols = 0;  // padded
+  const double* at(std::int64_t plane, std::int64_t y, std::int64_t x) const {
+    return &v[static_cast<std::size_t>((plane * rows + y) * cols + x)];
+  }
+};
+
+PaddedPlanes padded(const std::vector<double>& src, std::int64_t planes, std::int64_t h, std::int64_t w,
+                    std::int64_t top, std::int64_t bottom, std::int64_t left, std::int64_t right) {
+  PaddedPlanes p;
+  p.rows = h + top + bottom, p.cols = w + left + right;
+  p.v.assign(static_cast<std::size_t>(planes * p.rows * p.cols), 0.0);
+  for (std::int64_t q = 0; q < planes; ++q)
+    for (std::int64_t y = 0; y < h; ++y)
+      std::copy_n(&src[static_cast<std::size_t>((q * h + y) * w)], w,
+                  &p.v[static_cast<std::size_t>((q * p.rows + y + top) * p.cols + left)]);
+  return p;
+}
+
+// a[x] += sum_kw t[x - kw] taps[kw] over one row (KW fixed so it unrolls and vectorises; 0: kw).
+template <int KW>
+void row_taps(const double* t, const double* taps, std::int64_t kw, std::int64_t w, double* __restrict a) {
+  if (KW) kw = KW;
+  for (std::int64_t x = 0; x < w; ++x) {
+    double sum = 0;
+    for (std::int64_t k = 0; k < kw; ++k) sum += t[x - k] * taps[k];
+    a[x] += sum;
+  }
+}
+
 // grad_input: sum over o, kh, kw of t_out^2 w^2 at every input element, one (b, c) plane per
-// slice, each element's terms added in the order o, kh, kw.
+// slice: t_out^2 zero-padded by the kernel's reach, so each input row gathers one kernel row's
+// taps in one pass.
 void carried_input(const ConvShape& s, const std::vector<double>& w2, const std::vector<double>& t2,
                    std::vector<double>& acc, int threads) {
   const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups;
+  // input row h reads output row y = h + ph - kh: padded row h + ph - kh + (kh_max - 1)
+  const PaddedPlanes tp = padded(t2, s.n * s.o, ho, wo, s.kh - 1, s.kh - 1 + s.ph, s.kw - 1, s.kw - 1 + s.pw);
   parallel_for(s.n * s.c, threads, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<double> taps(static_cast<std::size_t>(s.kw));
     for (std::int64_t bc = begin; bc < end; ++bc) {
       const std::int64_t b = bc / s.c, c = bc % s.c, gi = c / cg, cl = c - gi * cg;
       double* plane = &acc[static_cast<std::size_t>(bc * s.h * s.w)];
       for (std::int64_t o = gi * og; o < (gi + 1) * og; ++o)
-        for (std::int64_t kh = 0; kh < s.kh; ++kh)
-          for (std::int64_t kw = 0; kw < s.kw; ++kw) {
-            const double wk = w2[static_cast<std::size_t>(((o * cg + cl) * s.kh + kh) * s.kw + kw)];
-            const auto [y0, y1] = valid(ho, s.ph, kh, s.h);
-            const auto [x0, x1] = valid(wo, s.pw, kw, s.w);
-            for (std::int64_t y = y0; y < y1; ++y) {
-              double* __restrict a = plane + (y - s.ph + kh) * s.w + (x0 - s.pw + kw);
-              const double* __restrict t = &t2[static_cast<std::size_t>(((b * s.o + o) * ho + y) * wo + x0)];
-              for (std::int64_t j = 0; j < x1 - x0; ++j) a[j] += t[j] * wk;
-            }
+        for (std::int64_t kh = 0; kh < s.kh; ++kh) {
+          for (std::int64_t kw = 0; kw < s.kw; ++kw)
+            taps[static_cast<std::size_t>(kw)] = w2[static_cast<std::size_t>(((o * cg + cl) * s.kh + kh) * s.kw + kw)];
+          for (std::int64_t h = 0; h < s.h; ++h) {
+            // input column x reads output column x + pw - kw: padded x + pw - kw + (kw_max - 1)
+            const double* t = tp.at(b * s.o + o, h + s.ph - kh + s.kh - 1, s.pw + s.kw - 1);
+            if (s.kw == 3)
+              row_taps<3>(t, taps.data(), s.kw, s.w, plane + h * s.w);
+            else
+              row_taps<0>(t, taps.data(), s.kw, s.w, plane + h * s.w);
           }
+        }
     }
   });
 }
 
-// grad_weight: sum over b and the output positions of t_out^2 x^2, one filter (o, c) per slice.
+// grad_weight: sum over b and the output positions of t_out^2 x^2, one filter (o, c) per slice;
+// x^2 zero-padded by the padding, so every tap's sum runs over whole output rows.
 void carried_weight(const ConvShape& s, const std::vector<double>& x2, const std::vector<double>& t2,
                     std::vector<double>& acc, int threads) {
   const std::int64_t ho = s.hout(), wo = s.wout(), cg = s.c / s.groups, og = s.o / s.groups;
+  const PaddedPlanes xp = padded(x2, s.n * s.c, s.h, s.w, s.ph, std::max<std::int64_t>(ho + s.kh - 1 - s.h - s.ph, 0),
+                                 s.pw, std::max<std::int64_t>(wo + s.kw - 1 - s.w - s.pw, 0));
   parallel_for(s.o * cg, threads, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t oc = begin; oc < end; ++oc) {
       const std::int64_t o = oc / cg, c = (o / og) * cg + oc % cg;
       for (std::int64_t kh = 0; kh < s.kh; ++kh)
         for (std::int64_t kw = 0; kw < s.kw; ++kw) {
-          const auto [y0, y1] = valid(ho, s.ph, kh, s.h);
-          const auto [x0, x1] = valid(wo, s.pw, kw, s.w);
-          double& out = acc[static_cast<std::size_t>((oc * s.kh + kh) * s.kw + kw)];
-          for (std::int64_t b = 0; b < s.n; ++b) {
-            double sum = 0;
-            for (std::int64_t y = y0; y < y1; ++y)
-              sum += dot(&t2[static_cast<std::size_t>(((b * s.o + o) * ho + y) * wo + x0)],
-                         &x2[static_cast<std::size_t>(((b * s.c + c) * s.h + y - s.ph + kh) * s.w + x0 - s.pw + kw)],
-                         x1 - x0);
-            out += sum;
-          }
+          double sum = 0;
+          for (std::int64_t b = 0; b < s.n; ++b)
+            for (std::int64_t y = 0; y < ho; ++y)
+              sum += dot(&t2[static_cast<std::size_t>(((b * s.o + o) * ho + y) * wo)], xp.at(b * s.c + c, y + kh, kw), wo);
+          acc[static_cast<std::size_t>((oc * s.kh + kh) * s.kw + kw)] = sum;
         }
     }
   });
