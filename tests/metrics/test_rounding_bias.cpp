@@ -254,3 +254,25 @@ TEST(RoundingBiasBlocks, ACorrelatedCorrectGradientIsNotNamedItsTruncationIs) {
   EXPECT_LT(worst_blocks, 6);
   if (std::getenv("VALIDATE_TEST_PRINT")) std::printf("se rows / se elements %.2f, worst |beta|/se %.2f\n", se_ratio, worst_blocks);
 }
+
+// Blocks along the last axis (grad_B's columns) and along the first (the same values transposed,
+// grouped by row) are the same blocks: the same estimate to rounding.
+TEST(RoundingBiasBlocks, ColumnBlocksEqualTheTransposesRowBlocks) {
+  const int K = 37, N = 11;
+  const std::vector<double> x = exact_values(9);
+  std::vector<float> ref(K * N), run(K * N), ref_t(K * N), run_t(K * N);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n) {
+      const double v = x[static_cast<std::size_t>(k * N + n)];
+      ref[k * N + n] = ref_t[n * K + k] = bf16_nearest(static_cast<float>(v));
+      run[k * N + n] = run_t[n * K + k] = bf16_truncate(static_cast<float>(v * (1 + 0.01 * x[static_cast<std::size_t>(5000 + n)])));
+    }
+  const RoundingBias cols = rounding_bias(view(ref), view(run), Shape{K, N}, *gradient_blocks("grad_B", "KN", 0, 1), 0);
+  const RoundingBias rows = rounding_bias(view(ref_t), view(run_t), Shape{N, K}, BiasBlocks{{0}, 0}, 0);
+  EXPECT_EQ(cols.blocks, N);
+  EXPECT_EQ(rows.blocks, N);
+  EXPECT_NEAR(cols.relative, rows.relative, 1e-12);
+  EXPECT_NEAR(cols.se, rows.se, 1e-9 * rows.se);
+  EXPECT_GT(cols.se, 0);
+  EXPECT_EQ(cols.elements, rows.elements);
+}

@@ -125,24 +125,57 @@ struct BlockSums {
   std::int64_t n = 0, toward = 0, away = 0;
 };
 
+// Elements [i0, i0 + run) all lie in block b: `run` is the stride of the block axis with the
+// smallest stride, so the block index is computed once per run, not per element.
+template <class Read>
+void add_run(BlockSums& s, std::size_t b, std::int64_t i0, std::int64_t run, Read read) {
+  double se = 0, sr = 0;
+  for (std::int64_t i = i0; i < i0 + run; ++i) {
+    const auto [r, x] = read(i);
+    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) continue;
+    const double e = r > 0 ? x - r : r - x;
+    se += e, sr += std::fabs(r);
+    ++s.n, s.toward += e < 0, s.away += e > 0;
+  }
+  s.e[b] += se, s.r[b] += sr;
+}
+
 BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl) {
   BlockSums s;
   std::vector<std::int64_t> stride(shape.size(), 1), weight(bl.axes.size(), 1);
   for (std::size_t a = shape.size(); a-- > 1;) stride[a - 1] = stride[a] * shape[a];
-  std::int64_t count = 1;
-  for (std::size_t k = bl.axes.size(); k-- > 0;) weight[k] = count, count *= shape[static_cast<std::size_t>(bl.axes[k])];
+  std::int64_t count = 1, step = ref.numel;
+  for (std::size_t k = bl.axes.size(); k-- > 0;) {
+    const auto a = static_cast<std::size_t>(bl.axes[k]);
+    weight[k] = count, count *= shape[a], step = std::min(step, stride[a]);
+  }
   s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
-  for (std::int64_t i = 0; i < ref.numel; ++i) {
-    const double r = array_element(ref, i), x = array_element(run, i);
-    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) continue;
+  const bool f32 = ref.storage == DType::float32 && run.storage == DType::float32;
+  const auto* rf = reinterpret_cast<const float*>(ref.data);
+  const auto* xf = reinterpret_cast<const float*>(run.data);
+  // A block axis that is the last axis (grad_B's N): each element of a row in its own block, the
+  // row's first block computed once and the others `last_weight` apart.
+  const bool innermost = step == 1 && !shape.empty();
+  std::int64_t last_weight = 0;
+  for (std::size_t k = 0; k < bl.axes.size(); ++k)
+    if (static_cast<std::size_t>(bl.axes[k]) + 1 == shape.size()) last_weight = weight[k];
+  const std::int64_t span = innermost ? shape.back() : step, per = innermost ? last_weight : 0;
+  for (std::int64_t i0 = 0; i0 < ref.numel; i0 += span) {
     std::int64_t b = 0;
     for (std::size_t k = 0; k < bl.axes.size(); ++k) {
       const auto a = static_cast<std::size_t>(bl.axes[k]);
-      b += (i / stride[a]) % shape[a] * weight[k];
+      b += (i0 / stride[a]) % shape[a] * weight[k];
     }
-    const double e = r > 0 ? x - r : r - x;
-    s.e[static_cast<std::size_t>(b)] += e, s.r[static_cast<std::size_t>(b)] += std::fabs(r);
-    ++s.n, s.toward += e < 0, s.away += e > 0;
+    for (std::int64_t j = 0; j < span; j += innermost ? 1 : span) {
+      const std::int64_t len = innermost ? 1 : span;
+      const auto blk = static_cast<std::size_t>(b + j * per);
+      if (f32)  // the common case, read in place
+        add_run(s, blk, i0 + j, len, [&](std::int64_t i) { return std::pair<double, double>(rf[i], xf[i]); });
+      else
+        add_run(s, blk, i0 + j, len, [&](std::int64_t i) {
+          return std::pair<double, double>(array_element(ref, i), array_element(run, i));
+        });
+    }
   }
   return s;
 }
