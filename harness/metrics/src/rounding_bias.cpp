@@ -180,16 +180,24 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
   s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
   std::vector<double> rb(kChunk), xb(kChunk);
   std::vector<float> scratch(kChunk);
-  std::int64_t b = 0;
+  if (ref.numel == 0) return s;
+  // The current block's two sums are held in registers while consecutive elements stay in it (the
+  // same additions in the same order as adding to memory, without a store and load per element).
+  std::int64_t b = 0, held = 0;
+  double he = 0, hr = 0;
   for (std::int64_t i0 = 0; i0 < ref.numel; i0 += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i0));
     read_chunk(ref, i0, n, rb.data(), scratch.data());
     read_chunk(run, i0, n, xb.data(), scratch.data());
     for (int j = 0; j < n; ++j) {
+      if (b != held) {
+        s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
+        held = b, he = s.e[static_cast<std::size_t>(b)], hr = s.r[static_cast<std::size_t>(b)];
+      }
       const double r = rb[static_cast<std::size_t>(j)], x = xb[static_cast<std::size_t>(j)];
       if (r != 0 && std::isfinite(r) && std::isfinite(x)) {
         const double e = r > 0 ? x - r : r - x;
-        s.e[static_cast<std::size_t>(b)] += e, s.r[static_cast<std::size_t>(b)] += std::fabs(r);
+        he += e, hr += std::fabs(r);
         ++s.n, s.toward += e < 0, s.away += e > 0;
       }
       for (std::size_t a = rank; a-- > 0;) {
@@ -201,6 +209,7 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
       }
     }
   }
+  s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
   return s;
 }
 
