@@ -220,6 +220,19 @@ std::optional<LossRoundingCheck> Comparer::loss_rounding_check(const PairItem& i
   return check_loss_rounding(in, out->view());
 }
 
+namespace {
+// The op's output entry, evaluated just before its loss (pair_run's order), failed its gate.
+bool output_failed(const std::vector<Entry>& done, const Entry& loss) {
+  for (auto it = done.rbegin(); it != done.rend(); ++it) {
+    if (it->variant != loss.variant || it->dtype != loss.dtype || it->case_name != loss.case_name ||
+        it->op != loss.op)
+      return false;
+    if (it->tensor == "output") return it->verdict == Verdict::failed;
+  }
+  return false;
+}
+}  // namespace
+
 Diagnosis Comparer::loss_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref,
                                    const Mapped& run, const Gates& gt, const LossStats& l) {
   DiagnosisInput in;
@@ -233,6 +246,7 @@ Diagnosis Comparer::loss_diagnosis(const PairItem& it, const Entry& e, const Map
   in.run_loss = l.run;
   in.loss_abs = gt.loss_abs;
   in.loss_rel = gt.loss_rel;
+  in.output_failed = output_failed(report_.entries, e);
   declared_layouts(it, in);
   std::vector<Mapped> keep;
   add_reference_tensors(it, in, keep);

@@ -81,7 +81,7 @@ void search_loss(const DiagnosisInput& in, Search& s) {
   // squares and cross terms over every element). Recomputed in full, within full_forward_budget.
   // Not on float32 cases: there a narrow accumulator fails the output's own gate and is named on
   // the output. Meant for an output that PASSED: diagnosis_op.cpp drops it when the output failed.
-  if (in.logical != DType::float32 && in.params) {
+  if (in.logical != DType::float32 && in.params && !in.output_failed) {
     // Every summation order the op's reference follows (ops::OpDef::sum_orders), the running sum
     // started at the bias as a hand-written loop starts it.
     const auto orders = ops::find(ops::op_of(*in.params)).sum_orders();

@@ -125,9 +125,12 @@ struct DiagnosisInput {
   // The op's parameters (compare fills them from the reference's metadata): hypotheses that need
   // the whole float64 output recompute it through the op's own reference (harness/ops/<op>/).
   std::optional<ops::OpParams> params;
-  // Loss entries: the two scalars and the loss gates.
+  // Loss entries: the two scalars and the loss gates, and whether the op's output failed its own
+  // gate (then the output's diagnosis speaks for the op, and the loss is not searched for a narrow
+  // accumulator, whose full recomputes only an output that passed needs).
   double ref_loss = 0, run_loss = 0;
   std::optional<double> loss_abs, loss_rel;
+  bool output_failed = false;
   std::int64_t sample = 4096;
   std::int64_t recompute_sample = 256;  // output positions recomputed per input-side hypothesis
   std::int64_t confirm_all_limit = std::int64_t{1} << 26;  // larger tensors confirm on 1M samples
