@@ -85,7 +85,26 @@ class Comparer {
   std::string repro(const Entry& e, const std::string& label) const;
   Entry evaluate(const RunDirectory& run, const PairItem& it);
   void invalid(Entry& e, const std::string& msg);
+  // compare_tensor's steps. Those returning bool return false when they have given `e` its verdict.
   void compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e);
+  bool check_run_file(const RunDirectory& run, const PairItem& it, const Mapped& ref, const Mapped& run_arr,
+                      Entry& e);
+  void compare_loss_curve(const PairItem& it, const Mapped& ref, const Mapped& run_arr, DType logical, Entry& e);
+  // Sets `scale` when the set has one for the tensor's bound gate; else moves the gates to the
+  // fixed rtol, with the report's note.
+  bool open_bound_scale(const PairItem& it, Entry& e, std::optional<ScaleFile>& scale);
+  void compare_scalar(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt, Entry& e);
+  void fail_shape_mismatch(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt,
+                           const ScaleFile* bound_scale, Entry& e);
+  // e.stats and e.worst_coords; invalid when the reference cannot be judged against.
+  bool compute_tensor_metrics(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt,
+                              DType logical, Entry& e);
+  void add_checkpoint_checks(const PairItem& it, const Gates& gt, GateResult& gr,
+                             std::optional<Diagnosis>& named_diagnosis);
+  // passed, failed (with its diagnosis) or mistrusted, from the gates' result and e.stats.
+  void decide_verdict(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt,
+                      const GateResult& gr, std::optional<Diagnosis> named_diagnosis, const ScaleFile* bound_scale,
+                      bool has_scale, Entry& e);
   CheckpointDiagnosisInput checkpoint_context(const PairItem& it, const Gates& gt) const;
   void compare_loss(const PairItem& it, const Mapped& ref, const Mapped& run, const Gates& gt,
                     Entry& e);
