@@ -52,6 +52,23 @@ std::vector<double> dloss(const std::vector<double>& y, const std::vector<double
 
 // compare of `ref` against a copy whose `tensor` is changed by `mutate`, with conv-like op `op`
 // declaring `algorithms`; the JSON report.
+// The reference's conv2d output y, target t and the forward's Winograd F(m x m, 3 x 3) term per
+// unit lambda of case c, read back from the set at `ref`.
+struct ForwardTerm {
+  std::vector<double> y, t, term;
+};
+ForwardTerm forward_term(const std::string& ref, const cases::Case& c, int m) {
+  const cases::ConvParams& p = c.params<cases::ConvParams>();
+  const auto x = values(read_tensor(ref, c, cases::Op::conv2d, "input"));
+  const auto w = values(read_tensor(ref, c, cases::Op::conv2d, "weight"));
+  ForwardTerm f;
+  f.y = values(read_tensor(ref, c, cases::Op::conv2d, "output"));
+  f.t = values(read_tensor(ref, c, cases::Op::conv2d, "target"));
+  vc::ConvShape s{p.n, p.c, p.h, p.w, p.o, p.kh, p.kw, p.padding[0], p.padding[1], p.groups};
+  f.term = vc::winograd_term(m, vc::ConvPass::forward, s, vc::ConvOperands{&x, &w, nullptr});
+  return f;
+}
+
 Json compare_declared(const std::string& ref, const std::string& run, const std::string& op, const Json& algorithms,
                       const TensorHook& mutate) {
   RunSpec s;
@@ -81,14 +98,8 @@ TEST(CompareAlgorithmLoss, AWinogradOutputsErrorIsCarriedIntoTheLoss) {
   const std::string ref = tmp / "ref";
   const cases::Case c = small_case(DType::float32);
   write_reference(ref, {c}, {}, /*scales=*/true);
-  const cases::ConvParams& p = c.params<cases::ConvParams>();
-  const auto x = values(read_tensor(ref, c, cases::Op::conv2d, "input"));
-  const auto w = values(read_tensor(ref, c, cases::Op::conv2d, "weight"));
-  const auto y = values(read_tensor(ref, c, cases::Op::conv2d, "output"));
-  const auto t = values(read_tensor(ref, c, cases::Op::conv2d, "target"));
   const float loss = static_cast<float>(read_tensor(ref, c, cases::Op::conv2d, "loss").get(0));
-  vc::ConvShape s{p.n, p.c, p.h, p.w, p.o, p.kh, p.kw, p.padding[0], p.padding[1], p.groups};
-  const auto term = vc::winograd_term(4, vc::ConvPass::forward, s, vc::ConvOperands{&x, &w, nullptr});
+  const auto [y, t, term] = forward_term(ref, c, 4);
   ASSERT_EQ(term.size(), y.size());
   const auto c_i = dloss(y, t);
   double lin2 = 0, sq = 0;
@@ -131,13 +142,7 @@ TEST(CompareAlgorithmLoss, TheDerivedLossBoundGainsTheOutputsTerm) {
   const std::string ref = tmp / "ref";
   const cases::Case c = small_case(DType::bfloat16);
   write_reference(ref, {c}, {}, /*scales=*/true);
-  const cases::ConvParams& p = c.params<cases::ConvParams>();
-  const auto x = values(read_tensor(ref, c, cases::Op::conv2d, "input"));
-  const auto w = values(read_tensor(ref, c, cases::Op::conv2d, "weight"));
-  const auto y = values(read_tensor(ref, c, cases::Op::conv2d, "output"));
-  const auto t = values(read_tensor(ref, c, cases::Op::conv2d, "target"));
-  vc::ConvShape s{p.n, p.c, p.h, p.w, p.o, p.kh, p.kw, p.padding[0], p.padding[1], p.groups};
-  const auto term = vc::winograd_term(6, vc::ConvPass::forward, s, vc::ConvOperands{&x, &w, nullptr});
+  const auto [y, t, term] = forward_term(ref, c, 6);
   const auto c_i = dloss(y, t);
   double lin2 = 0;
   for (std::size_t i = 0; i < y.size(); ++i) lin2 += c_i[i] * c_i[i] * 64 * term[i] * term[i];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../common/bfloat16_truncation.hpp"
 #include "../common/temp_dir.hpp"
 #include "commands.hpp"
 #include "fixture.hpp"
@@ -51,16 +52,6 @@ double exact(std::int64_t i) {
   return std::normal_distribution<double>(0, 1)(gen) / 16;
 }
 
-float truncated(double v) {
-  const float f = static_cast<float>(v);
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  b &= 0xFFFF0000u;
-  float t;
-  std::memcpy(&t, &b, 4);
-  return t;
-}
-
 bool planted(const std::string& key) {
   return key == "bfloat16/odd_n3_c4_h19_w6/conv2d/grad_input" || key == "bfloat16/odd_n3_c4_h19_w6/matmul/grad_A";
 }
@@ -77,7 +68,7 @@ TEST(CompareBias, AGradientStoredByTruncationIsNamedAnotherCorrectRoundingIsNot)
   RunSpec s;
   s.mutate = [](const std::string& key, Tensor& t) {
     if (planted(key))
-      for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, truncated(exact(i)));
+      for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, validate::testing::bfloat16_truncated(static_cast<float>(exact(i))));
   };
   write_run(ref, cut, s);
   s.mutate = [](const std::string& key, Tensor& t) {

@@ -6,6 +6,7 @@
 // points 0, +-1, +-2), in float32 like a library's, independently of the harness.
 #include <gtest/gtest.h>
 
+#include "../common/bfloat16_truncation.hpp"
 #include "diagnosis_fixture.hpp"
 
 namespace {
@@ -172,13 +173,7 @@ TEST(DiagnosisRoundingSized, TruncationShowsAsASignBias) {
   Tensor ref = exact.clone(), run = exact.clone();
   for (std::int64_t i = 0; i < exact.numel(); ++i) {
     ref.set(i, round_to_dtype(exact.get(i), DType::bfloat16));
-    std::uint32_t b;
-    const float v = exact.get(i);
-    std::memcpy(&b, &v, 4);
-    b &= 0xFFFF0000u;  // the low 16 bits dropped: bfloat16 by truncation
-    float t;
-    std::memcpy(&t, &b, 4);
-    run.set(i, t);
+    run.set(i, validate::testing::bfloat16_truncated(static_cast<float>(exact.get(i))));
   }
   DiagnosisInput in = bounded(g, ref, run, x, w, scale, 1e-9);
   in.logical = DType::bfloat16;
@@ -222,16 +217,6 @@ GradInput grad_input_of(const Conv& g, const Tensor& dy, const Tensor& w) {
   return gi;
 }
 
-float truncated_bf16(double v) {
-  const float f = static_cast<float>(v);
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  b &= 0xFFFF0000u;
-  float t;
-  std::memcpy(&t, &b, 4);
-  return t;
-}
-
 DiagnosisInput grad_input_input(const Conv& g, const Tensor& ref, const Tensor& run, const Tensor& w,
                                 const Tensor& rho) {
   DiagnosisInput in = input_for(ref, run, "NCHW", "grad_input");
@@ -261,7 +246,7 @@ TEST(DiagnosisRoundingSized, AGradientStoredByTruncationShowsItsBiasOverBlocksTh
   for (std::int64_t i = 0; i < ref.numel(); ++i) {
     ref.set(i, round_to_dtype(gi.from_rounded.get(i), DType::bfloat16));
     oracle.set(i, round_to_dtype(gi.from_exact.get(i), DType::bfloat16));
-    cut.set(i, truncated_bf16(gi.from_exact.get(i)));
+    cut.set(i, validate::testing::bfloat16_truncated(static_cast<float>(gi.from_exact.get(i))));
   }
   const Diagnosis dc = diagnose(grad_input_input(g, ref, oracle, w, gi.rho));
   ASSERT_TRUE(dc.profile.contains("bias")) << dc.profile.dump();

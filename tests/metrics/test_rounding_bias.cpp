@@ -8,20 +8,13 @@
 #include <random>
 #include <vector>
 
+#include "../common/bfloat16_truncation.hpp"
 #include "validate/metrics/rounding_bias.hpp"
 
 using namespace validate;
 using namespace validate::compare;
 
 namespace {
-
-float bf16_truncate(float v) {
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  b &= 0xFFFF0000u;
-  std::memcpy(&v, &b, 4);
-  return v;
-}
 
 float bf16_nearest(float v) {  // ties to even, as numpy's and PyTorch's converters
   std::uint32_t b;
@@ -57,7 +50,7 @@ std::vector<float> stored(const std::vector<double>& x, F f) {
 TEST(RoundingBias, TruncatedBfloat16IsNamedWithItsSize) {
   const auto x = exact_values(1);
   const auto ref = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v)); });
-  const auto run = stored(x, [](double v) { return bf16_truncate(static_cast<float>(v)); });
+  const auto run = stored(x, [](double v) { return validate::testing::bfloat16_truncated(static_cast<float>(v)); });
   const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
   EXPECT_TRUE(b.biased()) << b.z;
   // Truncation loses a uniform fraction of an ULP: on average half of 2^-8 to 2^-7 of |v|, a
@@ -160,7 +153,7 @@ TEST(RoundingBias, AnInOrderPositiveSumSpanningDecadesIsNotNamedATruncatedStoreI
   b.dtype = DType::bfloat16;
   const auto ref16 = stored(s.exact, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   std::vector<float> run16(s.in_order.size());
-  for (std::size_t i = 0; i < run16.size(); ++i) run16[i] = bf16_truncate(s.in_order[i]);
+  for (std::size_t i = 0; i < run16.size(); ++i) run16[i] = validate::testing::bfloat16_truncated(s.in_order[i]);
   const RoundingBias t = rounding_bias(view(ref16), view(run16), allowed_bias(b) + accumulation_bias(view(ref16), view(s.rho), b));
   EXPECT_TRUE(t.biased()) << t.z << " " << t.relative;
   EXPECT_LT(t.relative, -1e-3);
@@ -237,7 +230,7 @@ TEST(RoundingBiasBlocks, ACorrelatedCorrectGradientIsNotNamedItsTruncationIs) {
     const GradA g = grad_a(seed);
     const auto ref = stored(g.from_rounded_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
     const auto run = stored(g.from_exact_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
-    const auto cut = stored(g.from_exact_dy, [](double v) { return bf16_truncate(static_cast<float>(v)); });
+    const auto cut = stored(g.from_exact_dy, [](double v) { return validate::testing::bfloat16_truncated(static_cast<float>(v)); });
     const RoundingBias elements = rounding_bias(view(ref), view(run), 0);
     const RoundingBias blocks = rounding_bias(view(ref), view(run), g.shape, rows, 0);
     worst_blocks = std::max(worst_blocks, std::fabs(blocks.relative) / blocks.se);
@@ -265,7 +258,7 @@ TEST(RoundingBiasBlocks, ColumnBlocksEqualTheTransposesRowBlocks) {
     for (int n = 0; n < N; ++n) {
       const double v = x[static_cast<std::size_t>(k * N + n)];
       ref[k * N + n] = ref_t[n * K + k] = bf16_nearest(static_cast<float>(v));
-      run[k * N + n] = run_t[n * K + k] = bf16_truncate(static_cast<float>(v * (1 + 0.01 * x[static_cast<std::size_t>(5000 + n)])));
+      run[k * N + n] = run_t[n * K + k] = validate::testing::bfloat16_truncated(static_cast<float>(v * (1 + 0.01 * x[static_cast<std::size_t>(5000 + n)])));
     }
   const RoundingBias cols = rounding_bias(view(ref), view(run), Shape{K, N}, *gradient_blocks("grad_B", "KN", 0, 1), 0);
   const RoundingBias rows = rounding_bias(view(ref_t), view(run_t), Shape{N, K}, BiasBlocks{{0}, 0}, 0);
