@@ -28,6 +28,26 @@ void read_chunk(const ArrayView& v, std::int64_t begin, int n, double* out, floa
   for (int j = 0; j < n; ++j) out[j] = scratch[j];
 }
 
+// f(a_i, b_i) for i = 0, 1, ... in order (a and b of the same numel): read in place when both are
+// float32, the common case, and a chunk at a time otherwise.
+template <class F>
+void for_each_pair(const ArrayView& a, const ArrayView& b, F&& f) {
+  if (a.storage == DType::float32 && b.storage == DType::float32) {
+    const auto* af = reinterpret_cast<const float*>(a.data);
+    const auto* bf = reinterpret_cast<const float*>(b.data);
+    for (std::int64_t i = 0; i < a.numel; ++i) f(af[i], bf[i]);
+    return;
+  }
+  std::vector<double> ab(kChunk), bb(kChunk);
+  std::vector<float> scratch(kChunk);
+  for (std::int64_t i = 0; i < a.numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, a.numel - i));
+    read_chunk(a, i, n, ab.data(), scratch.data());
+    read_chunk(b, i, n, bb.data(), scratch.data());
+    for (int j = 0; j < n; ++j) f(ab[static_cast<std::size_t>(j)], bb[static_cast<std::size_t>(j)]);
+  }
+}
+
 // The sums one pass gathers: sum e, sum |r|, sum e^2, sum e |r|, sum r^2 (e = sign(r) (x - r)), so
 // that sum (e - beta |r|)^2 = see - 2 beta ser + beta^2 srr needs no second pass.
 struct Sums {
@@ -49,21 +69,7 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
   RoundingBias b;
   if (ref.numel != run.numel) return b;
   Sums s;
-  if (ref.storage == DType::float32 && run.storage == DType::float32) {
-    // The common case, read in place.
-    const auto* r = reinterpret_cast<const float*>(ref.data);
-    const auto* x = reinterpret_cast<const float*>(run.data);
-    for (std::int64_t i = 0; i < ref.numel; ++i) s.add(r[i], x[i]);
-  } else {
-    std::vector<double> r(kChunk), x(kChunk);
-    std::vector<float> scratch(kChunk);
-    for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
-      const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
-      read_chunk(ref, i, n, r.data(), scratch.data());
-      read_chunk(run, i, n, x.data(), scratch.data());
-      for (int j = 0; j < n; ++j) s.add(r[static_cast<std::size_t>(j)], x[static_cast<std::size_t>(j)]);
-    }
-  }
+  for_each_pair(ref, run, [&](double r, double x) { s.add(r, x); });
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
   if (s.n < 2 || s.sr <= 0) return b;
   b.relative = s.se / s.sr;
@@ -178,37 +184,29 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
     w[a] = count, count *= shape[a];
   }
   s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
-  std::vector<double> rb(kChunk), xb(kChunk);
-  std::vector<float> scratch(kChunk);
   if (ref.numel == 0) return s;
   // The current block's two sums are held in registers while consecutive elements stay in it (the
   // same additions in the same order as adding to memory, without a store and load per element).
   std::int64_t b = 0, held = 0;
   double he = 0, hr = 0;
-  for (std::int64_t i0 = 0; i0 < ref.numel; i0 += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i0));
-    read_chunk(ref, i0, n, rb.data(), scratch.data());
-    read_chunk(run, i0, n, xb.data(), scratch.data());
-    for (int j = 0; j < n; ++j) {
-      if (b != held) {
-        s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
-        held = b, he = s.e[static_cast<std::size_t>(b)], hr = s.r[static_cast<std::size_t>(b)];
-      }
-      const double r = rb[static_cast<std::size_t>(j)], x = xb[static_cast<std::size_t>(j)];
-      if (r != 0 && std::isfinite(r) && std::isfinite(x)) {
-        const double e = r > 0 ? x - r : r - x;
-        he += e, hr += std::fabs(r);
-        ++s.n, s.toward += e < 0, s.away += e > 0;
-      }
-      for (std::size_t a = rank; a-- > 0;) {
-        if (++idx[a] < shape[a]) {
-          b += w[a];
-          break;
-        }
-        b -= w[a] * (shape[a] - 1), idx[a] = 0;
-      }
+  for_each_pair(ref, run, [&](double r, double x) {
+    if (b != held) {
+      s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
+      held = b, he = s.e[static_cast<std::size_t>(b)], hr = s.r[static_cast<std::size_t>(b)];
     }
-  }
+    if (r != 0 && std::isfinite(r) && std::isfinite(x)) {
+      const double e = r > 0 ? x - r : r - x;
+      he += e, hr += std::fabs(r);
+      ++s.n, s.toward += e < 0, s.away += e > 0;
+    }
+    for (std::size_t a = rank; a-- > 0;) {
+      if (++idx[a] < shape[a]) {
+        b += w[a];
+        break;
+      }
+      b -= w[a] * (shape[a] - 1), idx[a] = 0;
+    }
+  });
   s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
   return s;
 }
@@ -251,21 +249,13 @@ double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const Bou
   if (ref.numel != scale.numel) return 0;
   const double per = 0x1p-24 * std::sqrt(o.n);
   double acc = 0, mass = 0;
-  std::vector<double> rb(kChunk), sb(kChunk);
-  std::vector<float> scratch(kChunk);
-  for (std::int64_t i0 = 0; i0 < ref.numel; i0 += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i0));
-    read_chunk(ref, i0, n, rb.data(), scratch.data());
-    read_chunk(scale, i0, n, sb.data(), scratch.data());
-    for (int j = 0; j < n; ++j) {
-      const double r = rb[static_cast<std::size_t>(j)];
-      if (!(r != 0) || !std::isfinite(r)) continue;
-      double rho = sb[static_cast<std::size_t>(j)] * o.scale_unit;
-      if (!std::isfinite(rho)) rho = 0;
-      acc += per * (std::fabs(r) + rho);
-      mass += std::fabs(r);
-    }
-  }
+  for_each_pair(ref, scale, [&](double r, double sc) {
+    if (!(r != 0) || !std::isfinite(r)) return;
+    double rho = sc * o.scale_unit;
+    if (!std::isfinite(rho)) rho = 0;
+    acc += per * (std::fabs(r) + rho);
+    mass += std::fabs(r);
+  });
   return mass > 0 ? acc / mass : 0;
 }
 
