@@ -53,17 +53,7 @@ void refine_op_diagnoses(std::vector<Entry>& entries) {
         rerank(*out->diagnosis, out->tensor);
       }
     }
-    // 2. A narrow accumulator named from the loss alone is for an output that passed its gate
-    //    (diagnosis_loss.cpp); when the output failed, its own diagnosis speaks for the op.
-    if (out && out->verdict == Verdict::failed && loss && loss->diagnosis) {
-      auto& m = loss->diagnosis->matches;
-      const auto n = m.size();
-      m.erase(std::remove_if(m.begin(), m.end(),
-                             [](const Hypothesis& h) { return h.code == "narrow_accumulation"; }),
-              m.end());
-      if (m.size() != n) rerank(*loss->diagnosis, loss->tensor);
-    }
-    // 3. Loss and gradients follow from a read or arithmetic mistake named on the output.
+    // 2. Loss and gradients follow from a read or arithmetic mistake named on the output.
     const Hypothesis* root = out && out->diagnosis ? out->diagnosis->named() : nullptr;
     if (!root || root->side == "output") continue;
     const Hypothesis cause = *root;
