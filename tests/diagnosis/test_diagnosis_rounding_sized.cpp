@@ -150,8 +150,7 @@ TEST(DiagnosisRoundingSized, AWinogradOutputShowsItsTilePatternAndNoMistake) {
   EXPECT_GE(dw.profile["tile"]["spread"].get<double>(), kTileSpreadForTests) << dw.profile.dump();
   EXPECT_TRUE(contains(dw.summary, "Winograd F(4x4,3x3)")) << dw.summary;
 
-  // A direct float32 sum in an order the accumulation hypotheses do not try (they would name it
-  // under a gate of 1e-9, rightly: it is a float32 running sum).
+  // A direct float32 sum (reversed order) shows no tile pattern and no Winograd name.
   const Tensor direct = conv_narrow(g, x, w, nullptr, [](double v) { return static_cast<double>(static_cast<float>(v)); },
                                     false, true);
   const Diagnosis dd = diagnose(bounded(g, exact, direct, x, w, scale, 1e-9));
@@ -162,6 +161,27 @@ TEST(DiagnosisRoundingSized, AWinogradOutputShowsItsTilePatternAndNoMistake) {
   if (std::getenv("VALIDATE_TEST_PRINT"))
     std::printf("%s\n%s\n%s\n%s\n", dw.profile.dump().c_str(), dw.summary.c_str(), dd.profile.dump().c_str(),
                 dd.summary.c_str());
+}
+
+// A float32 running sum, in each order the narrow-accumulator search tries, against the float64
+// values under a gate of 1e-9: a correct computation (the bound's own model), so nothing is named
+// and no "accumulate in double" advice is given; the verdict says the gate is too tight.
+TEST(DiagnosisRoundingSized, AFloat32RunningSumUnderATightGateIsNotAMistake) {
+  const Conv g = same_conv(3, 16, 11, 9, 5);
+  const Tensor x = random_tensor({3, 16, 11, 9}, 37), w = random_tensor({5, 16, 3, 3}, 38);
+  const Tensor exact = reference(g, x, w), scale = conv_scale(g, x, w);
+  const auto to_float = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  for (const bool channels_inner : {false, true}) {
+    const Tensor run = conv_narrow(g, x, w, nullptr, to_float, channels_inner);
+    std::int64_t differ = 0;
+    for (std::int64_t i = 0; i < run.numel(); ++i) differ += run.get(i) != exact.get(i);
+    ASSERT_GT(differ, run.numel() / 4);  // the premise: float32 rounding shows on most elements
+    const Diagnosis dx = diagnose(bounded(g, exact, run, x, w, scale, 1e-9));
+    EXPECT_TRUE(dx.matches.empty()) << dx.summary;
+    EXPECT_FALSE(contains(dx.summary, "float32 after every add")) << dx.summary;
+    EXPECT_FALSE(contains(dx.summary, "accumulate in double")) << dx.summary;
+    EXPECT_TRUE(contains(dx.summary, "no layout or precision mistake")) << dx.summary;
+  }
 }
 
 // Values stored by truncation (round toward zero) lean toward zero on (nearly) every element that

@@ -34,8 +34,8 @@ Hypothesis rounded_inputs_hypothesis(Rounding r, const std::string& tensors, con
 // through float32, as a float32 add whose result is stored in a bfloat16/float16 register would
 // (ops::ElementOptions::float32_adds; the op's element path does the sum). Products stay exact (a
 // float times a float fits a double), so only the accumulator differs from the oracle.
-// The accumulator types worth trying on a case of `logical` dtype: those that can fail its gate
-// (a float32 accumulator on a bfloat16 or float16 case is far inside their gates).
+// The accumulator types worth trying on a case of `logical` dtype: those narrower than float32 (a
+// float32 running sum is the declared computation of every dtype, never a mistake to name).
 std::vector<Rounding> accumulators_to_try(DType logical);
 // code narrow_accumulation, params {format, order}; `order_words` names the summation order.
 Hypothesis narrow_accumulation_hypothesis(Rounding r, const std::string& tensors,
