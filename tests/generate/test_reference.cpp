@@ -254,3 +254,79 @@ TEST_P(GeneratorVsFloat64, LowPrecisionMatmulOutputIsRoundedOnce) {
     }
   EXPECT_EQ(off, 0) << off << " of " << M * N << " outputs are not the exact product rounded once";
 }
+
+namespace {
+
+// x rounded to nearest-even with `digits` significand bits and smallest normal exponent emin.
+double round_digits(double x, int digits, int emin) {
+  if (x == 0) return 0;
+  const double q = std::ldexp(1.0, std::max(std::ilogb(x), emin) - (digits - 1));
+  return std::nearbyint(x / q) * q;
+}
+
+}  // namespace
+
+// A bfloat16/float16 gradient's stored dL/dy choice term (docs/compare.md, "dL/dy's rounding,
+// stored"), against float64 sums from the definition on the odd case's im2col GEMM (M, K, N all
+// different): Z holds the exact move between dL/dy kept in float32 and rounded (|Dg| <= Z), and its
+// root term lies between the part every element carries (dL/dy's float32 evaluation) and what it
+// would be if every output element could round the other way.
+TEST_P(GeneratorVsFloat64, ChoiceTermHoldsTheKeptVersusRoundedMove) {
+  const DType dt = GetParam();
+  auto c = odd_case(dt);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev, nullptr, nullptr, /*scales=*/true);
+  ASSERT_TRUE(out) << out.message();
+  if (dt == DType::float32) {
+    EXPECT_EQ(out->count("grad_A_choice"), 0u);  // nothing is rounded to the case dtype
+    return;
+  }
+  ASSERT_EQ(out->count("grad_A_choice"), 1u);
+  ASSERT_EQ(out->count("grad_B_choice"), 1u);
+  const auto& mp = c.params<cases::MatmulParams>();
+  const std::int64_t M = mp.m, K = mp.k, N = mp.n;
+  ASSERT_TRUE(M != K && K != N && M != N);
+  const Tensor &A = in.at("A"), &B = in.at("B"), &t = in.at("target"), &y = out->at("output");
+  const int digits = dt == DType::bfloat16 ? 8 : 11, emin = dt == DType::bfloat16 ? -126 : -14;
+  const double u = std::ldexp(1.0, -24), n_out = static_cast<double>(M * N);
+  auto ulp = [&](double v) { return std::ldexp(1.0, std::max(std::ilogb(std::abs(v)), emin) - (digits - 1)); };
+  std::vector<double> D(static_cast<size_t>(M * N)), floor2(D.size()), cap2(D.size());
+  const double n_max = std::max(std::ceil(n_out * K / static_cast<double>(M * K)), std::ceil(n_out * K / static_cast<double>(K * N)));
+  for (std::int64_t i = 0; i < M * N; ++i) {
+    // dL/dy as generate evaluates it: the difference in float32, times 2/N in float32.
+    const double dy = static_cast<float>(y.get(i) - t.get(i)) * static_cast<float>(2.0 / n_out);
+    D[static_cast<size_t>(i)] = round_digits(dy, digits, emin) - dy;
+    const double eval = 2 * u * std::abs(dy), a_lo = std::abs(dy) + eval;
+    // Every element flipped: dL/dy moves by (2/N) ULP(y) and two ULPs of dL/dy at most.
+    const double f_cap = eval + 2 / n_out * ulp(y.get(i)) + 2 * ulp(std::abs(dy) + 2 / n_out * ulp(y.get(i)));
+    const double a_cap = std::abs(dy) + f_cap + std::abs(D[static_cast<size_t>(i)]);
+    floor2[static_cast<size_t>(i)] = eval * eval + 2 * n_max * u * u * a_lo * a_lo;
+    cap2[static_cast<size_t>(i)] = f_cap * f_cap + 2 * n_max * u * u * a_cap * a_cap;
+  }
+  auto check = [&](const char* name, std::int64_t rows, std::int64_t cols, auto other, auto out_index) {
+    const Tensor& z = out->at(std::string(name) + "_choice");
+    ASSERT_EQ(z.numel(), rows * cols) << name;
+    int below = 0, outside = 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t q = 0; q < cols; ++q) {
+        double dg = 0, lo = 0, hi = 0;  // over the products of element (r, q)
+        for (std::int64_t j = 0; j < (rows == M ? N : M); ++j) {
+          const std::size_t o = static_cast<std::size_t>(out_index(r, q, j));
+          const double x = other(r, q, j);
+          dg += D[o] * x, lo += floor2[o] * x * x, hi += cap2[o] * x * x;
+        }
+        const double zi = z.get(r * cols + q), rest = zi - std::abs(dg);
+        below += zi < std::abs(dg) * (1 - 1e-5);
+        outside += rest < 8 * std::sqrt(lo) * (1 - 1e-3) || rest > 8 * std::sqrt(hi) * (1 + 1e-3);
+      }
+    EXPECT_EQ(below, 0) << name << ": elements whose choice term is below the exact |Dg|";
+    EXPECT_EQ(outside, 0) << name << ": elements whose root term is outside its floor and cap";
+  };
+  // grad_A[m, k] = sum_n dy[m, n] B[k, n]; grad_B[k, n] = sum_m A[m, k] dy[m, n].
+  check("grad_A", M, K, [&](auto, auto k, auto n) { return B.get(k * N + n); }, [&](auto m, auto, auto n) { return m * N + n; });
+  check("grad_B", K, N, [&](auto k, auto, auto m) { return A.get(m * K + k); }, [&](auto, auto n, auto m) { return m * N + n; });
+}

@@ -156,12 +156,12 @@ TEST(AlgorithmBounds, FftTermByHand) {
   EXPECT_TRUE(winograd_term(2, ConvPass::forward, s, ConvOperands{&x, &w, nullptr}).empty());
 }
 
-// run_extra widens the run's side only: two stacks differ by side_ref + side_run + extra, a run
+// run_extra widens the run's side only: two stacks differ by their two-stack bound + extra, a run
 // against the oracle by side + extra.
 TEST(AlgorithmBounds, RunExtraAddsToTheRunSideOnly) {
   BoundOptions o;
   o.n = 16;
-  const double side = side_bound(1.0, 0.5, o);
+  const double side = two_stack_bound(1.0, 0.5, o) / 2;  // half the two stacks' bound
   const std::vector<float> ref{1.0f}, scale{0.5f};
   const double extra = 3 * side;
   const std::vector<double> ex{extra};

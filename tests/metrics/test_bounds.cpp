@@ -68,14 +68,72 @@ TEST(Bounds, ASplitGradientScaleTakesTheProductTermAloneByHand) {
   o.split_gradient = false;  // the unsplit scale also enters the accumulation term
   EXPECT_DOUBLE_EQ(side_bound(-0.75, 0.5, o), want + 8 * u * 10 * 0.5);
   o.split_gradient = true;
+  // Two stacks: the lambda terms in root-sum-square, the stored roundings once per side.
+  const double two = std::sqrt(2.0) * 8 * (u * 10 * 0.75 + u * 0.5) + 2 * (u * 0.75 + 101 * std::ldexp(1.0, -150));
+  EXPECT_DOUBLE_EQ(two_stack_bound(-0.75, 0.5, o), two);
   const std::vector<float> ref{-0.75f, -0.75f}, scale{0.5f, 0.5f};
-  const std::vector<float> run{static_cast<float>(-0.75 + 1.9 * want), static_cast<float>(-0.75 + 2.1 * want)};
+  const std::vector<float> run{static_cast<float>(-0.75 + 0.9 * two), static_cast<float>(-0.75 + 1.1 * two)};
   auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->beyond, 1);
   ASSERT_EQ(r->worst.size(), 1u);
   EXPECT_EQ(r->worst[0].index, 1);
-  EXPECT_DOUBLE_EQ(r->worst[0].bound, 2 * want);
+  EXPECT_NEAR(r->worst[0].bound, two, 1e-12 * two);
+}
+
+// A bfloat16 gradient with a stored dL/dy choice term Z (docs/compare.md, "dL/dy's rounding,
+// stored"): two stacks are held to min(noise model, Z max(1, lambda/8) + sqrt(2) lambda u sqrt(n) |g|
+// + 2 (u_d |g| + eta)); a Z above the noise model, negative or NaN changes nothing; with an oracle a
+// run farther from exact than the reference must also be within it of the reference.
+TEST(Bounds, AStoredChoiceTermTightensABfloat16GradientAndNeverLoosensIt) {
+  const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 64 * std::ldexp(1.0, -150);
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.split_gradient = true;
+  o.n = 64;
+  // |g| = 0.5, S = 4: noise model sqrt(2) 8 (u 8 0.5 + ud 4) + 2 (ud 0.5 + eta), about 0.185.
+  const double noise = std::sqrt(2.0) * 8 * (u * 8 * 0.5 + ud * 4) + 2 * (ud * 0.5 + eta);
+  EXPECT_DOUBLE_EQ(two_stack_bound(0.5, 4, o), noise);
+  const double z = static_cast<float>(0.01), tight = z + std::sqrt(2.0) * 8 * u * 8 * 0.5 + 2 * (ud * 0.5 + eta);  // about 0.0139
+  const std::vector<float> ref(5, 0.5f), scale(5, 4.0f);
+  const std::vector<float> run{static_cast<float>(0.5 + 0.9 * tight), static_cast<float>(0.5 + 1.2 * tight), 0.6f, 0.6f, 0.6f};
+  const std::vector<float> choice{static_cast<float>(z), static_cast<float>(z), static_cast<float>(z), 1.0f, -1.0f};
+  const ArrayView cv = view(choice);
+  o.choice = &cv;
+  auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o, 5);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->beyond, 2);  // element 1 (1.2x) and 2 (0.1 off); 3 and 4 keep the noise model
+  EXPECT_EQ(r->worst[0].index, 2);
+  EXPECT_NEAR(r->worst[0].bound, tight, 1e-12);
+  EXPECT_EQ(r->worst[1].index, 1);
+  EXPECT_NEAR(r->worst[1].over, 1.2, 1e-6);
+  o.choice = nullptr;
+  auto plain = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->beyond, 0);  // 0.1 is within the noise model's 0.185
+  // lambda 16: Z doubles, the rest follows lambda.
+  o.choice = &cv;
+  o.lambda = 16;
+  auto wide = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide->beyond, 1);  // element 2 only: 0.1 > 2 z + ... = 0.0239
+  EXPECT_NEAR(wide->worst[0].bound, 2 * z + std::sqrt(2.0) * 16 * u * 8 * 0.5 + 2 * (ud * 0.5 + eta), 1e-12);
+  // With an oracle: element 2 is farther from exact (0.5) than the reference (exact): it fails
+  // against the choice bound; a run nearer the exact value than the reference never does.
+  o.lambda = 8;
+  const std::vector<double> exact{0.5, 0.5, 0.5, 0.5, 0.5};
+  const ArrayView xv = view(exact);
+  auto three = check_bounds(view(ref), view(run), view(scale), &xv, o, 5);
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->beyond, 2);
+  EXPECT_EQ(three->worst[0].index, 2);
+  EXPECT_NEAR(three->worst[0].over, 0.1f / tight, 1e-4);
+  const std::vector<double> far{0.7, 0.7, 0.7, 0.7, 0.7};  // the reference 0.2 away: every run nearer
+  const ArrayView fv = view(far);
+  auto nearer = check_bounds(view(ref), view(run), view(scale), &fv, o, 5);
+  ASSERT_TRUE(nearer);
+  EXPECT_EQ(nearer->beyond, 0);
 }
 
 TEST(Bounds, TheFailingElementOfALargeBfloat16GradientPassesItsBound) {
@@ -115,9 +173,9 @@ TEST(Bounds, AFailingElementIsNamedWithItsDistances) {
   const BoundElement& el = r->worst[0];
   EXPECT_EQ(el.index, 2);
   EXPECT_FLOAT_EQ(static_cast<float>(el.run), 3.0003f);
-  const double side = side_bound(3.0, 3.0, o);
-  EXPECT_DOUBLE_EQ(el.bound, 2 * side);
-  EXPECT_NEAR(el.over, std::fabs(3.0003f - 3.0) / (2 * side), 1e-9);
+  const double two = two_stack_bound(3.0, 3.0, o);
+  EXPECT_DOUBLE_EQ(el.bound, two);
+  EXPECT_NEAR(el.over, std::fabs(3.0003f - 3.0) / two, 1e-9);
   EXPECT_GT(el.over, 10);
 }
 

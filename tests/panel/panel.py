@@ -53,6 +53,15 @@ WRONG = {
     # must still fail every float32 output.
     "numpy_tf32_any": (("numpy:layouts_tf32_any.json", "tf32"), ("float32",)),
 }
+# Wrong in the gradients only (the outputs are right): the named gradient must fail on every case
+# of the dtypes, plain and with --oracle (docs/compare.md, "dL/dy's rounding, stored").
+WRONG_GRADIENT = {
+    # matmul's grad_A summed in a bfloat16 accumulator
+    "numpy_grad_a_bf16acc": (("numpy", "grad_a_acc"), ("bfloat16",), "matmul/grad_A"),
+    # dL/dy rounded to an 8-bit float (E4M3) before the backward pass: every gradient moves
+    "numpy_dy_fp8": (("numpy", "dy_fp8"), ("bfloat16",), "matmul/grad_A"),
+}
+WRONG.update({k: (v[0], v[1]) for k, v in WRONG_GRADIENT.items()})
 # A policy that must accept a wrong variant's float32 checks: policies/tf32.json is how a user says
 # "TF32 is intended", so TF32 operands must pass it (and still fail the default).
 ACCEPTED_BY = {"numpy_tf32": os.path.join(os.path.dirname(os.path.dirname(HERE)), "policies", "tf32.json")}
@@ -193,6 +202,8 @@ def wrong(args):
             die(f"{args.variant}: compare --policy {policy} exited {rc}, expected 0 (the policy accepts it): "
                 f"{report['summary']['line']}")
         print(f"{args.variant} (--policy {os.path.basename(policy)}): {report['summary']['line']}")
+    if args.variant in WRONG_GRADIENT:
+        return wrong_gradient(args, reports)
     for mode, (rc, report) in reports.items():
         if rc != 1:
             die(f"{args.variant} ({mode}): compare exited {rc}, expected 1: {report['summary']['line']}")
@@ -209,6 +220,19 @@ def wrong(args):
         if quiet:
             die(f"{args.variant} ({mode}): ops with no failed tensor: {sorted(quiet)}")
         print(f"{args.variant} ({mode}): {report['summary']['line']}; all {len(ops)} ops of {'/'.join(dtypes)} fail")
+    print(f"panel.py: {args.variant}: fails as it must")
+
+
+def wrong_gradient(args, reports):
+    _, dtypes, tensor = WRONG_GRADIENT[args.variant]
+    for mode, (rc, report) in reports.items():
+        failed = failures(report)
+        ids = [e["id"] for e in report["entries"] if e["dtype"] in dtypes and e["id"].endswith("/" + tensor)]
+        missed = [i for i in ids if i not in failed]
+        print(f"{args.variant} ({mode}): {report['summary']['line']}; {tensor} failed on {len(ids) - len(missed)} "
+              f"of {len(ids)} cases of {'/'.join(dtypes)}")
+        if missed or not ids:
+            die(f"{args.variant} ({mode}): {tensor} passed on {missed or 'no case of ' + str(dtypes)}")
     print(f"panel.py: {args.variant}: fails as it must")
 
 

@@ -17,15 +17,21 @@ Deliberately wrong (the panel's negative controls):
   tf32          float32 GEMMs on operands rounded to 10 mantissa bits (TensorFloat-32)
   wtrans        the weight's memory read with its H and W axes swapped (OWHI for OHWI), and
                 matmul's B buffer [N, K] read as if it were [K, N]
+  grad_a_acc    blas_dyround, but matmul's grad_A summed with its running sum rounded to the case
+                dtype after every add (a half-precision accumulator in the backward GEMM only)
+  dy_fp8        blas_dyround, but dL/dy rounded to an 8-bit float (E4M3: 4 significand bits,
+                scaled per tensor by a power of two so its largest magnitude fits, as FP8 training
+                scales it) before the backward pass
 """
 import os
 import sys
 
 import numpy as np
 
-VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans")
+VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans", "grad_a_acc", "dy_fp8")
 # (significand bits including the implicit one, smallest normal exponent) of each dtype.
-FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14), "tf32": (11, -126)}
+FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14), "tf32": (11, -126),
+           "e4m3": (4, -6)}
 
 
 def fail(message):
@@ -90,7 +96,19 @@ def loss_and_dy(ar, y, t, dtype, dyround):
     dy = d * ar.t(2) / ar.t(n)
     if dyround and dtype != "float32":
         dy = ar.arr(round_to(dy, dtype))
+    if ar.variant == "dy_fp8":
+        most = float(np.max(np.abs(dy)))
+        scale = np.ldexp(1.0, int(np.floor(np.log2(448.0 / most)))) if most > 0 else 1.0
+        dy = ar.arr(round_to(dy * scale, "e4m3") / scale)
     return loss, dy
+
+
+def accumulated_in(dtype, a, b):
+    """a [M, J] times b [J, K] with each running sum rounded to `dtype` after every add, j in order."""
+    acc = np.zeros((a.shape[0], b.shape[1]))
+    for j in range(a.shape[1]):
+        acc = round_to(np.float32(acc + np.outer(a[:, j], b[j, :]).astype(np.float32)), dtype)
+    return acc
 
 
 def conv2d(d, dtype, ar, dyround):
@@ -162,7 +180,7 @@ def matmul(d, dtype, ar, dyround):
     loss, dy = loss_and_dy(ar, y, t, dtype, dyround)
     save(d, "output", y, dtype)
     np.save(os.path.join(d, "loss.npy"), np.array(round_to(loss, "float32"), dtype=np.float32))
-    save(d, "grad_A", ar.gemm(dy, bt), dtype)
+    save(d, "grad_A", accumulated_in(dtype, dy, bt) if ar.variant == "grad_a_acc" else ar.gemm(dy, bt), dtype)
     gb = ar.gemm(dy.T, a)                   # [N, K]
     if ar.variant == "wtrans":
         gb = gb.T.reshape(NC, K)
@@ -181,9 +199,9 @@ def main():
     ar = Arith(variant)
     op = os.environ.get("VALIDATE_OP")
     if op == "conv2d":
-        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after"))
+        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "dy_fp8"))
     elif op == "matmul":
-        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after"))
+        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "dy_fp8"))
     else:
         fail(f"VALIDATE_OP={op!r}: the panel computes conv2d and matmul")
 

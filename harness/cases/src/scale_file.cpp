@@ -27,8 +27,9 @@ StoredScale store_scale(const Tensor& scale) {
 }
 
 bool is_scale_name(std::string_view name) {
-  constexpr std::string_view suffix = "_scale";
-  return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  for (std::string_view suffix : {std::string_view("_scale"), std::string_view("_choice")})
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
+  return false;
 }
 
 Result<double> scale_unit(const Json& entry, DType storage, const std::string& what) {

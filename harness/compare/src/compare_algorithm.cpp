@@ -312,6 +312,7 @@ Result<AlgorithmBound> tensor_bound(const PairItem& it, const std::string& tenso
     if (ab.extra.empty()) ab.extra.assign(c.size(), 0.0);
     for (std::size_t i = 0; i < c.size() && i < ab.extra.size(); ++i) ab.extra[i] += c[i];
     ab.model += fmt::format(" + the output's {} error through dL/dy", d->fwd_name);
+    ab.carried_output = true;
   }
   for (double& v : ab.extra) v *= lambda;
   if (!ab.extra.empty() && static_cast<std::int64_t>(ab.extra.size()) != numel)

@@ -15,6 +15,7 @@ struct AlgorithmBound {
   std::string algorithm = "direct";  // as the run recorded it
   std::string model = "direct";      // the bound model applied (reports show it)
   std::vector<double> extra;         // per element, lambda times the algorithm's term; empty: none
+  bool carried_output = false;       // a gradient's term carries the output's algorithm's error
 };
 
 // The direct sum (nothing to load) unless the run names another algorithm for this tensor; then

@@ -152,6 +152,27 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 
+Result<std::optional<ScaleFile>> open_choice(const PairItem& it, const std::string& op, const std::string& tensor,
+                                             const Shape& shape) {
+  const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str(), "choice"});
+  if (!entry) return std::optional<ScaleFile>();
+  const std::string where = fmt::format("reference: {}'s metadata, ops.{}.scales.{}.choice", it.ref->c.name, op, tensor);
+  const Json* sf = find_path(*entry, {"file"});
+  const Json* sq = find_path(*entry, {"quantity"});
+  if (!sf || !sf->is_string() || !sq || !sq->is_string() || sq->get<std::string>() != cases::kChoiceQuantity)
+    return Error{fmt::format("{}: needs \"file\" and \"quantity\": \"{}\"", where, cases::kChoiceQuantity)};
+  const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
+  auto m = open_npy(f);
+  if (!m) return Error{"reference: dL/dy choice term: " + m.message()};
+  const DType dt = m->header.dtype;
+  if (m->header.shape != shape || (dt != DType::float32 && dt != DType::float16))
+    return Error{fmt::format("reference: dL/dy choice term {} has shape {} ({}), expected float16 or float32 {}", f,
+                             shape_to_string(m->header.shape), dtype_name(dt), shape_to_string(shape))};
+  auto unit = cases::scale_unit(*entry, dt, where + " (" + f + ")");
+  if (!unit) return unit.status();
+  return std::optional<ScaleFile>(ScaleFile{std::move(*m), *unit, cases::kChoiceQuantity});
+}
+
 Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt) {
   auto opts = bound_options(it, e, *e.role, gt);
   if (!opts) return opts;
@@ -183,6 +204,19 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     return std::nullopt;
   }
   const ArrayView xv = *exact ? (*exact)->view(false) : ArrayView{};
+  // A bfloat16/float16 gradient's stored dL/dy choice: only where its flips were bounded for this
+  // run, a direct-sum output on unrounded operands (BoundOptions::choice).
+  std::optional<ScaleFile> choice;
+  if (e.role == ops::Role::grad && !alg->carried_output && o.operand_u == 0) {
+    auto ch = open_choice(it, e.op_name(), it.tensor, e.shape);
+    if (!ch) {
+      invalid(e, ch.message());
+      return std::nullopt;
+    }
+    choice = std::move(*ch);
+  }
+  const ArrayView cv = choice ? choice->map.view() : ArrayView{};
+  if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += " + dL/dy's rounding, stored";
   auto r = check_bounds(ref.view(), run.view(), scale.map.view(), *exact ? &xv : nullptr, o, 5, opt_.threads);
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());

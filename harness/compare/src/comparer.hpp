@@ -60,6 +60,10 @@ struct ScaleFile {
 };
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
                                             const Shape& shape, const std::vector<std::string>& quantities);
+// A bfloat16/float16 gradient's stored dL/dy choice term (ops.<op>.scales.<tensor>.choice): nullopt
+// when the set lists none; an error naming the file when the entry or the file is unusable.
+Result<std::optional<ScaleFile>> open_choice(const PairItem& it, const std::string& op, const std::string& tensor,
+                                             const Shape& shape);
 // The options of `e`'s error-bound gate with its scale (bound_options, the scale's unit, and a
 // gradient scale split into its two parts when its quantity says so): what check_bounds and the
 // diagnosis's element test are given.

@@ -38,14 +38,14 @@ bool ElementTest::beyond_at(std::int64_t p, float r, float x) const {
 }
 
 BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
-  // Twice one side's bound (two correct stacks), taken apart into its three linear terms.
+  // The gate's bound of two correct stacks (two_stack_bound), taken apart into its three linear terms.
   BoundTest t;
   t.scale = b.scale;
   t.unit = b.options.scale_unit;
-  const double c = side_bound(0, 0, b.options);
-  t.constant = 2 * c;
-  t.per_ref = 2 * (side_bound(1, 0, b.options) - c);
-  t.per_scale = 2 * (side_bound(0, 1, b.options) - c);
+  const double c = two_stack_bound(0, 0, b.options);
+  t.constant = c;
+  t.per_ref = two_stack_bound(1, 0, b.options) - c;
+  t.per_scale = two_stack_bound(0, 1, b.options) - c;
   return t;
 }
 

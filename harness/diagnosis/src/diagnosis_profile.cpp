@@ -141,7 +141,7 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     if (bounded) {
       double s = static_cast<double>(read_value(in.bound->scale, p)) * in.bound->options.scale_unit;
       if (!std::isfinite(s)) s = 0;
-      const double two_sides = 2 * side_bound(a, s, in.bound->options);
+      const double two_sides = two_stack_bound(a, s, in.bound->options);
       unit = two_sides;
       max_worst = std::max(max_worst, ae / (2 * worst_case_bound(a, s, in.bound->options)));
     }

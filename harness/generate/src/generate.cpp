@@ -97,14 +97,11 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh}, {want, tensor->dtype(), max_abs, std::nullopt}});
     }
     // The case's error-bound scales (a case without them was made by an older generate: redo it).
-    for (const auto& t : c.tensors(op)) {
-      if (!c.has_bound_scale(t)) continue;
-      const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
+    // A scale's sha256 is its data section's (float32 scales: the same as their values').
+    auto keep_scale = [&](const std::string& rel, const Json& sj, const Shape& shape) {
       if (!sj.is_object() || !sj.contains("sha256") || !sj["sha256"].is_string()) return false;
-      const std::string rel = dir + "/" + c.file_name(op, t.name + "_scale");
       auto tensor = npy::read(root + "/" + rel);
-      // A scale's sha256 is its data section's (float32 scales: the same as their values').
-      if (!tensor || tensor->shape() != t.shape || !cases::scale_unit(sj, tensor->dtype(), rel) ||
+      if (!tensor || tensor->shape() != shape || !cases::scale_unit(sj, tensor->dtype(), rel) ||
           sha256_hex(tensor->bytes(), tensor->nbytes()) != sj["sha256"].get<std::string>())
         return false;
       auto fh = sha256_file(root + "/" + rel);
@@ -113,6 +110,16 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (sj.contains("unit_log2")) unit = sj["unit_log2"].get<int>();
       kept.push_back({rel, {std::filesystem::file_size(root + "/" + rel), *fh},
                       {sj["sha256"].get<std::string>(), tensor->dtype(), std::nullopt, unit}});
+      return true;
+    };
+    for (const auto& t : c.tensors(op)) {
+      if (!c.has_bound_scale(t)) continue;
+      const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
+      if (!keep_scale(dir + "/" + c.file_name(op, t.name + "_scale"), sj, t.shape)) return false;
+      // A bfloat16/float16 gradient's dL/dy choice term (a case made before it: redo it).
+      if (t.role == cases::Role::grad && c.dtype != DType::float32 &&
+          !(sj.contains("choice") && keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)))
+        return false;
     }
   }
   auto mh = sha256_file(root + "/" + meta_rel);

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "validate/core/blas_info.hpp"
@@ -163,6 +164,99 @@ double gradient_reduction_length(const std::string& name, std::int64_t leaf_nume
   return std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));
 }
 
+// The grid of a bfloat16/float16 dtype around values `g` on it (float32 tensors): the spacing
+// above |g| (away from zero) and below it (toward zero; half as wide at a power of two).
+struct GridSpacing {
+  at::Tensor above, below;
+};
+GridSpacing grid_spacing(const at::Tensor& g, DType d) {
+  const int p = d == DType::bfloat16 ? 8 : 11, emin = d == DType::bfloat16 ? -126 : -14;
+  const at::Tensor a = g.abs();
+  auto [m, e] = at::frexp(a);  // a = m 2^e, m in [0.5, 1)
+  const at::Tensor il = at::where(a > 0, e - 1, at::full_like(e, emin)).clamp_min(emin);
+  at::Tensor above = at::exp2((il - (p - 1)).to(at::kFloat));
+  at::Tensor below = at::where((m == 0.5) & (il > emin), above * 0.5, above);
+  return {above, below};
+}
+
+// How far v (float32) lies inside the interval that rounds to g (its value in the dtype): the
+// distance to the nearer rounding boundary, negative outside it.
+at::Tensor inside_distance(const at::Tensor& v, const at::Tensor& g, DType d) {
+  const GridSpacing s = grid_spacing(g, d);
+  const at::Tensor a = g.abs(), side = at::where(g < 0, -v, v);  // v measured on g's side of zero
+  const at::Tensor off_zero = at::minimum(side - (a - s.below * 0.5), a + s.above * 0.5 - side);
+  return at::where(g == 0, s.above * 0.5 - v.abs(), off_zero);
+}
+
+at::Tensor round_to(const at::Tensor& t, DType d) { return t.to(compute_type(d)).to(at::kFloat); }
+
+// The dL/dy choice of a bfloat16/float16 op (docs/compare.md, "dL/dy's rounding, stored"). Two
+// correct stacks take their dL/dy = 2 (y - t) / N from the same stored output, and then either keep
+// it in float32 or round it to the case dtype (LibTorch, the reference, rounds). That is a choice,
+// not noise: the gradient moves by Dg = backward(op, D) with D = round(dy) - dy, computed here
+// exactly for this data. What is left between the two stacks is rare and random: a stored output
+// element that rounds the other way (its float32 value within both stacks' accumulation bound of a
+// rounding boundary), a dL/dy within float32 noise of one, the float32 evaluation of dL/dy, a bias
+// added after a stored sum (conv2d, conv_transpose2d: a fresh rounding at every element), and the
+// float32 accumulation of both gradients. Their bound F_j on |dy_run - dy_ref| per element enters
+// root-sum-square through the squared operands (choice_statistical), and
+//   Z = |Dg| + lambda0 sqrt(sum_j (F_j^2 + 2 n u^2 a_j^2) x_j^2),  a_j = |dy_j| + F_j + |D_j|,
+// lambda0 = 8, is stored per gradient element; compare adds the gradient's own accumulation and
+// storage roundings of both sides (bounds.hpp, BoundOptions::choice).
+struct ChoiceTerms {
+  at::Tensor y32, stored, dy, D;                  // the float32 forward, the stored output, dL/dy, D
+  double bias_max = 0;                            // max |bias| of an op that adds one (0: none)
+  std::map<std::string, at::Tensor> dg, spread;  // per gradient leaf: |Dg|, then the root term
+};
+constexpr double kChoiceLambda = 8;
+
+// The float32 forward of the op's own (case-dtype) leaves, and Dg from it.
+ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
+                                 const at::Tensor& target, DType d) {
+  ChoiceTerms c;
+  ops::TorchLeaves lin;
+  for (const auto& [name, t] : leaves) lin.emplace(name, t.detach().to(at::kFloat).requires_grad_(true));
+  at::Tensor z = ops::torch_forward(params, lin);
+  c.y32 = z.detach();
+  c.stored = y.detach().to(at::kFloat);
+  c.dy = (c.stored - target) * (2.0 / static_cast<double>(c.stored.numel()));
+  c.D = round_to(c.dy, d) - c.dy;
+  z.backward(c.D);
+  for (const auto& [name, t] : lin) c.dg.emplace(name, t.grad().abs());
+  if (auto b = lin.find("bias"); b != lin.end()) c.bias_max = b->second.detach().abs().max().item<double>();
+  return c;
+}
+
+// F_j and the root term of Z through the squared operands `sq` (their forward y2, the output's
+// scale rho_y), at reduction length k of the output and n_max of the gradients.
+void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Tensor& y2, const at::Tensor& rho_y,
+                        DType d, double k, double n_max) {
+  const double u = std::ldexp(1.0, -24), ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double two_n = 2.0 / static_cast<double>(c.stored.numel());
+  const at::Tensor ya = c.y32.abs();
+  // Both stacks' float32 outputs lie within kChoiceLambda times the direct sum's bound of exact.
+  const at::Tensor w = 2 * kChoiceLambda * u * (std::sqrt(k) * (ya + rho_y) + rho_y) + 2 * k * std::ldexp(1.0, -150);
+  const at::Tensor y_flips = inside_distance(c.y32, c.stored, d) <= w;
+  const at::Tensor rounded = round_to(c.dy, d);
+  const at::Tensor dy_flips = inside_distance(c.dy, rounded, d) <= 4 * u * c.dy.abs() + std::ldexp(1.0, -149);
+  const at::Tensor step_y = grid_spacing(c.stored, d).above * two_n;  // dL/dy moved by a flipped y
+  const at::Tensor ulp_dy = grid_spacing(rounded.abs() + step_y, d).above;
+  at::Tensor f = 2 * u * c.dy.abs() + at::where(y_flips, step_y + ulp_dy, at::zeros_like(ulp_dy)) +
+                 at::where(dy_flips, ulp_dy, at::zeros_like(ulp_dy));
+  if (c.bias_max > 0)  // the sum stored before the bias is added: y moves at every element
+    f = f + two_n * (ud * (c.stored.abs() + c.bias_max)) + step_y + ulp_dy;
+  const at::Tensor a = c.dy.abs() + f + c.D.abs();
+  const at::Tensor up = f.square() + (2 * n_max * u * u) * a.square();
+  std::vector<at::Tensor> inputs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) inputs.push_back(t), names.push_back(name);
+  const auto g = torch::autograd::grad({y2}, inputs, {up}, /*retain_graph=*/true);
+  for (std::size_t i = 0; i < names.size(); ++i)
+    c.spread.emplace(names[i], c.dg.at(names[i]) + kChoiceLambda * g[i].clamp_min(0).sqrt());
+  c.y32 = c.stored = c.dy = c.D = at::Tensor();
+}
+
 // The error-bound scale pass (docs/compare.md, "Error bounds"). Every element of the output and of
 // each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the same
 // bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term), and each
@@ -177,7 +271,7 @@ double gradient_reduction_length(const std::string& name, std::int64_t leaf_nume
 // square roots, the largest op's scales kept five copies of its operand at the peak.
 at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
                       const at::Tensor& target, DType d, cases::Op op, const std::vector<std::string>& only,
-                      std::map<std::string, at::Tensor>& grads) {
+                      std::map<std::string, at::Tensor>& grads, ChoiceTerms* choice = nullptr) {
   const double u = std::ldexp(1.0, -24);
   const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
   const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
@@ -204,6 +298,7 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   for (const auto& [name, t] : sq)
     if (t.requires_grad()) n_max = std::max(n_max, gradient_reduction_length(name, t.numel(), n_out, k - 1));
   at::Tensor a = dy + ud * m;
+  if (choice) choice_statistical(*choice, sq, y2, rho_y, d, k, n_max);
   y2.backward(m.square() + (n_max * (u / ud) * (u / ud)) * a.square());
   grads.clear();
   for (const auto& [name, t] : sq)
@@ -354,7 +449,9 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     }
     if (scales) {
       std::map<std::string, at::Tensor> g2;
-      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2);
+      std::optional<ChoiceTerms> choice;  // bfloat16 and float16: dL/dy's rounding, stored
+      if (c.dtype != DType::float32) choice = choice_deterministic(inst->params, leaves, y, target, c.dtype);
+      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2, choice ? &*choice : nullptr);
       auto scale = [&](at::Tensor& sq_sum) {  // the root in place: no second copy of the largest
         return timed([&] {
           sq_sum.clamp_min_(0).sqrt_();
@@ -364,6 +461,10 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       for (const auto& t : table) {
         if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2));
         else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(g2.at(t.name.substr(5))));
+        if (t.role == cases::Role::grad && choice)
+          out.emplace(t.name + "_choice", timed([&] {
+                        return adopt_from_torch(choice->spread.at(t.name.substr(5)).contiguous(), DType::float32);
+                      }));
       }
     }
   } catch (const c10::Error& e) {

@@ -16,6 +16,9 @@ namespace validate::compare {
 namespace {
 
 constexpr double kU = 0x1p-24;  // float32 unit roundoff: the accumulator every stack may use
+constexpr double kSqrt2 = 1.4142135623730951;
+// The lambda generate computes a gradient's stored choice term at (torch_reference.cpp).
+constexpr double kChoiceLambda = 8;
 
 }  // namespace
 
@@ -102,6 +105,11 @@ SideParts side_parts(double y, double rho, const BoundOptions& o) {
 double side_bound(double y, double rho, const BoundOptions& o) {
   const SideParts p = side_parts(y, rho, o);
   return o.lambda * p.statistical + p.deterministic;
+}
+
+double two_stack_bound(double y, double rho, const BoundOptions& o) {
+  const SideParts p = side_parts(y, rho, o);
+  return (o.per_lambda ? 2 : kSqrt2) * o.lambda * p.statistical + 2 * p.deterministic;
 }
 
 Result<LossBound> loss_bound(const ArrayView& y, const ArrayView& scale, const ArrayView& target,
@@ -192,9 +200,12 @@ namespace {
 // case the same.
 struct BoundConstants {
   double ud, up, rn, a, c, eta, gamma;
+  // Two stacks: the statistical parts' factor, sqrt(2) (root-sum-square); 2 for a checkpoint's
+  // scale, a two-stack bound already (2 lambda scale).
+  double two = kSqrt2;
   explicit BoundConstants(const BoundOptions& o) {
     if (o.per_lambda) {
-      ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda;
+      ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda, two = 2;
       return;
     }
     const StoredRounding s(o);
@@ -205,12 +216,23 @@ struct BoundConstants {
   }
 };
 
+// The two-stack bound of a gradient with a stored dL/dy choice term Z (BoundOptions::choice) at
+// element i: Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| (acc_y) + both sides' stored
+// roundings (hu each) + the run's algorithm term. Infinite where Z is not a value >= 0, so the
+// noise-model bound stands: a stored term never loosens it.
+double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions& o, double acc_y, double hu,
+                    double extra) {
+  const double z = array_element(choice, i) * o.choice_unit;
+  if (!(z >= 0) || !std::isfinite(z)) return std::numeric_limits<double>::infinity();
+  return z * std::max(1.0, o.lambda / kChoiceLambda) + kSqrt2 * acc_y + 2 * hu + extra;
+}
+
 // The pass over [lo, hi): one chunk's partial result.
 template <class Ref, class Run, class Scale>
 void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const BoundOptions& o, std::int64_t lo,
                 std::int64_t hi, std::size_t keep, BoundResult& r) {
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma;
+  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two;
   const double sides = exact ? 1 : 2;
   auto worse = [](const BoundElement& x, const BoundElement& y) {
     return x.over != y.over ? x.over > y.over : x.index < y.index;
@@ -221,8 +243,9 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     if (!std::isfinite(av) || !std::isfinite(bv)) continue;  // the non-finite gate's business
     if (!std::isfinite(rho)) rho = 0;
     const double ya = std::fabs(av), hu = ud * ya + eta;
-    const double side = a * ya + c * rho + hu;
-    const double run_side = o.run_extra ? side + o.run_extra[i] : side;
+    const double stat = a * ya + c * rho, side = stat + hu;
+    const double extra = o.run_extra ? o.run_extra[i] : 0.0;
+    const double run_side = side + extra;
     double err, bound;
     std::optional<double> x;
     if (exact) {
@@ -236,15 +259,23 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
         continue;
       } else {
         // Judged against the exact value: the run's own error within one side's bound. A run at
-        // least as close to exact as the reference never fails, whatever the bound.
+        // least as close to exact as the reference never fails, whatever the bound. A run farther
+        // from it is also held to the stored choice's two-stack bound against the reference.
         err = std::fabs(bv - *x);
         bound = std::max(run_side, std::fabs(av - *x));
+        const double apart = std::fabs(bv - av);
+        if (o.choice && err > std::fabs(av - *x)) {
+          const double tight = choice_bound(*o.choice, i, o, a * ya, hu, extra);
+          if (apart > tight) bound = std::min(bound, tight * err / apart);  // over: apart / tight
+        }
       }
     } else {
-      // Two correct stacks: each within its bound of the exact value, so within the sum of each
-      // other (the stored roundings give one ULP between them: twice the half ULP of side()).
+      // Two correct stacks: each within its bound of the exact value, their lambda terms in
+      // root-sum-square (independent roundings), the stored roundings once per side (one ULP
+      // between them); a stored choice term, when smaller, instead.
       err = std::fabs(bv - av);
-      bound = side + run_side;
+      bound = two * stat + 2 * hu + extra;
+      if (o.choice) bound = std::min(bound, choice_bound(*o.choice, i, o, a * ya, hu, extra));
     }
     ++r.checked;
     const double over = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
@@ -278,14 +309,15 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 bool fast_pass(const float* pr, const float* pu, const float* ps, std::int64_t n, const BoundOptions& o,
                BoundResult& r) {
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, unit = o.scale_unit;
+  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two,
+               unit = o.scale_unit;
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;
   for (std::int64_t i = 0; i < n; ++i) {
     const double av = pr[i], bv = pu[i], rho = ps[i] * unit, ya = std::fabs(av);
     const double hu = ud * ya + eta;
-    const double bound = 2 * (a * ya + c * rho + hu);
+    const double bound = two * (a * ya + c * rho) + 2 * hu;
     const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
     const double err = std::fabs(bv - av);
     const double over = err / bound, w = err / wc;
@@ -305,7 +337,8 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, std::int64_t n
 
 Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
                                  const ArrayView* exact, const BoundOptions& o, std::size_t keep, int threads) {
-  if (ref.numel != run.numel || scale.numel != ref.numel || (exact && exact->numel != ref.numel))
+  if (ref.numel != run.numel || scale.numel != ref.numel || (exact && exact->numel != ref.numel) ||
+      (o.choice && o.choice->numel != ref.numel))
     return Error{"error-bound check: element counts differ"};
   if (keep == 0) keep = 1;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -325,7 +358,7 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
         thread_local std::vector<float> widened;
         const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
                     *ps = scale_floats(scale, lo, hi, widened);  // element lo at ps[0]
-        if (!exact && !o.run_extra && fast_pass(pr + lo, pu + lo, ps, hi - lo, o, part)) continue;
+        if (!exact && !o.run_extra && !o.choice && fast_pass(pr + lo, pu + lo, ps, hi - lo, o, part)) continue;
         bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },
                    [pu](std::int64_t i) { return static_cast<double>(pu[i]); },
                    [ps, lo, unit](std::int64_t i) { return ps[i - lo] * unit; }, exact, o, lo, hi, keep, part);

@@ -21,6 +21,10 @@ inline constexpr const char* kCheckpointBoundQuantity = "checkpoint_bound_per_la
 // BoundOptions::split_gradient); sets of earlier versions list rho_p alone as "rss_products", as
 // outputs still do.
 inline constexpr const char* kGradientBoundQuantity = "rss_gradient_terms";
+// A bfloat16/float16 gradient's stored dL/dy choice term Z (ops.<op>.scales.<grad>.choice): the
+// gradient's move between dL/dy kept and rounded, plus the rare flips' root term at lambda 8
+// (metrics/bounds.hpp, BoundOptions::choice; docs/compare.md).
+inline constexpr const char* kChoiceQuantity = "dy_choice_two_stack";
 inline constexpr const char* kRunFormat = "validate-run/1";
 
 struct TensorRecord {

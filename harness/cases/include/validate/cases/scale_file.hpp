@@ -22,7 +22,8 @@ struct StoredScale {
 // `scale` is a float32 tensor of non-negative values (NaN and +inf stay what they are).
 StoredScale store_scale(const Tensor& scale);
 
-// Whether a name from torch_compute's results is a scale ("<tensor>_scale"), not a tensor.
+// Whether a name from torch_compute's results is a scale ("<tensor>_scale") or a gradient's stored
+// dL/dy choice term ("<tensor>_choice", stored the same way), not a tensor.
 bool is_scale_name(std::string_view name);
 
 // The unit of a scale file, from its metadata entry `entry` (ops.<op>.scales.<tensor>) and the

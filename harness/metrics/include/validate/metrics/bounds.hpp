@@ -16,8 +16,10 @@
 // An output whose op adds a term after the sum (a bias) may also be rounded to the case dtype
 // before that addition (cuDNN's cudnnAddTensor after cudnnConvolutionForward, LibTorch on CUDA):
 // one more rounding of s = y - bias, at most u_d |s| <= u_d (|y| + max |bias|), added to b.
-// Two correct stacks differ by at most b_ref + b_run; with a float64 oracle the run alone is held
-// to b against the exact value, so a run at least as close to exact as the reference never fails.
+// Two correct stacks differ by at most sqrt(2) lambda (statistical part) + 2 (deterministic part):
+// their rounding errors are independent, so the lambda terms of the two sides add in
+// root-sum-square; with a float64 oracle the run alone is held to b against the exact value, so a
+// run at least as close to exact as the reference never fails.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,12 +60,25 @@ struct BoundOptions {
   // FFT), added to the run's side of the bound only; null for the direct sum (and split-K, whose
   // bound is the direct sum's: docs/compare.md, "Algorithm-aware bounds").
   const double* run_extra = nullptr;
+  // A bfloat16/float16 gradient's stored dL/dy choice term Z (the set's "<grad>_choice", float16
+  // times choice_unit; generate computes it at lambda 8): two correct stacks differ by at most
+  // Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| + 2 (u_d |g| + eta) (+ the run's algorithm
+  // term). Without an oracle the element is held to the smaller of that and the noise-model bound
+  // (both sound: docs/compare.md, "dL/dy's rounding, stored"); with one, a run farther from the
+  // exact value than the reference must also be within it of the reference. Null: the noise model
+  // alone. Not for a run whose output is another algorithm's or whose operands are rounded (TF32):
+  // the choice's flips were bounded with the direct sum's float32 output error.
+  const ArrayView* choice = nullptr;
+  double choice_unit = 1;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
 // against the exact value), and its worst-case counterpart: gamma_n (|y| + sqrt(n) rho) + u_p
 // sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
 double side_bound(double y, double rho, const BoundOptions& o);
+// Two correct stacks against each other (no oracle): each side's lambda terms, independent, in
+// root-sum-square, and both sides' stored roundings: sqrt(2) lambda statistical + 2 deterministic.
+double two_stack_bound(double y, double rho, const BoundOptions& o);
 // side_bound = lambda * statistical + deterministic: the many accumulation and product roundings
 // (their root-sum-square per unit lambda) and the one or two roundings of the stored result.
 struct SideParts {
