@@ -210,19 +210,28 @@ struct ChoiceTerms {
 };
 constexpr double kChoiceLambda = 8;
 
-// The float32 forward of the op's own (case-dtype) leaves, and Dg from it.
+// The float32 forward of the op's own (case-dtype) leaves, and Dg from it. `sum`: that forward
+// already made from `leaves` with its graph kept (a case computed in float32); otherwise it is
+// made here from float32 copies (a native bfloat16/float16 run on CUDA).
 ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
-                                 const at::Tensor& target, DType d) {
+                                 const at::Tensor& target, DType d, const at::Tensor* sum) {
   ChoiceTerms c;
   ops::TorchLeaves lin;
-  for (const auto& [name, t] : leaves) lin.emplace(name, t.detach().to(at::kFloat).requires_grad_(true));
-  at::Tensor z = ops::torch_forward(params, lin);
+  if (sum) {
+    lin = leaves;
+  } else {
+    for (const auto& [name, t] : leaves) lin.emplace(name, t.detach().to(at::kFloat).requires_grad_(true));
+  }
+  at::Tensor z = sum ? *sum : ops::torch_forward(params, lin);
   c.y32 = z.detach();
   c.stored = y.detach().to(at::kFloat);
   c.dy = (c.stored - target) * (2.0 / static_cast<double>(c.stored.numel()));
   c.D = round_to(c.dy, d) - c.dy;
-  z.backward(c.D);
-  for (const auto& [name, t] : lin) c.dg.emplace(name, t.grad().abs());
+  std::vector<at::Tensor> inputs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : lin) inputs.push_back(t), names.push_back(name);
+  auto g = torch::autograd::grad({z}, inputs, {c.D});  // not accumulated into the leaves' .grad
+  for (std::size_t i = 0; i < names.size(); ++i) c.dg.emplace(names[i], g[i].abs_());
   if (auto b = lin.find("bias"); b != lin.end()) c.bias_max = b->second.detach().abs().max().item<double>();
   return c;
 }
@@ -251,10 +260,15 @@ void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Te
   std::vector<std::string> names;
   for (const auto& [name, t] : sq)
     if (t.requires_grad()) inputs.push_back(t), names.push_back(name);
-  const auto g = torch::autograd::grad({y2}, inputs, {up}, /*retain_graph=*/true);
-  for (std::size_t i = 0; i < names.size(); ++i)
-    c.spread.emplace(names[i], c.dg.at(names[i]) + kChoiceLambda * g[i].clamp_min(0).sqrt());
   c.y32 = c.stored = c.dy = c.D = at::Tensor();
+  auto g = torch::autograd::grad({y2}, inputs, {up}, /*retain_graph=*/true);
+  for (std::size_t i = 0; i < names.size(); ++i) {  // in place: the largest gradient is 300 MB
+    at::Tensor z = std::move(c.dg.at(names[i]));
+    z.add_(g[i].clamp_min_(0).sqrt_(), kChoiceLambda);
+    g[i] = at::Tensor();
+    c.spread.emplace(names[i], std::move(z));
+  }
+  c.dg.clear();
 }
 
 // The error-bound scale pass (docs/compare.md, "Error bounds"). Every element of the output and of
@@ -435,11 +449,16 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     ops::TorchLeaves leaves;
     for (const auto& t : table)
       if (t.role == cases::Role::input && t.name != "target") leaves.emplace(t.name, leaf(t.name.c_str()));
-    at::Tensor y = plan.narrow(ops::torch_forward(inst->params, leaves));
+    at::Tensor y_sum = ops::torch_forward(inst->params, leaves);
+    at::Tensor y = plan.narrow(y_sum);
+    // A bfloat16/float16 case computed in float32 (on the CPU) keeps its graph for the dL/dy
+    // choice's backward (choice_deterministic), which then needs no forward of its own.
+    const bool choice_wanted = scales && c.dtype != DType::float32;
+    const bool reuse = choice_wanted && y_sum.scalar_type() == at::kFloat;
 
     // Loss on the output upcast to float32, as DESIGN.md defines it.
     at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
-    loss.backward();
+    loss.backward({}, /*retain_graph=*/reuse);
 
     // Results in the table's order: output, loss, then grad_<x> for each leaf x.
     for (const auto& t : table) {
@@ -450,7 +469,9 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     if (scales) {
       std::map<std::string, at::Tensor> g2;
       std::optional<ChoiceTerms> choice;  // bfloat16 and float16: dL/dy's rounding, stored
-      if (c.dtype != DType::float32) choice = choice_deterministic(inst->params, leaves, y, target, c.dtype);
+      if (choice_wanted)
+        choice = choice_deterministic(inst->params, leaves, y, target, c.dtype, reuse ? &y_sum : nullptr);
+      y_sum = at::Tensor();
       at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2, choice ? &*choice : nullptr);
       auto scale = [&](at::Tensor& sq_sum) {  // the root in place: no second copy of the largest
         return timed([&] {
