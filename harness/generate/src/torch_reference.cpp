@@ -204,9 +204,11 @@ at::Tensor round_to(const at::Tensor& t, DType d) { return t.to(compute_type(d))
 // lambda0 = 8, is stored per gradient element; compare adds the gradient's own accumulation and
 // storage roundings of both sides (bounds.hpp, BoundOptions::choice).
 struct ChoiceTerms {
-  at::Tensor y32, stored, dy, D;                  // the float32 forward, the stored output, dL/dy, D
-  double bias_max = 0;                            // max |bias| of an op that adds one (0: none)
-  std::map<std::string, at::Tensor> dg, spread;  // per gradient leaf: |Dg|, then the root term
+  at::Tensor y32, stored, dy, D;  // the float32 forward, the stored output, dL/dy, D
+  // A bias added after the stored sum (conv2d, conv_transpose2d): the float32 sum s = y - bias,
+  // the output that route stores, round(round(s) + bias), and its dL/dy (undefined: no bias).
+  at::Tensor sum, after, dy_after;
+  std::map<std::string, at::Tensor> dg, spread;  // per gradient leaf: |Dg|, then Z
 };
 constexpr double kChoiceLambda = 8;
 
@@ -225,14 +227,32 @@ ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLe
   at::Tensor z = sum ? *sum : ops::torch_forward(params, lin);
   c.y32 = z.detach();
   c.stored = y.detach().to(at::kFloat);
-  c.dy = (c.stored - target) * (2.0 / static_cast<double>(c.stored.numel()));
-  c.D = round_to(c.dy, d) - c.dy;
+  const double two_n = 2.0 / static_cast<double>(c.stored.numel());
+  c.dy = (c.stored - target) * two_n;
+  const at::Tensor rounded = round_to(c.dy, d);  // the reference's dL/dy
+  c.D = rounded - c.dy;
+  // The moves from the reference's gradient, one per other legal route: dL/dy kept; with a bias
+  // added after the stored sum, dL/dy of that output rounded, and kept.
+  std::vector<at::Tensor> moves{c.D};
+  if (auto b = lin.find("bias"); b != lin.end() && c.y32.dim() == 4) {
+    const at::Tensor b4 = b->second.detach().to(at::kFloat).view({1, -1, 1, 1});  // output channels: axis 1
+    c.sum = c.y32 - b4;
+    c.after = round_to(round_to(c.sum, d) + b4, d);
+    c.dy_after = (c.after - target) * two_n;
+    moves.push_back(round_to(c.dy_after, d) - rounded);
+    moves.push_back(c.dy_after - rounded);
+  }
   std::vector<at::Tensor> inputs;
   std::vector<std::string> names;
   for (const auto& [name, t] : lin) inputs.push_back(t), names.push_back(name);
-  auto g = torch::autograd::grad({z}, inputs, {c.D});  // not accumulated into the leaves' .grad
-  for (std::size_t i = 0; i < names.size(); ++i) c.dg.emplace(names[i], g[i].abs_());
-  if (auto b = lin.find("bias"); b != lin.end()) c.bias_max = b->second.detach().abs().max().item<double>();
+  for (std::size_t m = 0; m < moves.size(); ++m) {  // not accumulated into the leaves' .grad
+    auto g = torch::autograd::grad({z}, inputs, {moves[m]}, /*retain_graph=*/m + 1 < moves.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (m == 0) c.dg.emplace(names[i], g[i].abs_());
+      else c.dg.at(names[i]) = at::maximum(c.dg.at(names[i]), g[i].abs_());
+    }
+  }
+  c.D = at::maximum(c.D.abs(), moves.size() > 1 ? at::maximum(moves[1].abs(), moves[2].abs()) : c.D.abs());
   return c;
 }
 
@@ -240,27 +260,39 @@ ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLe
 // scale rho_y), at reduction length k of the output and n_max of the gradients.
 void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Tensor& y2, const at::Tensor& rho_y,
                         DType d, double k, double n_max) {
-  const double u = std::ldexp(1.0, -24), ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double u = std::ldexp(1.0, -24);
   const double two_n = 2.0 / static_cast<double>(c.stored.numel());
-  const at::Tensor ya = c.y32.abs();
-  // Both stacks' float32 outputs lie within kChoiceLambda times the direct sum's bound of exact.
-  const at::Tensor w = 2 * kChoiceLambda * u * (std::sqrt(k) * (ya + rho_y) + rho_y) + 2 * k * std::ldexp(1.0, -150);
-  const at::Tensor y_flips = inside_distance(c.y32, c.stored, d) <= w;
-  const at::Tensor rounded = round_to(c.dy, d);
-  const at::Tensor dy_flips = inside_distance(c.dy, rounded, d) <= 4 * u * c.dy.abs() + std::ldexp(1.0, -149);
-  const at::Tensor step_y = grid_spacing(c.stored, d).above * two_n;  // dL/dy moved by a flipped y
-  const at::Tensor ulp_dy = grid_spacing(rounded.abs() + step_y, d).above;
-  at::Tensor f = 2 * u * c.dy.abs() + at::where(y_flips, step_y + ulp_dy, at::zeros_like(ulp_dy)) +
-                 at::where(dy_flips, ulp_dy, at::zeros_like(ulp_dy));
-  if (c.bias_max > 0)  // the sum stored before the bias is added: y moves at every element
-    f = f + two_n * (ud * (c.stored.abs() + c.bias_max)) + step_y + ulp_dy;
-  const at::Tensor a = c.dy.abs() + f + c.D.abs();
+  // Both stacks' float32 sums lie within kChoiceLambda times the direct sum's bound of exact.
+  auto window = [&](const at::Tensor& v) {
+    return 2 * kChoiceLambda * u * (std::sqrt(k) * (v.abs() + rho_y) + rho_y) + 2 * k * std::ldexp(1.0, -150);
+  };
+  // One route: `v` the float32 value the stack rounds to the stored output `out` (dL/dy from
+  // it: dy). Where v may round the other way dL/dy moves by `step` (2/N the output's ULPs) and
+  // its own rounding by one ULP; a dL/dy within float32 noise of a boundary moves one ULP; its
+  // float32 evaluation 2 u |dy| everywhere.
+  auto route = [&](const at::Tensor& v_flips, const at::Tensor& step, const at::Tensor& dy) {
+    const at::Tensor rounded = round_to(dy, d);
+    const at::Tensor dy_flips = inside_distance(dy, rounded, d) <= 4 * u * dy.abs() + std::ldexp(1.0, -149);
+    const at::Tensor ulp_dy = grid_spacing(rounded.abs() + step, d).above;
+    const at::Tensor zero = at::zeros_like(ulp_dy);
+    return 2 * u * dy.abs() + at::where(v_flips, step + ulp_dy, zero) + at::where(dy_flips, ulp_dy, zero);
+  };
+  at::Tensor f = route(inside_distance(c.y32, c.stored, d) <= window(c.y32),
+                       grid_spacing(c.stored, d).above * two_n, c.dy);
+  at::Tensor spread = c.dy.abs();
+  if (c.sum.defined()) {  // the bias added after the stored sum: round(s) may flip, then the output
+    const at::Tensor s_rounded = round_to(c.sum, d);
+    const at::Tensor step = (grid_spacing(s_rounded, d).above + grid_spacing(c.after, d).above) * two_n;
+    f = at::maximum(f, route(inside_distance(c.sum, s_rounded, d) <= window(c.sum), step, c.dy_after));
+    spread = at::maximum(spread, c.dy_after.abs());
+  }
+  const at::Tensor a = spread + f + c.D;  // c.D: the largest |move| of any route
   const at::Tensor up = f.square() + (2 * n_max * u * u) * a.square();
   std::vector<at::Tensor> inputs;
   std::vector<std::string> names;
   for (const auto& [name, t] : sq)
     if (t.requires_grad()) inputs.push_back(t), names.push_back(name);
-  c.y32 = c.stored = c.dy = c.D = at::Tensor();
+  c.y32 = c.stored = c.dy = c.D = c.sum = c.after = c.dy_after = at::Tensor();
   auto g = torch::autograd::grad({y2}, inputs, {up}, /*retain_graph=*/true);
   for (std::size_t i = 0; i < names.size(); ++i) {  // in place: the largest gradient is 300 MB
     at::Tensor z = std::move(c.dg.at(names[i]));
