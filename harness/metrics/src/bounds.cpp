@@ -306,18 +306,23 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 // the n elements from pr, pu and ps (the chunk's start). It answers only when no element is beyond
 // its bound and every value is finite; otherwise (false) the chunk takes bound_pass, which names
 // the failing elements.
-bool fast_pass(const float* pr, const float* pu, const float* ps, std::int64_t n, const BoundOptions& o,
-               BoundResult& r) {
+// pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) widened to float, or null.
+bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
+               const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
   const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two,
-               unit = o.scale_unit;
+               unit = o.scale_unit, z_unit = o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda);
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;
   for (std::int64_t i = 0; i < n; ++i) {
     const double av = pr[i], bv = pu[i], rho = ps[i] * unit, ya = std::fabs(av);
     const double hu = ud * ya + eta;
-    const double bound = two * (a * ya + c * rho) + 2 * hu;
+    double bound = two * (a * ya + c * rho) + 2 * hu;
+    if (pz) {  // choice_bound, branch-free: a term that is not a value >= 0 leaves the bound
+      const double z = pz[i] * z_unit, tight = z + kSqrt2 * a * ya + 2 * hu;
+      bound = z >= 0 && tight < bound ? tight : bound;
+    }
     const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
     const double err = std::fabs(bv - av);
     const double over = err / bound, w = err / wc;
@@ -358,7 +363,11 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
         thread_local std::vector<float> widened;
         const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
                     *ps = scale_floats(scale, lo, hi, widened);  // element lo at ps[0]
-        if (!exact && !o.run_extra && !o.choice && fast_pass(pr + lo, pu + lo, ps, hi - lo, o, part)) continue;
+        const bool choice_f = o.choice && (o.choice->storage == DType::float32 || o.choice->storage == DType::float16);
+        thread_local std::vector<float> widened_choice;
+        const float* pz = choice_f ? scale_floats(*o.choice, lo, hi, widened_choice) : nullptr;
+        if (!exact && !o.run_extra && (!o.choice || choice_f) && fast_pass(pr + lo, pu + lo, ps, pz, hi - lo, o, part))
+          continue;
         bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },
                    [pu](std::int64_t i) { return static_cast<double>(pu[i]); },
                    [ps, lo, unit](std::int64_t i) { return ps[i - lo] * unit; }, exact, o, lo, hi, keep, part);
