@@ -233,6 +233,11 @@ def wrong_gradient(args, reports):
               f"of {len(ids)} cases of {'/'.join(dtypes)}")
         if missed or not ids:
             die(f"{args.variant} ({mode}): {tensor} passed on {missed or 'no case of ' + str(dtypes)}")
+        # A precision mistake must never read as rounding-sized ("no layout or precision mistake").
+        for e in report["entries"]:
+            said = (e.get("diagnosis") or {}).get("summary", "")
+            if e["id"] in ids and "no layout or precision mistake" in said:
+                die(f"{args.variant} ({mode}): {e['id']}'s diagnosis clears the mistake: {said}")
     print(f"panel.py: {args.variant}: fails as it must")
 
 

@@ -37,10 +37,23 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
   in.atol = gt.atol;
   in.rtol = gt.rtol;
   if (gt.max_ulp) in.max_ulp = ulp_limit(*gt.max_ulp);
-  // The gate's per-element bound: the hypotheses are held to what the gate holds the run to.
+  // The gate's per-element bound: the hypotheses are held to what the gate holds the run to,
+  // with the gradient's stored dL/dy choice where the gate used it.
+  std::optional<ScaleFile> choice;
+  ArrayView choice_view;
   if (scale && gt.bound && e.role)
-    if (auto o = scale_bound_options(it, e, *scale, gt))
+    if (auto o = scale_bound_options(it, e, *scale, gt)) {
       in.bound = DiagnosisInput::ElementBound{scale->map.view(), *o};
+      if (e.bound_model.size() >= kChoiceModelSuffix.size() &&
+          e.bound_model.compare(e.bound_model.size() - kChoiceModelSuffix.size(), std::string::npos,
+                                kChoiceModelSuffix) == 0)
+        if (auto ch = open_choice(it, e.op_name(), it.tensor, e.shape); ch && *ch) {
+          choice = std::move(**ch);
+          choice_view = choice->map.view();
+          in.bound->options.choice = &choice_view;
+          in.bound->options.choice_unit = choice->unit;
+        }
+    }
   if (floor <= 0) {  // shape mismatch: no metric pass ran
     const RefScan sc = scan_reference(in.ref, in.logical, opt_.threads);
     floor = std::max(gt.near_zero * sc.max_abs, 1e-30);

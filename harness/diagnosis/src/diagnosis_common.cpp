@@ -46,17 +46,20 @@ BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
   t.constant = c;
   t.per_ref = two_stack_bound(1, 0, b.options) - c;
   t.per_scale = two_stack_bound(0, 1, b.options) - c;
+  if (b.options.choice) t.choice = b.options;
   return t;
 }
 
 double BoundTest::at(std::int64_t p, double r) const {
   double rho = static_cast<double>(read_value(scale, p)) * unit;
   if (!std::isfinite(rho)) rho = 0;
+  if (choice) return two_stack_bound_at(r, rho, *choice, p);
   return per_ref * std::fabs(r) + per_scale * rho + constant;
 }
 
 BoundTest BoundTest::scaled(double f) const {
   BoundTest t = *this;
+  t.choice.reset();  // the scaled values' bound: the noise model's, times |f|
   t.per_scale *= std::fabs(f);
   t.constant *= std::fabs(f);
   return t;

@@ -55,6 +55,9 @@ constexpr double kNarrowFactor = 4.0;
 struct BoundTest {
   ArrayView scale;
   double unit = 1, per_ref = 0, per_scale = 0, constant = 0;
+  // A gradient held to its stored dL/dy choice (BoundOptions::choice): the gate's options, whose
+  // bound at p is the smaller of the linear one and the choice's. Null once scaled.
+  std::optional<BoundOptions> choice;
   static BoundTest of(const DiagnosisInput::ElementBound& b);
   double at(std::int64_t p, double r) const;
   BoundTest scaled(double f) const;

@@ -141,7 +141,7 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     if (bounded) {
       double s = static_cast<double>(read_value(in.bound->scale, p)) * in.bound->options.scale_unit;
       if (!std::isfinite(s)) s = 0;
-      const double two_sides = two_stack_bound(a, s, in.bound->options);
+      const double two_sides = two_stack_bound_at(a, s, in.bound->options, p);
       unit = two_sides;
       max_worst = std::max(max_worst, ae / (2 * worst_case_bound(a, s, in.bound->options)));
     }
@@ -165,6 +165,9 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     out["max_over_bound"] = max_over;
     out["max_over_worst_case"] = max_worst;
     out["within_bound"] = within_bound;
+    // Held to its stored dL/dy choice: the worst case above is the noise model's, far wider than
+    // what the stored choices allow, so it says nothing about such a failure.
+    if (in.bound->options.choice) out["choice"] = true;
   }
   // As the rounding_bias check (compare_bias.cpp): over independent elements for an output, over
   // the blocks of elements that share dL/dy elements for a gradient.
@@ -220,6 +223,12 @@ std::string profile_sentence(const nlohmann::json& p, const std::string& subject
                     "error bound of the declared computation (the largest {:.2g}x of it) — the gate is tighter than "
                     "the computation allows",
                     subject, beyond, over);
+  else if (p.value("choice", false))
+    s = fmt::format("{} is beyond what the declared computation can do: {} elements up to {:.3g}x the bound of its "
+                    "legal dL/dy roundings and float32 sums ({} ULP), and no layout or scale hypothesis fits — small "
+                    "enough to be a precision difference in the backward pass (an accumulator or dL/dy narrower "
+                    "than declared), which the search does not model",
+                    subject, beyond, over, p["max_ulp"].get<std::uint64_t>());
   else if (worst <= 1)
     s = fmt::format("no layout or precision mistake explains {}: {} elements up to {:.3g}x their bound ({} ULP), "
                     "within what rounding can do in the declared sums (at most {:.2g}x their worst case) — "

@@ -227,6 +227,18 @@ double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions&
   return z * std::max(1.0, o.lambda / kChoiceLambda) + kSqrt2 * acc_y + 2 * hu + extra;
 }
 
+}  // namespace
+
+double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i) {
+  const double noise = two_stack_bound(y, rho, o);
+  if (!o.choice || o.per_lambda) return noise;
+  const SideParts p = side_parts(y, rho, o), at_zero = side_parts(0, rho, o);
+  const double acc_y = o.lambda * (p.statistical - at_zero.statistical);  // lambda u sqrt(n) |y|
+  return std::min(noise, choice_bound(*o.choice, i, o, acc_y, p.deterministic, 0.0));
+}
+
+namespace {
+
 // The pass over [lo, hi): one chunk's partial result.
 template <class Ref, class Run, class Scale>
 void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const BoundOptions& o, std::int64_t lo,

@@ -79,6 +79,9 @@ double side_bound(double y, double rho, const BoundOptions& o);
 // Two correct stacks against each other (no oracle): each side's lambda terms, independent, in
 // root-sum-square, and both sides' stored roundings: sqrt(2) lambda statistical + 2 deterministic.
 double two_stack_bound(double y, double rho, const BoundOptions& o);
+// The same at element i of a tensor whose options carry a stored dL/dy choice (o.choice): the
+// smaller of that and the choice's bound, as the gate takes it.
+double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i);
 // side_bound = lambda * statistical + deterministic: the many accumulation and product roundings
 // (their root-sum-square per unit lambda) and the one or two roundings of the stored result.
 struct SideParts {
