@@ -18,14 +18,14 @@ namespace stdfs = std::filesystem;
 
 namespace {
 
-stdfs::path fresh_dir(const std::string& name) {
+stdfs::path fresh_atomic_dir(const std::string& name) {
   const auto d = stdfs::temp_directory_path() / ("validate_atomic_file_" + std::to_string(::getpid()) + "_" + name);
   stdfs::remove_all(d);
   stdfs::create_directories(d);
   return d;
 }
 
-std::string slurp(const stdfs::path& p) {
+std::string read_whole_file(const stdfs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
@@ -37,7 +37,7 @@ std::size_t entries(const stdfs::path& d) {
 }  // namespace
 
 TEST(AtomicFile, PiecesLandUnderTheFinalNameOnlyAtCommit) {
-  const auto d = fresh_dir("commit");
+  const auto d = fresh_atomic_dir("commit");
   const std::string path = (d / "x.npy").string();
   auto f = vfs::AtomicFile::open(path);
   ASSERT_TRUE(f) << f.message();
@@ -47,14 +47,14 @@ TEST(AtomicFile, PiecesLandUnderTheFinalNameOnlyAtCommit) {
   EXPECT_FALSE(stdfs::exists(path)) << "visible before commit";
   EXPECT_EQ(entries(d), 1u);  // the temporary
   ASSERT_TRUE(f->commit());
-  EXPECT_EQ(slurp(path), "head-body");
+  EXPECT_EQ(read_whole_file(path), "head-body");
   EXPECT_EQ(entries(d), 1u);  // the temporary is gone
   EXPECT_FALSE(f->write("more", 4)) << "a committed file takes no more bytes";
   stdfs::remove_all(d);
 }
 
 TEST(AtomicFile, DroppedBeforeCommitLeavesNothingAndKeepsAnOlderFile) {
-  const auto d = fresh_dir("drop");
+  const auto d = fresh_atomic_dir("drop");
   const std::string path = (d / "x.npy").string();
   { std::ofstream(path) << "old"; }
   {
@@ -62,13 +62,13 @@ TEST(AtomicFile, DroppedBeforeCommitLeavesNothingAndKeepsAnOlderFile) {
     ASSERT_TRUE(f) << f.message();
     ASSERT_TRUE(f->write("partial", 7));
   }
-  EXPECT_EQ(slurp(path), "old");
+  EXPECT_EQ(read_whole_file(path), "old");
   EXPECT_EQ(entries(d), 1u) << "a temporary was left behind";
   stdfs::remove_all(d);
 }
 
 TEST(AtomicFile, AMissingDirectoryIsAnErrorNamingThePath) {
-  const auto d = fresh_dir("missing");
+  const auto d = fresh_atomic_dir("missing");
   const std::string path = (d / "no" / "x.npy").string();
   auto f = vfs::AtomicFile::open(path);
   ASSERT_FALSE(f);
@@ -82,7 +82,7 @@ TEST(AtomicFile, AMissingDirectoryIsAnErrorNamingThePath) {
 // at lengths around both. Where the filesystem refuses O_DIRECT (tmpfs) the same bytes land the
 // ordinary way; /dev/shm, when present, checks that path too.
 TEST(AtomicFile, DirectModeWritesExactlyTheBytesAtEveryLength) {
-  std::vector<stdfs::path> dirs{fresh_dir("direct")};
+  std::vector<stdfs::path> dirs{fresh_atomic_dir("direct")};
   if (stdfs::is_directory("/dev/shm")) {
     const auto shm = stdfs::path("/dev/shm") / ("validate_atomic_file_" + std::to_string(::getpid()));
     stdfs::remove_all(shm);
@@ -107,7 +107,7 @@ TEST(AtomicFile, DirectModeWritesExactlyTheBytesAtEveryLength) {
           if (piece == 128) break;
         }
       ASSERT_TRUE(f->commit());
-      const std::string got = slurp(path);
+      const std::string got = read_whole_file(path);
       EXPECT_EQ(got.size(), n) << d << " n=" << n;
       EXPECT_TRUE(got == data.substr(0, n)) << d << " n=" << n << " direct=" << f->direct();
     }

@@ -47,7 +47,7 @@ struct CT {
   }
 };
 
-Tensor random_tensor(const Shape& s, unsigned seed) {
+Tensor ct_random_tensor(const Shape& s, unsigned seed) {
   Tensor t(DType::float32, s);
   std::mt19937 gen(seed);
   std::normal_distribution<float> d(0.f, 1.f);
@@ -88,7 +88,7 @@ TEST(DiagnosisConvTranspose, WeightReadAsOihwIsNamed) {
   const CT g;  // weight (4, 3, 2, 5): in 4, out/groups 3
   // Reading IOHW bytes as OIHW: the same canonical dims, axis O outermost in memory, so element
   // (c, oc, u, v) is taken from offset ((oc * C + c) * KH + u) * KW + v.
-  const Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 31), w = random_tensor({g.C, g.O / g.G, g.KH, g.KW}, 32);
+  const Tensor x = ct_random_tensor({g.N, g.C, g.H, g.W}, 31), w = ct_random_tensor({g.C, g.O / g.G, g.KH, g.KW}, 32);
   const std::int64_t OG = g.O / g.G;
   auto right = [&](std::int64_t c, std::int64_t oc, std::int64_t u, std::int64_t v) {
     return w.get(((c * OG + oc) * g.KH + u) * g.KW + v);
@@ -108,7 +108,7 @@ TEST(DiagnosisConvTranspose, WeightReadAsOihwIsNamed) {
 
 TEST(DiagnosisConvTranspose, CorrectRunAndRandomDifferenceAreNotNamedAsLayout) {
   const CT g;  // groups 2, stride 2, output_padding, dilation, batch 2
-  const Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 33), w = random_tensor({g.C, g.O / g.G, g.KH, g.KW}, 34);
+  const Tensor x = ct_random_tensor({g.N, g.C, g.H, g.W}, 33), w = ct_random_tensor({g.C, g.O / g.G, g.KH, g.KW}, 34);
   const std::int64_t OG = g.O / g.G;
   auto right = [&](std::int64_t c, std::int64_t oc, std::int64_t u, std::int64_t v) {
     return w.get(((c * OG + oc) * g.KH + u) * g.KW + v);
@@ -133,7 +133,7 @@ using validate::testing::bf16;  // narrow_loss.hpp
 TEST(DiagnosisConvTranspose, LossOfANarrowAccumulatorIsNamed) {
   const CT g;
   auto bf16_tensor = [](const Shape& s, unsigned seed) {
-    Tensor t = random_tensor(s, seed);
+    Tensor t = ct_random_tensor(s, seed);
     for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, bf16(t.get(i)));
     return t;
   };

@@ -5,7 +5,7 @@
 namespace validate::layout {
 namespace {
 
-std::vector<float> values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> probe_values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
 
 TEST(Probe, CanonicalIsFlatIndexAndLayoutIsConverted) {
   auto p = make_probe("CHWN:F", {2, 3, 4, 5}, "NCHW");
@@ -15,7 +15,7 @@ TEST(Probe, CanonicalIsFlatIndexAndLayoutIsConverted) {
   EXPECT_EQ(p->in_layout.shape(), (Shape{3, 4, 5, 2}));
   for (std::int64_t i = 0; i < 120; ++i) ASSERT_EQ(p->canonical.data<float>()[i], static_cast<float>(i));
   // CHWN:F walks c fastest: memory 0..2 are channels 0..2 of (n=0,h=0,w=0), i.e. 0, 20, 40; then h=1: 5.
-  const auto v = values(p->in_layout);
+  const auto v = probe_values(p->in_layout);
   EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 4), (std::vector<float>{0, 20, 40, 5}));
   EXPECT_EQ(v[12], 1.0f);   // (n=0 c=0 h=0 w=1) comes after the C*H = 12 (c,h) pairs of w=0
   EXPECT_EQ(v[60], 60.0f);  // image n=1 starts after C*H*W = 60

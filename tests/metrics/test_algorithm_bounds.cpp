@@ -42,7 +42,7 @@ std::vector<T> winograd_1d(const WinogradMatrices& wm, const std::vector<T>& d, 
   return y;
 }
 
-ArrayView view(const std::vector<float>& v) {
+ArrayView algo_view(const std::vector<float>& v) {
   return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float32, static_cast<std::int64_t>(v.size()), false};
 }
 
@@ -168,11 +168,11 @@ TEST(AlgorithmBounds, RunExtraAddsToTheRunSideOnly) {
   // An error of 4.5 sides: beyond 2 sides, within 2 + 3.
   const std::vector<float> run{static_cast<float>(1.0 + 4.5 * side)};
   const double err = static_cast<double>(run[0]) - 1.0;
-  auto plain = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  auto plain = check_bounds(algo_view(ref), algo_view(run), algo_view(scale), nullptr, o);
   ASSERT_TRUE(plain.is_ok());
   EXPECT_EQ(plain->beyond, 1);
   o.run_extra = ex.data();
-  auto wide = check_bounds(view(ref), view(run), view(scale), nullptr, o);
+  auto wide = check_bounds(algo_view(ref), algo_view(run), algo_view(scale), nullptr, o);
   ASSERT_TRUE(wide.is_ok());
   EXPECT_EQ(wide->beyond, 0);
   EXPECT_NEAR(wide->max_over, err / (2 * side + extra), 1e-12);

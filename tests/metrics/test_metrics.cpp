@@ -37,7 +37,7 @@ float next_up(float x, DType logical) {
   return float16_bits_to_float(h);
 }
 
-ArrayView view(const std::vector<float>& v) {
+ArrayView engine_view(const std::vector<float>& v) {
   return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float32,
                    static_cast<std::int64_t>(v.size()), false};
 }
@@ -118,7 +118,7 @@ TEST_P(MetricsPerDtype, OneUlpPerturbationIsExactlyOne) {
   for (std::size_t i = 0; i < r.size(); ++i) x[i] = next_up(r[i], logical);
   MetricOptions opt;
   opt.logical = logical;
-  auto st = compute_metrics(view(r), view(x), opt);
+  auto st = compute_metrics(engine_view(r), engine_view(x), opt);
   ASSERT_TRUE(st) << st.message();
   EXPECT_EQ(st->ulp.max, 1u);
   EXPECT_EQ(st->ulp_near_zero.max, 1u);
@@ -144,7 +144,7 @@ TEST_P(MetricsPerDtype, MatchesNaiveImplementation) {
     opt.rtol = 0.01;
     opt.max_ulp = 3;
     opt.chunk_elements = 4096;  // several chunks, so merging is exercised
-    auto st = compute_metrics(view(r), view(x), opt);
+    auto st = compute_metrics(engine_view(r), engine_view(x), opt);
     ASSERT_TRUE(st);
     const Naive nv = naive(r, x, logical, std::nullopt, 0.01, 3u);
     EXPECT_DOUBLE_EQ(st->near_zero_floor, nv.floor) << n;
@@ -173,7 +173,7 @@ TEST_P(MetricsPerDtype, IndependentOfThreadCountAndChunking) {
   a.threads = 1;
   b.threads = 2;
   a.chunk_elements = b.chunk_elements = 8192;
-  auto sa = compute_metrics(view(r), view(x), a), sb = compute_metrics(view(r), view(x), b);
+  auto sa = compute_metrics(engine_view(r), engine_view(x), a), sb = compute_metrics(engine_view(r), engine_view(x), b);
   ASSERT_TRUE(sa && sb);
   EXPECT_EQ(sa->mean_abs, sb->mean_abs);
   EXPECT_EQ(sa->pcc, sb->pcc);
@@ -196,7 +196,7 @@ TEST(Metrics, Float16StorageEqualsFloat32Storage) {
   }
   MetricOptions opt;
   opt.logical = DType::float16;
-  auto a = compute_metrics(view(r), view(x), opt),
+  auto a = compute_metrics(engine_view(r), engine_view(x), opt),
        b = compute_metrics(view_of(rh), view_of(xh), opt);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->ulp.max, b->ulp.max);
@@ -212,7 +212,7 @@ TEST(Metrics, NonFinitePositionsMustAgree) {
   x[10] = nan;  // both NaN: agree
   r[20] = inf;
   x[20] = inf;  // same infinity: agree
-  auto ok = compute_metrics(view(r), view(x), MetricOptions{});
+  auto ok = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->nonfinite.mismatches(), 0);
   EXPECT_EQ(ok->beyond_tolerance, 0);
@@ -221,7 +221,7 @@ TEST(Metrics, NonFinitePositionsMustAgree) {
   x[1500] = -inf;  // finite reference, infinite run
   r[1999] = -inf;
   x[1999] = inf;  // opposite infinities
-  auto bad = compute_metrics(view(r), view(x), MetricOptions{});
+  auto bad = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->nonfinite.nan_mismatch, 1);
   EXPECT_EQ(bad->nonfinite.inf_mismatch, 2);
@@ -238,17 +238,17 @@ TEST(Metrics, AtolOrRtolSemantics) {
   MetricOptions opt;
   opt.atol = 0.5;
   opt.rtol = 0.01;
-  auto st = compute_metrics(view(r), view(x), opt);
+  auto st = compute_metrics(engine_view(r), engine_view(x), opt);
   ASSERT_TRUE(st);
   EXPECT_DOUBLE_EQ(st->near_zero_floor, 10.0);
   EXPECT_EQ(st->beyond_tolerance, 2);  // elements 2 and 4
   EXPECT_EQ(st->first_beyond, 2);
   opt.atol.reset();  // rtol alone: element 3 (0.4 > 0.01 * 10) now fails too
-  st = compute_metrics(view(r), view(x), opt);
+  st = compute_metrics(engine_view(r), engine_view(x), opt);
   EXPECT_EQ(st->beyond_tolerance, 3);
   opt.atol = 0.5;
   opt.rtol.reset();  // atol alone: 1, 2, 4 fail
-  st = compute_metrics(view(r), view(x), opt);
+  st = compute_metrics(engine_view(r), engine_view(x), opt);
   EXPECT_EQ(st->beyond_tolerance, 3);
 }
 
@@ -257,7 +257,7 @@ TEST(Metrics, PearsonStableUnderLargeOffset) {
   auto noise = random_values(100000, 9, DType::float32);
   std::vector<float> x(r.size());
   for (std::size_t i = 0; i < r.size(); ++i) x[i] = r[i] + 0.1f * noise[i];
-  auto st = compute_metrics(view(r), view(x), MetricOptions{});
+  auto st = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   const Naive nv = naive(r, x, DType::float32, std::nullopt, std::nullopt, std::nullopt);
   ASSERT_TRUE(st);
   // Block sums are float, merged in double: the error scales with 1 - pcc (metrics_kernel.inc).
@@ -265,7 +265,7 @@ TEST(Metrics, PearsonStableUnderLargeOffset) {
   EXPECT_LT(st->pcc, 0.999);
   // Unrelated data: pcc near 0, still within 1e-5.
   auto y = random_values(100000, 11, DType::float32, 1e4f);
-  auto st2 = compute_metrics(view(r), view(y), MetricOptions{});
+  auto st2 = compute_metrics(engine_view(r), engine_view(y), MetricOptions{});
   const Naive nv2 = naive(r, y, DType::float32, std::nullopt, std::nullopt, std::nullopt);
   EXPECT_NEAR(st2->pcc, nv2.pcc, 1e-5);
   EXPECT_LT(std::fabs(st2->pcc), 0.05);
@@ -273,7 +273,7 @@ TEST(Metrics, PearsonStableUnderLargeOffset) {
 
 TEST(Metrics, WorstElementAndMinimumTolerances) {
   std::vector<float> r = {1.f, 2.f, 3.f, 4.f}, x = {1.f, 2.5f, 3.f, 3.f};
-  auto st = compute_metrics(view(r), view(x), MetricOptions{});
+  auto st = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   ASSERT_TRUE(st);
   EXPECT_EQ(st->worst_abs.index, 3);  // |3 - 4| = 1 > 0.5
   EXPECT_EQ(st->worst_abs.ref, 4.0);
@@ -288,14 +288,14 @@ TEST(Metrics, CountsReferenceZeros) {
   for (int i = 0; i < 100; ++i)
     r[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(i)] = 1.f;
   r[4000] = -0.0f;
-  auto st = compute_metrics(view(r), view(x), MetricOptions{});
+  auto st = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   ASSERT_TRUE(st);
   EXPECT_EQ(st->ref_zeros, 3996);
 }
 
 TEST(Metrics, RejectsDifferentSizes) {
   std::vector<float> r(10), x(11);
-  auto st = compute_metrics(view(r), view(x), MetricOptions{});
+  auto st = compute_metrics(engine_view(r), engine_view(x), MetricOptions{});
   EXPECT_FALSE(st);
 }
 
@@ -311,7 +311,7 @@ TEST(Metrics, OffGridRunValuesAreRoundedToTheLogicalDtype) {
     }
     MetricOptions opt;
     opt.logical = logical;
-    auto st = compute_metrics(view(r), view(x), opt);
+    auto st = compute_metrics(engine_view(r), engine_view(x), opt);
     ASSERT_TRUE(st);
     EXPECT_EQ(st->ulp.max, 1u) << dtype_name(logical);
     EXPECT_DOUBLE_EQ(st->ulp.mean, 1.0)

@@ -34,7 +34,7 @@ std::vector<double> exact_values(unsigned seed) {
   return v;
 }
 
-ArrayView view(const std::vector<float>& v) {
+ArrayView bias_view(const std::vector<float>& v) {
   return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float32, static_cast<std::int64_t>(v.size())};
 }
 
@@ -51,7 +51,7 @@ TEST(RoundingBias, TruncatedBfloat16IsNamedWithItsSize) {
   const auto x = exact_values(1);
   const auto ref = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   const auto run = stored(x, [](double v) { return validate::testing::bfloat16_truncated(static_cast<float>(v)); });
-  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
+  const RoundingBias b = rounding_bias(bias_view(ref), bias_view(run), allowed_bias(0, 0x1p-8));
   EXPECT_TRUE(b.biased()) << b.z;
   // Truncation loses a uniform fraction of an ULP: on average half of 2^-8 to 2^-7 of |v|, a
   // relative bias near -(2^-9 + 2^-8) / 2 = -2.9e-3 (log-uniform mantissas: -2.8e-3).
@@ -64,7 +64,7 @@ TEST(RoundingBias, AUniformBiasOfAThirdOfAPercentInBfloat16IsNamed) {
   const auto x = exact_values(2);
   const auto ref = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   const auto run = stored(x, [](double v) { return bf16_nearest(static_cast<float>(v * 1.003)); });
-  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
+  const RoundingBias b = rounding_bias(bias_view(ref), bias_view(run), allowed_bias(0, 0x1p-8));
   EXPECT_TRUE(b.biased()) << b.z;
   EXPECT_NEAR(b.relative, 3e-3, 1e-3);
 }
@@ -77,7 +77,7 @@ TEST(RoundingBias, RoundToNearestOnBothSidesIsNotNamed) {
   std::normal_distribution<double> noise(0, 1e-6);
   const auto ref = stored(x, [&](double v) { return bf16_nearest(static_cast<float>(v + noise(gen))); });
   const auto run = stored(x, [&](double v) { return bf16_nearest(static_cast<float>(v + noise(gen))); });
-  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-8));
+  const RoundingBias b = rounding_bias(bias_view(ref), bias_view(run), allowed_bias(0, 0x1p-8));
   EXPECT_FALSE(b.biased()) << b.z << " " << b.relative;
 }
 
@@ -88,11 +88,11 @@ TEST(RoundingBias, ACommonFloat32FactorOffByAFewUnitsIsNotNamed) {
   const double factor = 1 + 4 * 0x1p-24;
   const auto ref = stored(x, [](double v) { return static_cast<float>(v); });
   const auto run = stored(x, [&](double v) { return static_cast<float>(v * factor); });
-  const RoundingBias b = rounding_bias(view(ref), view(run), allowed_bias(0, 0x1p-24));
+  const RoundingBias b = rounding_bias(bias_view(ref), bias_view(run), allowed_bias(0, 0x1p-24));
   EXPECT_FALSE(b.biased()) << b.z << " " << b.relative;
   EXPECT_NEAR(b.relative, 4 * 0x1p-24, 2 * 0x1p-24);  // measured, just not beyond the allowance
   // The same factor is named when no bias is allowed at all: the statistic does see it.
-  EXPECT_TRUE(rounding_bias(view(ref), view(run), 0).biased());
+  EXPECT_TRUE(rounding_bias(bias_view(ref), bias_view(run), 0).biased());
 }
 
 namespace {
@@ -139,22 +139,22 @@ TEST(RoundingBias, AnInOrderPositiveSumSpanningDecadesIsNotNamedATruncatedStoreI
   BoundOptions o;
   o.n = 4608;
   const auto ref = stored(s.exact, [](double v) { return static_cast<float>(v); });
-  const RoundingBias fixed = rounding_bias(view(ref), view(s.in_order), allowed_bias(o));
+  const RoundingBias fixed = rounding_bias(bias_view(ref), bias_view(s.in_order), allowed_bias(o));
   EXPECT_TRUE(fixed.biased()) << fixed.z;  // the fixed allowance alone names it
   EXPECT_LT(fixed.relative, 0);          // toward zero
-  const double acc = accumulation_bias(view(ref), view(s.rho), o);
+  const double acc = accumulation_bias(bias_view(ref), bias_view(s.rho), o);
   // |y| >> rho here (4608 positive terms): about u sqrt(4608) = 4.0e-6.
   EXPECT_GT(acc, 0x1p-24 * std::sqrt(4608.0));
   EXPECT_LT(acc, 1.1 * 0x1p-24 * std::sqrt(4608.0));
   EXPECT_LT(std::fabs(fixed.relative), acc);
-  EXPECT_FALSE(rounding_bias(view(ref), view(s.in_order), allowed_bias(o) + acc).biased());
+  EXPECT_FALSE(rounding_bias(bias_view(ref), bias_view(s.in_order), allowed_bias(o) + acc).biased());
   // bfloat16: the reference rounded to nearest, the run's in-order sums truncated.
   BoundOptions b = o;
   b.dtype = DType::bfloat16;
   const auto ref16 = stored(s.exact, [](double v) { return bf16_nearest(static_cast<float>(v)); });
   std::vector<float> run16(s.in_order.size());
   for (std::size_t i = 0; i < run16.size(); ++i) run16[i] = validate::testing::bfloat16_truncated(s.in_order[i]);
-  const RoundingBias t = rounding_bias(view(ref16), view(run16), allowed_bias(b) + accumulation_bias(view(ref16), view(s.rho), b));
+  const RoundingBias t = rounding_bias(bias_view(ref16), bias_view(run16), allowed_bias(b) + accumulation_bias(bias_view(ref16), bias_view(s.rho), b));
   EXPECT_TRUE(t.biased()) << t.z << " " << t.relative;
   EXPECT_LT(t.relative, -1e-3);
 }
@@ -231,14 +231,14 @@ TEST(RoundingBiasBlocks, ACorrelatedCorrectGradientIsNotNamedItsTruncationIs) {
     const auto ref = stored(g.from_rounded_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
     const auto run = stored(g.from_exact_dy, [](double v) { return bf16_nearest(static_cast<float>(v)); });
     const auto cut = stored(g.from_exact_dy, [](double v) { return validate::testing::bfloat16_truncated(static_cast<float>(v)); });
-    const RoundingBias elements = rounding_bias(view(ref), view(run), 0);
-    const RoundingBias blocks = rounding_bias(view(ref), view(run), g.shape, rows, 0);
+    const RoundingBias elements = rounding_bias(bias_view(ref), bias_view(run), 0);
+    const RoundingBias blocks = rounding_bias(bias_view(ref), bias_view(run), g.shape, rows, 0);
     worst_blocks = std::max(worst_blocks, std::fabs(blocks.relative) / blocks.se);
     se_ratio += blocks.se / elements.se / 20;
     EXPECT_EQ(blocks.blocks, 300);
     EXPECT_EQ(blocks.dof, 299);
-    EXPECT_FALSE(rounding_bias(view(ref), view(run), g.shape, rows, allowed).biased()) << seed;
-    const RoundingBias t = rounding_bias(view(ref), view(cut), g.shape, rows, allowed);
+    EXPECT_FALSE(rounding_bias(bias_view(ref), bias_view(run), g.shape, rows, allowed).biased()) << seed;
+    const RoundingBias t = rounding_bias(bias_view(ref), bias_view(cut), g.shape, rows, allowed);
     EXPECT_TRUE(t.biased()) << seed << " z " << t.z;
     EXPECT_LT(t.relative, -1e-3);
   }
@@ -260,8 +260,8 @@ TEST(RoundingBiasBlocks, ColumnBlocksEqualTheTransposesRowBlocks) {
       ref[k * N + n] = ref_t[n * K + k] = bf16_nearest(static_cast<float>(v));
       run[k * N + n] = run_t[n * K + k] = validate::testing::bfloat16_truncated(static_cast<float>(v * (1 + 0.01 * x[static_cast<std::size_t>(5000 + n)])));
     }
-  const RoundingBias cols = rounding_bias(view(ref), view(run), Shape{K, N}, *gradient_blocks("grad_B", "KN", 0, 1), 0);
-  const RoundingBias rows = rounding_bias(view(ref_t), view(run_t), Shape{N, K}, BiasBlocks{{0}, 0}, 0);
+  const RoundingBias cols = rounding_bias(bias_view(ref), bias_view(run), Shape{K, N}, *gradient_blocks("grad_B", "KN", 0, 1), 0);
+  const RoundingBias rows = rounding_bias(bias_view(ref_t), bias_view(run_t), Shape{N, K}, BiasBlocks{{0}, 0}, 0);
   EXPECT_EQ(cols.blocks, N);
   EXPECT_EQ(rows.blocks, N);
   EXPECT_NEAR(cols.relative, rows.relative, 1e-12);

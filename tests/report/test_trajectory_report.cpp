@@ -21,7 +21,7 @@ namespace svg = validate::report::svg;
 
 namespace {
 
-std::size_t count(const std::string& s, const std::string& sub) {
+std::size_t count_in(const std::string& s, const std::string& sub) {
   std::size_t n = 0;
   for (auto p = s.find(sub); p != std::string::npos; p = s.find(sub, p + 1)) ++n;
   return n;
@@ -140,14 +140,14 @@ TEST_F(TrajectoryReports, MarkdownAndJunitShowTheVerdict) {
 TEST_F(TrajectoryReports, HtmlPlotsBothCurvesTheDifferenceAndTheGate) {
   const std::string h = report::render_html(planted);
   EXPECT_NE(h.find("<h2 id=\"trajectories\">Training trajectories</h2>"), std::string::npos);
-  EXPECT_EQ(count(h, "<script"), 0u);
-  EXPECT_EQ(count(h, "class=\"lineplot\""), 2u);
+  EXPECT_EQ(count_in(h, "<script"), 0u);
+  EXPECT_EQ(count_in(h, "class=\"lineplot\""), 2u);
   EXPECT_NE(h.find("data-series=\"reference\" data-points=\"12\""), std::string::npos);
   EXPECT_NE(h.find("data-series=\"run\" data-points=\"12\""), std::string::npos);
   EXPECT_NE(h.find("data-series=\"relative difference\" data-points=\"12\""), std::string::npos);
   const auto g = h.find("data-series=\"gate r0·sqrt(1+step)\" data-points=\"12\"");
   ASSERT_NE(g, std::string::npos);
-  EXPECT_EQ(count(h, "first bad step 1"), 2u);
+  EXPECT_EQ(count_in(h, "first bad step 1"), 2u);
   // The gate's path: 12 points whose y (SVG grows downward) falls as the gate rises.
   const auto d0 = h.find("<path d=\"M", g);
   ASSERT_NE(d0, std::string::npos);

@@ -79,7 +79,7 @@ class ExecTrain : public testing::ExecFixture {
 };
 
 // 1.5f, little-endian.
-constexpr const char* kWriteLoss = R"(printf '\000\000\300\077' > loss.bin)";
+constexpr const char* kWriteLossInWorkDir = R"(printf '\000\000\300\077' > loss.bin)";
 
 // conv2d in the fortran preset (CHWN:F data, flipped column-major WHIO:F+flip=HW weights), every
 // axis a different size, batch 2: the batches of steps 1..4 are in steps/<s>/ in those layouts
@@ -95,7 +95,7 @@ cd "$1"
 env > env.txt
 ls -R steps > steps.txt
 cp target.bin output.bin; cp input.bin grad_input.bin; cp weight.bin grad_weight.bin; cp bias.bin grad_bias.bin
-)" + std::string(kWriteLoss) + "\ncp " + curve + R"( train_loss.bin
+)" + std::string(kWriteLossInWorkDir) + "\ncp " + curve + R"( train_loss.bin
 for k in $VALIDATE_CHECKPOINTS; do
   cp weight.bin step${k}_weight.bin; cp weight.bin step${k}_grad_weight.bin
   cp bias.bin step${k}_bias.bin; cp bias.bin step${k}_grad_bias.bin
@@ -219,7 +219,7 @@ TEST_F(ExecTrain, AProgramThatIgnoresProtocol2Fails) {
   auto r = runner(program("v1", R"(
 cd "$1"
 cp target.bin output.bin; cp input.bin grad_input.bin; cp weight.bin grad_weight.bin
-)" + std::string(kWriteLoss)),
+)" + std::string(kWriteLossInWorkDir)),
                   *layout::load_layout("fortran"));
   const auto in = make_inputs(c, cases::Op::conv2d, 2);
   auto res = run(*r, c, cases::Op::conv2d, in, tmp / "w/v1");
@@ -235,7 +235,7 @@ cp target.bin output.bin; cp input.bin grad_input.bin; cp weight.bin grad_weight
   auto r2 = runner(program("partial", R"(
 cd "$1"
 cp target.bin output.bin; cp input.bin grad_input.bin; cp weight.bin grad_weight.bin
-)" + std::string(kWriteLoss) + "\ncp " + curve_file(3, false) + R"( train_loss.bin
+)" + std::string(kWriteLossInWorkDir) + "\ncp " + curve_file(3, false) + R"( train_loss.bin
 for k in 0 2; do cp weight.bin step${k}_weight.bin; cp weight.bin step${k}_grad_weight.bin; done)"),
                    *layout::load_layout("fortran"));
   auto res2 = run(*r2, c, cases::Op::conv2d, in, tmp / "w/partial");
@@ -249,7 +249,7 @@ for k in 0 2; do cp weight.bin step${k}_weight.bin; cp weight.bin step${k}_grad_
   auto r3 = runner(program("short_curve", R"(
 cd "$1"
 cp target.bin output.bin; cp input.bin grad_input.bin; cp weight.bin grad_weight.bin
-)" + std::string(kWriteLoss) + "\ncp " + curve_file(2, false) + R"( train_loss.bin
+)" + std::string(kWriteLossInWorkDir) + "\ncp " + curve_file(2, false) + R"( train_loss.bin
 for k in 0 1 2; do cp weight.bin step${k}_weight.bin; cp weight.bin step${k}_grad_weight.bin; done)"),
                    *layout::load_layout("fortran"));
   auto res3 = run(*r3, c, cases::Op::conv2d, in, tmp / "w/short");

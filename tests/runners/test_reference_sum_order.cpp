@@ -29,7 +29,7 @@ double to_half(double v) {
   return std::nearbyint(v * scale) / scale;
 }
 
-std::vector<double> normals(std::size_t n, unsigned seed) {
+std::vector<double> sum_order_normals(std::size_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<double> d(0, 1);
   std::vector<double> v(n);
@@ -139,9 +139,9 @@ TEST(ReferenceSumOrder, Conv2dFollowsTheLoopNestItNames) {
   p.n = 2, p.c = 6, p.h = 7, p.w = 9, p.o = 4, p.kh = 3, p.kw = 2;
   p.stride = {2, 1}, p.padding = {1, 0}, p.dilation = {1, 2}, p.groups = 2, p.bias = true;
   const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
-  auto x = normals(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 1);
-  auto w = normals(static_cast<std::size_t>(p.o * Cg * p.kh * p.kw), 2);
-  auto b = normals(static_cast<std::size_t>(p.o), 3);
+  auto x = sum_order_normals(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 1);
+  auto w = sum_order_normals(static_cast<std::size_t>(p.o * Cg * p.kh * p.kw), 2);
+  auto b = sum_order_normals(static_cast<std::size_t>(p.o), 3);
   check_variants(p, x, w, b, [&](bool inner, bool bias_first) {
     return each_output(p.n, p.o, Ho, Wo, [&](i64 n, i64 o, i64 oh, i64 ow) {
       return narrow_sum(
@@ -165,9 +165,9 @@ TEST(ReferenceSumOrder, ConvTranspose2dFollowsTheLoopNestItNames) {
   p.groups = 2;
   p.bias = true;
   const i64 Cg = p.c / p.groups, Og = p.o / p.groups, Ho = p.hout(), Wo = p.wout();
-  auto x = normals(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 4);
-  auto w = normals(static_cast<std::size_t>(p.c * Og * p.kh * p.kw), 5);  // IOHW
-  auto b = normals(static_cast<std::size_t>(p.o), 6);
+  auto x = sum_order_normals(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 4);
+  auto w = sum_order_normals(static_cast<std::size_t>(p.c * Og * p.kh * p.kw), 5);  // IOHW
+  auto b = sum_order_normals(static_cast<std::size_t>(p.o), 6);
   check_variants(p, x, w, b, [&](bool inner, bool bias_first) {
     return each_output(p.n, p.o, Ho, Wo, [&](i64 n, i64 o, i64 oh, i64 ow) {
       return narrow_sum(
