@@ -194,13 +194,13 @@ at::Tensor round_to(const at::Tensor& t, DType d) { return t.to(compute_type(d))
 // correct stacks take their dL/dy = 2 (y - t) / N from the same stored output, and then either keep
 // it in float32 or round it to the case dtype (LibTorch, the reference, rounds). That is a choice,
 // not noise: the gradient moves by Dg = backward(op, D) with D = round(dy) - dy, computed here
-// exactly for this data. What is left between the two stacks is rare and random: a stored output
-// element that rounds the other way (its float32 value within both stacks' accumulation bound of a
-// rounding boundary), a dL/dy within float32 noise of one, the float32 evaluation of dL/dy, a bias
-// added after a stored sum (conv2d, conv_transpose2d: a fresh rounding at every element), and the
-// float32 accumulation of both gradients. Their bound F_j on |dy_run - dy_ref| per element enters
+// exactly for this data; so are the two routes of a bias added after the stored sum (conv2d,
+// conv_transpose2d). What is left between the two stacks is rare and random: a stored value that
+// rounds the other way (its float32 value within both stacks' accumulation bound of a rounding
+// boundary), a dL/dy within float32 noise of one, the float32 evaluation of dL/dy, and the float32
+// accumulation of both gradients. Their bound F_j on |dy_run - dy_ref| per element enters
 // root-sum-square through the squared operands (choice_statistical), and
-//   Z = |Dg| + lambda0 sqrt(sum_j (F_j^2 + 2 n u^2 a_j^2) x_j^2),  a_j = |dy_j| + F_j + |D_j|,
+//   Z = max |Dg| + lambda0 sqrt(sum_j (F_j^2 + 2 n u^2 a_j^2) x_j^2),  a_j = |dy_j| + F_j + max |D_j|,
 // lambda0 = 8, is stored per gradient element; compare adds the gradient's own accumulation and
 // storage roundings of both sides (bounds.hpp, BoundOptions::choice).
 struct ChoiceTerms {
@@ -252,7 +252,8 @@ ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLe
       else c.dg.at(names[i]) = at::maximum(c.dg.at(names[i]), g[i].abs_());
     }
   }
-  c.D = at::maximum(c.D.abs(), moves.size() > 1 ? at::maximum(moves[1].abs(), moves[2].abs()) : c.D.abs());
+  c.D = c.D.abs();
+  for (std::size_t m = 1; m < moves.size(); ++m) c.D = at::maximum(c.D, moves[m].abs());
   return c;
 }
 
