@@ -32,6 +32,12 @@ const InputDist* Case::input_dist(Op op, const std::string& tensor) const {
   return it == input_dists.end() ? nullptr : &it->second;
 }
 
+bool Case::has_user_tensor(Op op) const {
+  for (const auto& t : inputs(op))
+    if (const InputDist* d = input_dist(op, t.name); d && d->dist == Dist::npy) return true;
+  return false;
+}
+
 Status check_input_dists(const Case& c, const std::string& where) {
   std::vector<std::string> names;
   for (const OpInstance& inst : c.ops)

@@ -116,8 +116,13 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (!c.has_bound_scale(t)) continue;
       const Json& sj = (*meta)["ops"][cases::op_name(op)]["scales"][t.name];
       if (!keep_scale(dir + "/" + c.file_name(op, t.name + "_scale"), sj, t.shape)) return false;
+      // A user's tensor: scales widened by the measured partial sums (a case made before: redo it).
+      const bool user = c.has_user_tensor(op);
+      if (user && t.role != cases::Role::checkpoint &&
+          !(sj.contains("partial_sums") && sj["partial_sums"] == Json{{"chunks", cases::kPartialSumChunks}}))
+        return false;
       // A bfloat16/float16 gradient's dL/dy choice term (a case made before it: redo it).
-      if (t.role == cases::Role::grad && c.dtype != DType::float32 &&
+      if (t.role == cases::Role::grad && c.dtype != DType::float32 && !user &&
           !(sj.contains("choice") && keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)))
         return false;
     }

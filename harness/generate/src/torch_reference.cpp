@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "validate/cases/refset.hpp"
 #include "validate/core/blas_info.hpp"
 #include "validate/core/cuda_unusable.hpp"
 #include "validate/generate/huge_page_allocator.hpp"
@@ -318,7 +319,8 @@ void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Te
 // square roots, the largest op's scales kept five copies of its operand at the peak.
 at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
                       const at::Tensor& target, DType d, cases::Op op, const std::vector<std::string>& only,
-                      std::map<std::string, at::Tensor>& grads, ChoiceTerms* choice = nullptr) {
+                      std::map<std::string, at::Tensor>& grads, ChoiceTerms* choice = nullptr,
+                      const at::Tensor* partial_sums = nullptr) {
   const double u = std::ldexp(1.0, -24);
   const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
   const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
@@ -335,7 +337,11 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   const double n_out = static_cast<double>(yv.numel());
   const double round_out = d == DType::float32 ? 0.0 : 2.0;
   at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
-  at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * (yv + rho_y)) + half_subnormal / ud;
+  // The forward's accumulation covers its partial sums: |y| + rho_y, or those measured on a user's
+  // tensor (partial_sum_bounds), when larger.
+  at::Tensor acc = partial_sums ? at::maximum(yv + rho_y, *partial_sums) : yv + rho_y;
+  at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * acc) + half_subnormal / ud;
+  acc = at::Tensor();
   // A gradient's accumulation term needs the root-sum-square of its actual products, whose dL/dy
   // factor is at most dy + u_d m; the widened m serves its u_p term. Both come from one backward
   // (it is linear in the squared upstream): S^2 = sum (n (u/u_d)^2 (dy + u_d m)^2 + m^2) x^2, with
@@ -351,6 +357,107 @@ at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leave
   for (const auto& [name, t] : sq)
     if (t.requires_grad()) grads.emplace(name, t.grad());
   return y2.detach();
+}
+
+// Partial sums on the data at hand (docs/compare.md, "Partial sums on the data at hand"). A
+// correct stack's accumulation error is a walk over its partial sums s_k, bounded by
+// lambda u sqrt(n) max|s_k|; the scale's model puts max|s_k| near |y| + rho, which holds for fills
+// that draw every element alike, whatever the order, but not for a user's tensor ordered along the
+// sum (weights of one sign over the first half of the channels climb to many times |y|). This
+// measures, per element, a bound on |s_k| for every order that takes the sum in contiguous ranges
+// of the reduction's index, nested as the op's canonical loop or with its outer axis innermost
+// (NCHW and NHWC kernels), forward, backward or split into ranges, in any order inside a range:
+// the index is cut into kPartialSumChunks chunks; with S_j the sum of the chunks before j, T_j and
+// A_j the chunk's sum and sum of |terms|, every such partial sum is within
+// (max S_j - min S_j) + 2 max (A_j + |T_j|) / 2 of zero (a range of chunks is a difference of two
+// S_j; a chunk's own part is at most its larger signed half, (A_j + |T_j|) / 2, at each end).
+// The op's bias, one more term, adds |bias|. One forward (and backward, for a gradient) of the op
+// per chunk with the carrier operand zeroed outside it (ops::OpDef::reductions); float32.
+struct PartialSumRange {
+  at::Tensor s, hi, lo, half;
+  void add(const at::Tensor& t, const at::Tensor& a) {
+    if (!s.defined()) s = at::zeros_like(t), hi = at::zeros_like(t), lo = at::zeros_like(t), half = at::zeros_like(t);
+    s.add_(t);
+    hi = at::maximum(hi, s);
+    lo = at::minimum(lo, s);
+    half = at::maximum(half, (a + t.abs()) * 0.5);
+  }
+  at::Tensor bound() const { return hi - lo + 2 * half; }
+};
+
+// The position of each element of `carrier` along `nesting` (its reduction axes, outer to inner),
+// flattened, shaped to broadcast over the carrier's other axes.
+at::Tensor nested_index(const at::Tensor& carrier, const std::vector<int>& nesting) {
+  std::vector<std::int64_t> sizes;
+  for (int a : nesting) sizes.push_back(carrier.size(a));
+  std::vector<int> sorted = nesting;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> perm, shape(static_cast<std::size_t>(carrier.dim()), 1);
+  for (int a : sorted) {
+    perm.push_back(std::find(nesting.begin(), nesting.end(), a) - nesting.begin());
+    shape[static_cast<std::size_t>(a)] = carrier.size(a);
+  }
+  std::int64_t count = 1;
+  for (auto s : sizes) count *= s;
+  return at::arange(count, at::TensorOptions().dtype(at::kLong)).view(sizes).permute(perm).reshape(shape).to(carrier.device());
+}
+
+// The op on `in` with its reduction's carrier multiplied by `mask` and the bias zeroed: the
+// output, or the gradient `r.tensor` of the backward from `dy`.
+at::Tensor masked_pass(const ops::OpParams& params, const ops::TorchLeaves& in, const at::Tensor& dy,
+                       const ops::OpDef::Reduction& r, const at::Tensor& mask) {
+  const std::string tensor = r.tensor, carrier = r.carrier;
+  const bool output = tensor == "output";
+  const std::string leaf = output ? "" : tensor.substr(5);
+  ops::TorchLeaves l;
+  for (const auto& [name, t] : in) {
+    at::Tensor v = name == "bias" ? at::zeros_like(t) : name == carrier ? t * mask : t;
+    l.emplace(name, name == leaf ? v.detach().requires_grad_(true) : v);
+  }
+  at::Tensor y = ops::torch_forward(params, l);
+  if (output) return y.detach();
+  y.backward(carrier == "dy" ? dy * mask : dy);
+  return l.at(leaf).grad().detach();
+}
+
+// Per output and gradient of the op, the bound on every partial sum above (float32, the op's
+// device); `dy` is dL/dy.
+std::map<std::string, at::Tensor> partial_sum_bounds(const ops::OpParams& params, const ops::TorchLeaves& leaves,
+                                                     const at::Tensor& dy, cases::Op op) {
+  ops::TorchLeaves x, ax;
+  for (const auto& [name, t] : leaves) {
+    x.emplace(name, t.detach().to(at::kFloat));
+    ax.emplace(name, x.at(name).abs());
+  }
+  const at::Tensor d = dy.detach().to(at::kFloat), ad = d.abs();
+  std::map<std::string, at::Tensor> out;
+  for (const auto& r : ops::find(op).reductions()) {
+    std::vector<std::vector<int>> nestings{r.axes};
+    if (r.axes.size() > 1) {
+      std::vector<int> inner(r.axes.begin() + 1, r.axes.end());
+      inner.push_back(r.axes.front());
+      nestings.push_back(inner);
+    }
+    const at::Tensor& carrier = std::string(r.carrier) == "dy" ? d : x.at(r.carrier);
+    at::Tensor m;
+    for (const auto& nesting : nestings) {
+      const at::Tensor index = nested_index(carrier, nesting);
+      const std::int64_t count = index.numel(), chunks = std::min<std::int64_t>(cases::kPartialSumChunks, count);
+      PartialSumRange range;
+      for (std::int64_t j = 0; j < chunks; ++j) {
+        const at::Tensor mask = ((index >= j * count / chunks) & (index < (j + 1) * count / chunks)).to(at::kFloat);
+        range.add(masked_pass(params, x, d, r, mask), masked_pass(params, ax, ad, r, mask));
+      }
+      m = m.defined() ? at::maximum(m, range.bound()) : range.bound();
+    }
+    if (std::string(r.tensor) == "output" && x.count("bias")) {  // the bias alone: every other leaf zero
+      ops::TorchLeaves b;
+      for (const auto& [name, t] : x) b.emplace(name, name == "bias" ? t : at::zeros_like(t));
+      m = m + ops::torch_forward(params, b).detach().abs();
+    }
+    out.emplace(r.tensor, m);
+  }
+  return out;
 }
 
 // |H| v for the MSE loss of an op that is linear in its parameters (conv2d, conv_transpose2d,
@@ -486,7 +593,10 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     at::Tensor y = plan.narrow(y_sum);
     // A bfloat16/float16 case computed in float32 (on the CPU) keeps its graph for the dL/dy
     // choice's backward (choice_deterministic), which then needs no forward of its own.
-    const bool choice_wanted = scales && c.dtype != DType::float32;
+    // An op with a user's tensor measures its partial sums instead (partial_sum_bounds), whose
+    // model the choice's flips were not bounded with.
+    const bool user = scales && c.has_user_tensor(op);
+    const bool choice_wanted = scales && c.dtype != DType::float32 && !user;
     const bool reuse = choice_wanted && y_sum.scalar_type() == at::kFloat;
 
     // Loss on the output upcast to float32, as DESIGN.md defines it.
@@ -505,16 +615,38 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
       if (choice_wanted)
         choice = choice_deterministic(inst->params, leaves, y, target, c.dtype, reuse ? &y_sum : nullptr);
       y_sum = at::Tensor();
-      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2, choice ? &*choice : nullptr);
-      auto scale = [&](at::Tensor& sq_sum) {  // the root in place: no second copy of the largest
+      std::map<std::string, at::Tensor> walk;
+      if (user) walk = partial_sum_bounds(inst->params, leaves, (y.detach().to(at::kFloat) - target) * (2.0 / y.numel()), op);
+      at::Tensor y2 = scale_pass(inst->params, leaves, y, target, c.dtype, op, {}, g2, choice ? &*choice : nullptr,
+                                 user ? &walk.at("output") : nullptr);
+      // The scale widened so that the bound's accumulation term covers the measured partial sums
+      // M: an output's lambda u sqrt(n) (|y| + rho) with rho >= M - |y|; a gradient's
+      // lambda (u sqrt(n) |g| + u_d S) with S grown by sqrt(n) (u / u_d) (M - |g|), n as compare
+      // counts it. |y| and |g| as stored, as compare reads them.
+      auto widen = [&](at::Tensor& s, const std::string& tensor) {
+        auto it = walk.find(tensor);
+        if (it == walk.end()) return;
+        if (tensor == "output") {
+          s = at::maximum(s, it->second - y.detach().to(at::kFloat).abs());
+          return;
+        }
+        const std::string leaf = tensor.substr(5);
+        const at::Tensor& g = leaves.at(leaf).grad();
+        const double k_op = static_cast<double>(ops::find(op).reduction_length(inst->params));
+        const double n = gradient_reduction_length(leaf, g.numel(), static_cast<double>(y.numel()), k_op);
+        const double ratio = compare::unit_roundoff(DType::float32) / compare::unit_roundoff(c.dtype);
+        s = s + (std::sqrt(n) * ratio) * (it->second - round_to(g.detach(), c.dtype).abs()).clamp_min(0);
+      };
+      auto scale = [&](at::Tensor& sq_sum, const std::string& tensor) {  // the root in place: no second copy of the largest
         return timed([&] {
           sq_sum.clamp_min_(0).sqrt_();
+          widen(sq_sum, tensor);
           return adopt_from_torch(sq_sum.is_contiguous() ? sq_sum : sq_sum.contiguous(), DType::float32);
         });
       };
       for (const auto& t : table) {
-        if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2));
-        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(g2.at(t.name.substr(5))));
+        if (t.role == cases::Role::output) out.emplace(t.name + "_scale", scale(y2, t.name));
+        else if (t.role == cases::Role::grad) out.emplace(t.name + "_scale", scale(g2.at(t.name.substr(5)), t.name));
         if (t.role == cases::Role::grad && choice)
           out.emplace(t.name + "_choice", timed([&] {
                         return adopt_from_torch(choice->spread.at(t.name.substr(5)).contiguous(), DType::float32);

@@ -39,6 +39,16 @@ class ConvTranspose2d final : public OpDefFor<ConvTransposeParams> {
             {SumOrder::channels_inner, "kh,kw,c", "summed over the kernel window with the channels innermost"}};
   }
 
+  // The weight is IOHW: the output sums over its (i, kh, kw), grad_input over its (o, kh, kw);
+  // grad_weight and grad_bias over dL/dy's (n, oh, ow), each dL/dy element meeting one input
+  // element per tap.
+  std::vector<Reduction> reductions() const override {
+    return {{"output", "weight", {0, 2, 3}},
+            {"grad_input", "weight", {1, 2, 3}},
+            {"grad_weight", "dy", {0, 2, 3}},
+            {"grad_bias", "dy", {0, 2, 3}}};
+  }
+
   ElementOperands element_operands() const override { return conv_like::element_operands(); }
 
  protected:

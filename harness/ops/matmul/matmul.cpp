@@ -29,6 +29,11 @@ class Matmul final : public OpDefFor<MatmulParams> {
 
   std::vector<NamedOrder> sum_orders() const override { return {{SumOrder::canonical, "k", "summed over k in order"}}; }
 
+  // y[m,n] = sum_k A[m,k] B[k,n]; grad_A = dy B^T (over n), grad_B = A^T dy (over m).
+  std::vector<Reduction> reductions() const override {
+    return {{"output", "A", {1}}, {"grad_A", "dy", {1}}, {"grad_B", "dy", {0}}};
+  }
+
   ElementOperands element_operands() const override {
     ElementOperands e;
     e.name = {"A", "B", nullptr, nullptr};

@@ -47,6 +47,10 @@ struct Case {
   // The distribution of an op's input tensor: "<op>.<tensor>" first, then "<tensor>"; null when
   // neither is given (the normal fill).
   const InputDist* input_dist(Op op, const std::string& tensor) const;
+  // Whether an input of the op (the target included) is read from a user's file: generated fills
+  // draw every element alike, a user's tensor may be ordered along a sum (docs/compare.md,
+  // "Partial sums on the data at hand").
+  bool has_user_tensor(Op op) const;
 
   bool has(Op op) const { return find(op) != nullptr; }
   const OpInstance* find(Op op) const;

@@ -25,6 +25,10 @@ inline constexpr const char* kGradientBoundQuantity = "rss_gradient_terms";
 // gradient's move between dL/dy kept and rounded, plus the rare flips' root term at lambda 8
 // (metrics/bounds.hpp, BoundOptions::choice; docs/compare.md).
 inline constexpr const char* kChoiceQuantity = "dy_choice_two_stack";
+// An op with a user's tensor has its scales widened by the measured partial sums of its sums
+// (ops.<op>.scales.<tensor>.partial_sums: the chunks per nesting; docs/compare.md, "Partial sums on
+// the data at hand"), and no dL/dy choice term.
+inline constexpr int kPartialSumChunks = 32;
 inline constexpr const char* kRunFormat = "validate-run/1";
 
 struct TensorRecord {

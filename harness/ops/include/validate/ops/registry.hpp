@@ -72,6 +72,18 @@ class OpDef {
     const char* words;  // "summed channel by channel, the kernel window innermost"
   };
   virtual std::vector<NamedOrder> sum_orders() const = 0;
+  // Which operand indexes each output's and gradient's sum, and along which of its axes (outer to
+  // inner, as the canonical loop nests them): every term of element e's sum pairs one element of
+  // that operand ("dy" for dL/dy) along those axes with fixed indices elsewhere, so zeroing the
+  // operand outside a range of them leaves each element the part of its sum over that range.
+  // generate measures the partial sums of data the user supplies with it ("Partial sums on the
+  // data at hand", docs/compare.md).
+  struct Reduction {
+    const char* tensor;   // "output", "grad_A"
+    const char* carrier;  // a leaf's name, or "dy"
+    std::vector<int> axes;
+  };
+  virtual std::vector<Reduction> reductions() const = 0;
 
   // --- one output element, in place (element.hpp) ----------------------------------------------
   // The op's operand slots, named (inputs in tensor-table order, target excluded), data unset.
