@@ -217,14 +217,16 @@ struct BoundConstants {
 };
 
 // The two-stack bound of a gradient with a stored dL/dy choice term Z (BoundOptions::choice) at
-// element i: Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| (acc_y) + both sides' stored
-// roundings (hu each) + the run's algorithm term. Infinite where Z is not a value >= 0, so the
-// noise-model bound stands: a stored term never loosens it.
+// element i: Z max(1, lambda / 8) (1 + u_d) + sqrt(2) lambda u sqrt(n) |g| (acc_y) + both sides'
+// stored roundings (hu each, at |g|) + the run's algorithm term. The run's value may sit Z from
+// the reference's, and its stored rounding is relative to its own magnitude: u_d Z more (on a
+// near-zero gradient that term is most of the run's rounding). Infinite where Z is not a value
+// >= 0, so the noise-model bound stands: a stored term never loosens it.
 double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions& o, double acc_y, double hu,
                     double extra) {
   const double z = array_element(choice, i) * o.choice_unit;
   if (!(z >= 0) || !std::isfinite(z)) return std::numeric_limits<double>::infinity();
-  return z * std::max(1.0, o.lambda / kChoiceLambda) + kSqrt2 * acc_y + 2 * hu + extra;
+  return z * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype)) + kSqrt2 * acc_y + 2 * hu + extra;
 }
 
 }  // namespace
@@ -323,7 +325,8 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, const float* p
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
   const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two,
-               unit = o.scale_unit, z_unit = o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda);
+               unit = o.scale_unit,
+               z_unit = o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype));
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;

@@ -62,8 +62,8 @@ struct BoundOptions {
   const double* run_extra = nullptr;
   // A bfloat16/float16 gradient's stored dL/dy choice term Z (the set's "<grad>_choice", float16
   // times choice_unit; generate computes it at lambda 8): two correct stacks differ by at most
-  // Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| + 2 (u_d |g| + eta) (+ the run's algorithm
-  // term). Without an oracle the element is held to the smaller of that and the noise-model bound
+  // Z max(1, lambda / 8) (1 + u_d) + sqrt(2) lambda u sqrt(n) |g| + 2 (u_d |g| + eta) (+ the run's
+  // algorithm term; u_d Z: the run's stored rounding, at a value up to Z from the reference's). Without an oracle the element is held to the smaller of that and the noise-model bound
   // (both sound: docs/compare.md, "dL/dy's rounding, stored"); with one, a run farther from the
   // exact value than the reference must also be within it of the reference. Null: the noise model
   // alone. Not for a run whose output is another algorithm's or whose operands are rounded (TF32):
