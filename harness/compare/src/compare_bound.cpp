@@ -216,7 +216,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     choice = std::move(*ch);
   }
   const ArrayView cv = choice ? choice->map.view() : ArrayView{};
-  if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += kChoiceModelSuffix;
+  if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += kChoiceModelSuffix, e.bound_used_choice = true;
   auto r = check_bounds(ref.view(), run.view(), scale.map.view(), *exact ? &xv : nullptr, o, 5, opt_.threads);
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());

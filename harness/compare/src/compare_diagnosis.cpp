@@ -44,9 +44,7 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
   if (scale && gt.bound && e.role)
     if (auto o = scale_bound_options(it, e, *scale, gt)) {
       in.bound = DiagnosisInput::ElementBound{scale->map.view(), *o};
-      if (e.bound_model.size() >= kChoiceModelSuffix.size() &&
-          e.bound_model.compare(e.bound_model.size() - kChoiceModelSuffix.size(), std::string::npos,
-                                kChoiceModelSuffix) == 0)
+      if (e.bound_used_choice)
         if (auto ch = open_choice(it, e.op_name(), it.tensor, e.shape); ch && *ch) {
           choice = std::move(**ch);
           choice_view = choice->map.view();

@@ -60,7 +60,7 @@ struct ScaleFile {
 };
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
                                             const Shape& shape, const std::vector<std::string>& quantities);
-// The end of an entry's bound model when its gate used the stored dL/dy choice.
+// The end of an entry's bound model (as reports print it) when its gate used the stored dL/dy choice.
 inline const std::string kChoiceModelSuffix = " + dL/dy's rounding, stored";
 // A bfloat16/float16 gradient's stored dL/dy choice term (ops.<op>.scales.<tensor>.choice): nullopt
 // when the set lists none; an error naming the file when the entry or the file is unusable.

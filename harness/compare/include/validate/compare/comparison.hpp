@@ -76,6 +76,9 @@ struct Entry {
   // none) and the error-bound model applied ("" when no error bound was checked): docs/compare.md,
   // "Algorithm-aware bounds".
   std::string algorithm, bound_model;
+  // The gate held this gradient to its stored dL/dy choice (bounds.hpp, BoundOptions::choice); the
+  // diagnosis then holds its hypotheses to the same bound.
+  bool bound_used_choice = false;
   std::string worst_coords;  // "n=0 c=5 h=31 w=0"
   std::string repro;         // a command that compares only this tensor
 
