@@ -161,6 +161,27 @@ TEST(Bounds, AChoiceBoundCoversTheRunsRoundingAtItsOwnMagnitude) {
   EXPECT_GT(r->max_over, 0.99);  // the bound is no wider than that term
 }
 
+// A split gradient scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) already carries sqrt(n) of its
+// accumulated products: their sum |a_i b_i| is at most min(sqrt(n) (1 + u_d), u_d / u) S, S itself
+// in float32. sqrt(n) S made the float32 worst case 32x too wide at n = 1024, wide enough to call a
+// dL/dy rounded to 8 bits "within the worst case of rounding".
+TEST(Bounds, ASplitGradientsWorstCaseCountsItsAccumulatedProductsOnce) {
+  const double u = std::ldexp(1.0, -24);
+  BoundOptions o;
+  o.gradient = true;
+  o.split_gradient = true;
+  o.n = 1024;
+  const double gamma = 1024 * u / (1 - 1024 * u), y = 0.5, s = 2;
+  const double eta32 = worst_case_bound(0, 0, o);  // the underflow term alone
+  EXPECT_NEAR(worst_case_bound(y, s, o), gamma * (y + s) + u * 32 * s + u * y + eta32, 1e-22);
+  o.dtype = DType::bfloat16;
+  const double ud = std::ldexp(1.0, -8), eta16 = worst_case_bound(0, 0, o);
+  EXPECT_NEAR(worst_case_bound(y, s, o), gamma * (y + 32 * (1 + ud) * s) + ud * 32 * s + ud * y + eta16, 1e-15);
+  o.split_gradient = false;  // an output's (or an unsplit gradient's) rho: sqrt(n) rho
+  o.dtype = DType::float32;
+  EXPECT_NEAR(worst_case_bound(y, s, o), gamma * (y + 32 * s) + u * 32 * s + u * y + eta32, 1e-22);
+}
+
 TEST(Bounds, TheFailingElementOfALargeBfloat16GradientPassesItsBound) {
   // A bfloat16 grad_weight element summed over n = 2048 * 9 products whose cancellation leaves
   // -5.6e-4: reference -5.379e-4 (dL/dy rounded first), run -5.646e-4, exact -5.627e-4. With the

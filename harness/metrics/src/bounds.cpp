@@ -183,33 +183,50 @@ Result<double> loss_floor(const ArrayView& y, const ArrayView& target, DType dty
   return dtype_ulp(l, DType::float32) + kU * l + unit_roundoff(dtype) * carried;
 }
 
+namespace {
+
+// sum |a_i b_i| of the summed products, per unit of the stored scale: sqrt(n) rho (Cauchy-Schwarz).
+// A split gradient scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) holds the products' rho_a twice
+// over: rho_a <= S (u_d/u) / sqrt(n), and rho_a <= (1 + u_d) rho_p <= (1 + u_d) S (its dL/dy
+// factor is at most (1 + u_d) rho_p's); sqrt(n) S alone counted sqrt(n) once too often in float32,
+// which made an 8-bit dL/dy "within the worst case of rounding".
+double summed_magnitude_per_scale(const BoundOptions& o) {
+  const double rn = std::sqrt(o.n);
+  if (!o.split_gradient) return rn;
+  const double ud = unit_roundoff(o.dtype);
+  return std::min(rn * (1 + ud), ud / kU);
+}
+
+}  // namespace
+
 double worst_case_bound(double y, double rho, const BoundOptions& o) {
   if (o.per_lambda) return o.lambda * rho;  // a checkpoint's bound has no worst-case counterpart
   const double up = product_unit(o);
   const double nu = o.n * kU;
   const double gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
-  const double s = std::sqrt(o.n) * rho;  // sum |a_i b_i| <= sqrt(n) rho (Cauchy-Schwarz)
-  return gamma * (std::fabs(y) + s) + up * s + stored_rounding(std::fabs(y), o);
+  // The products' rounding: u_p sum |a_i b_i| <= u_p sqrt(n) rho (a split scale's rho_p <= S).
+  const double s = std::sqrt(o.n) * rho;
+  return gamma * (std::fabs(y) + summed_magnitude_per_scale(o) * rho) + up * s + stored_rounding(std::fabs(y), o);
 }
 
 namespace {
 
 // The constants of one side's bound a |y| + c rho + ud |y| + eta (c = lambda (u sqrt(n) + u_p),
-// or lambda u_p for a split gradient scale) and of its worst case gamma (|y| + rn rho) + up rn rho
-// + ud |y| + eta. Per unit lambda (a checkpoint's scale): c rho alone, c = lambda, and the worst
-// case the same.
+// or lambda u_p for a split gradient scale) and of its worst case gamma (|y| + ra rho) + up rn rho
+// + ud |y| + eta (ra: summed_magnitude_per_scale). Per unit lambda (a checkpoint's scale): c rho
+// alone, c = lambda, and the worst case the same.
 struct BoundConstants {
-  double ud, up, rn, a, c, eta, gamma;
+  double ud, up, rn, ra, a, c, eta, gamma;
   // Two stacks: the statistical parts' factor, sqrt(2) (root-sum-square); 2 for a checkpoint's
   // scale, a two-stack bound already (2 lambda scale).
   double two = kSqrt2;
   explicit BoundConstants(const BoundOptions& o) {
     if (o.per_lambda) {
-      ud = 0, rn = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda, two = 2;
+      ud = 0, rn = 1, ra = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda, two = 2;
       return;
     }
     const StoredRounding s(o);
-    ud = s.per_abs_y, eta = s.constant, up = product_unit(o), rn = std::sqrt(o.n);
+    ud = s.per_abs_y, eta = s.constant, up = product_unit(o), rn = std::sqrt(o.n), ra = summed_magnitude_per_scale(o);
     a = o.lambda * kU * rn, c = o.lambda * up + (o.split_gradient ? 0 : a);
     const double nu = o.n * kU;
     gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
@@ -246,7 +263,8 @@ template <class Ref, class Run, class Scale>
 void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const BoundOptions& o, std::int64_t lo,
                 std::int64_t hi, std::size_t keep, BoundResult& r) {
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two;
+  const double ud = k.ud, up = k.up, rn = k.rn, ra = k.ra, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma,
+               two = k.two;
   const double sides = exact ? 1 : 2;
   auto worse = [](const BoundElement& x, const BoundElement& y) {
     return x.over != y.over ? x.over > y.over : x.index < y.index;
@@ -294,7 +312,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     ++r.checked;
     const double over = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
     if (over > r.max_over) r.max_over = over;
-    const double wc = sides * (gamma * (ya + rn * rho) + up * rn * rho + hu) + (run_side - side);
+    const double wc = sides * (gamma * (ya + ra * rho) + up * rn * rho + hu) + (run_side - side);
     if (wc > 0 && err / wc > r.max_worst_case_over) r.max_worst_case_over = err / wc;
     if (err <= bound) continue;
     ++r.beyond;
@@ -324,7 +342,8 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma, two = k.two,
+  const double ud = k.ud, up = k.up, rn = k.rn, ra = k.ra, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma,
+               two = k.two,
                unit = o.scale_unit,
                z_unit = o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype));
   double max_over = 0, max_wc = 0;
@@ -338,7 +357,7 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, const float* p
       const double z = pz[i] * z_unit, tight = z + kSqrt2 * a * ya + 2 * hu;
       bound = z >= 0 && tight < bound ? tight : bound;
     }
-    const double wc = 2 * (gamma * (ya + rn * rho) + up * rn * rho + hu);
+    const double wc = 2 * (gamma * (ya + ra * rho) + up * rn * rho + hu);
     const double err = std::fabs(bv - av);
     const double over = err / bound, w = err / wc;
     max_over = over > max_over ? over : max_over;

@@ -74,7 +74,8 @@ struct BoundOptions {
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
 // against the exact value), and its worst-case counterpart: gamma_n (|y| + sqrt(n) rho) + u_p
-// sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho), reported, never gated on.
+// sqrt(n) rho + u_d |y| + eta (sum |a_i b_i| <= sqrt(n) rho; for a split gradient scale S the
+// accumulated products' sum is at most min(sqrt(n) (1 + u_d), u_d / u) S), reported, never gated on.
 double side_bound(double y, double rho, const BoundOptions& o);
 // Two correct stacks against each other (no oracle): each side's lambda terms, independent, in
 // root-sum-square, and both sides' stored roundings: sqrt(2) lambda statistical + 2 deterministic.
