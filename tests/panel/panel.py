@@ -56,10 +56,10 @@ WRONG = {
 # Wrong in the gradients only (the outputs are right): the named gradient must fail on every case
 # of the dtypes, plain and with --oracle (docs/compare.md, "dL/dy's rounding, stored").
 WRONG_GRADIENT = {
-    # matmul's grad_A summed in a bfloat16 accumulator
-    "numpy_grad_a_bf16acc": (("numpy", "grad_a_acc"), ("bfloat16",), "matmul/grad_A"),
+    # matmul's grad_A summed in a bfloat16 accumulator: named as one (narrow_accumulation)
+    "numpy_grad_a_bf16acc": (("numpy", "grad_a_acc"), ("bfloat16",), "matmul/grad_A", "narrow_accumulation"),
     # dL/dy rounded to an 8-bit float (E4M3) before the backward pass: every gradient moves
-    "numpy_dy_fp8": (("numpy", "dy_fp8"), ("bfloat16",), "matmul/grad_A"),
+    "numpy_dy_fp8": (("numpy", "dy_fp8"), ("bfloat16",), "matmul/grad_A", None),
 }
 WRONG.update({k: (v[0], v[1]) for k, v in WRONG_GRADIENT.items()})
 # A policy that must accept a wrong variant's float32 checks: policies/tf32.json is how a user says
@@ -224,7 +224,7 @@ def wrong(args):
 
 
 def wrong_gradient(args, reports):
-    _, dtypes, tensor = WRONG_GRADIENT[args.variant]
+    _, dtypes, tensor, named = WRONG_GRADIENT[args.variant]
     for mode, (rc, report) in reports.items():
         failed = failures(report)
         ids = [e["id"] for e in report["entries"] if e["dtype"] in dtypes and e["id"].endswith("/" + tensor)]
@@ -233,11 +233,15 @@ def wrong_gradient(args, reports):
               f"of {len(ids)} cases of {'/'.join(dtypes)}")
         if missed or not ids:
             die(f"{args.variant} ({mode}): {tensor} passed on {missed or 'no case of ' + str(dtypes)}")
-        # A precision mistake must never read as rounding-sized ("no layout or precision mistake").
+        # A precision mistake must never read as rounding-sized ("no layout or precision mistake"),
+        # on any failing gradient of any dtype, and the named one is named where the variant has it.
         for e in report["entries"]:
             said = (e.get("diagnosis") or {}).get("summary", "")
-            if e["id"] in ids and "no layout or precision mistake" in said:
+            if e["id"] in failed and e["role"] == "grad" and "no layout or precision mistake" in said:
                 die(f"{args.variant} ({mode}): {e['id']}'s diagnosis clears the mistake: {said}")
+            code = (e.get("diagnosis") or {}).get("code")
+            if named and e["id"] in ids and code != named:
+                die(f"{args.variant} ({mode}): {e['id']}'s diagnosis is {code!r}, not {named!r}: {said}")
     print(f"panel.py: {args.variant}: fails as it must")
 
 

@@ -100,6 +100,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     search_matmul_inputs(in, s);
     search_conv_transpose_inputs(in, s);
     search_gradient_scale(in, s);
+    search_gradient_accumulation(in, s);
     // The families judged by the gate's element test (the bytes re-read, the gradient scaled) name
     // a cause only when the run as declared fails that test: when it passes it too (the gate
     // failed on something else, e.g. its PCC), those numbers do not tell the hypothesis from the

@@ -227,7 +227,7 @@ std::string profile_sentence(const nlohmann::json& p, const std::string& subject
     s = fmt::format("{} is beyond what the declared computation can do: {} elements up to {:.3g}x the bound of its "
                     "legal dL/dy roundings and float32 sums ({} ULP), and no layout or scale hypothesis fits — small "
                     "enough to be a precision difference in the backward pass (an accumulator or dL/dy narrower "
-                    "than declared), which the search does not model",
+                    "than declared) that the search did not find",
                     subject, beyond, over, p["max_ulp"].get<std::uint64_t>());
   else if (worst <= 1)
     s = fmt::format("no layout or precision mistake explains {}: {} elements up to {:.3g}x their bound ({} ULP), "
