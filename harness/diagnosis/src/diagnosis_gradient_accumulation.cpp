@@ -59,26 +59,13 @@ void search_gradient_accumulation(const DiagnosisInput& in, Search& s) {
     const std::vector<float> dy = mse_dy(in.inputs.at("output"), in.inputs.at("target"), in.logical, rounded);
     const Operand d{float_view(dy), dy_read}, o{other, other_read};
     const ops::ElementOperands operands = grad_a ? R.with("A", d, "B", o) : R.with("A", o, "B", d);
-    double clean = -1;
+    double clean = -1;  // residual of the clean recompute, computed when first needed
     bool named = false;
     for (Rounding acc : accumulators_to_try(in.logical)) {
       Hypothesis h = narrow_accumulation_hypothesis(acc, in.tensor, grad_a ? "n" : "m", sum_over);
       h.params["dy"] = rounded ? "rounded to the case dtype" : "float32";
-      const ops::ElementOptions opt = recompute_options(1.0, acc);
-      const Eval e = eval_recompute(in, t, positions, [&](std::int64_t p) { return R.at(p, operands, opt); });
-      finish_recompute(h, e, numel);
-      if (h.passes) {
-        if (clean < 0) {
-          Eval c;
-          for (std::int64_t p : positions)
-            c.add(round_to_logical(R.at(p, operands, recompute_options()), in.logical), read_value(in.run, p), t);
-          clean = c.max_abs;
-        }
-        h.params["clean_residual"] = clean;
-        h.passes = h.max_abs * kNarrowFactor <= clean;
-      }
-      named |= h.passes;
-      s.add(std::move(h));
+      named |= try_narrow_accumulation(in, s, t, positions, numel, std::move(h), R, operands,
+                                       recompute_options(1.0, acc), clean);
     }
     if (named) return;
   }

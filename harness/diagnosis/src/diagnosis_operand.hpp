@@ -56,6 +56,15 @@ struct ElementRecompute {
   }
 };
 
+// One narrow-accumulator hypothesis recomputed with `opt` over `operands` (diagnosis_narrow_accumulation.cpp):
+// added to the search, passing only when it reproduces the run and leaves at most 1/kNarrowFactor
+// of the clean float64 recompute's residual (`clean`, computed on first need and kept for the
+// caller's next try). Returns whether it passed.
+bool try_narrow_accumulation(const DiagnosisInput& in, Search& s, const ElementTest& t,
+                             const std::vector<std::int64_t>& positions, std::int64_t numel, Hypothesis h,
+                             const ElementRecompute& R, const ops::ElementOperands& operands,
+                             const ops::ElementOptions& opt, double& clean);
+
 // The options of every sampled recompute: the sum starts at the bias (scaled: 0 lost, 2 doubled),
 // as a hand-written `s = b[o]; for ... s += ...` does, in float64 unless `acc` names a narrow
 // accumulator, in `order`; a narrow accumulator's adds are float32 adds stored in the narrow type
