@@ -15,7 +15,7 @@ using detail::value_at;
 
 namespace {
 
-std::string g(double v) { return fmt::format("{:.3g}", v); }
+std::string fmt_3g(double v) { return fmt::format("{:.3g}", v); }
 
 }  // namespace
 
@@ -56,21 +56,21 @@ GateResult check_tensor_gates(const TensorStats& s, const Gates& gates, const Sh
     if (!check("beyond_tolerance", static_cast<double>(s.beyond_tolerance), 0, true) &&
         finite_beyond > 0) {
       std::string tol;
-      if (gates.atol) tol += "atol " + g(*gates.atol);
-      if (gates.rtol) tol += std::string(tol.empty() ? "" : " or ") + "rtol " + g(*gates.rtol);
+      if (gates.atol) tol += "atol " + fmt_3g(*gates.atol);
+      if (gates.rtol) tol += std::string(tol.empty() ? "" : " or ") + "rtol " + fmt_3g(*gates.rtol);
       if (gates.max_ulp)
-        tol += std::string(tol.empty() ? "" : ", ") + "max_ulp " + g(*gates.max_ulp);
+        tol += std::string(tol.empty() ? "" : ", ") + "max_ulp " + fmt_3g(*gates.max_ulp);
       const auto [r, u] = distinct(s.worst_abs.ref, s.worst_abs.run);
       out.reasons.push_back(fmt::format(
           "{} of {} elements beyond tolerance ({}); worst at {}: ref {}, run {} (abs err {}, {} "
           "ULP); "
           "would pass with atol >= {} or rtol >= {}",
           finite_beyond, s.numel, tol, format_coords(s.worst_abs.index, shape, axes), r, u,
-          g(s.worst_abs.abs_error), s.worst_abs.ulp, g(s.min_atol), g(s.min_rtol)));
+          fmt_3g(s.worst_abs.abs_error), s.worst_abs.ulp, fmt_3g(s.min_atol), fmt_3g(s.min_rtol)));
     }
   }
   if (gates.max_ulp && !check("max_ulp", static_cast<double>(s.ulp.max), *gates.max_ulp, true))
-    out.reasons.push_back(fmt::format("max ULP {} > {} at {}", s.ulp.max, g(*gates.max_ulp),
+    out.reasons.push_back(fmt::format("max ULP {} > {} at {}", s.ulp.max, fmt_3g(*gates.max_ulp),
                                       format_coords(s.worst_ulp.index, shape, axes)));
   if (gates.min_pcc && s.numel > 1 && !check("min_pcc", s.pcc, *gates.min_pcc, false))
     out.reasons.push_back(fmt::format("pcc {:.6g} < {}", s.pcc, *gates.min_pcc));

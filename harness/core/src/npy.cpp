@@ -15,7 +15,7 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 // numpy pads the header so the data starts on a 64-byte boundary, and reserves room for the
 // first dimension to grow to 21 digits (GROWTH_AXIS_MAX_DIGITS) so files can be appended in place.
-constexpr std::size_t kAlign = 64;
+constexpr std::size_t kHeaderAlign = 64;
 constexpr std::size_t kGrowthDigits = 21;
 
 const char* descr_of(DType d) {
@@ -153,8 +153,8 @@ std::string make_header(DType dtype, const Shape& shape, bool fortran_order) {
     dict.append(kGrowthDigits - std::to_string(fortran_order ? shape.back() : shape.front()).size(), ' ');
   // Version 1.0 holds headers up to 65535 bytes, which covers every shape we write.
   std::size_t hlen = dict.size() + 1;  // + trailing newline
-  std::size_t padlen = kAlign - ((kMagicLen + 2 + 2 + hlen) % kAlign);
-  if (padlen == kAlign) padlen = 0;
+  std::size_t padlen = kHeaderAlign - ((kMagicLen + 2 + 2 + hlen) % kHeaderAlign);
+  if (padlen == kHeaderAlign) padlen = 0;
   std::size_t total = hlen + padlen;
   std::string out(kMagic, kMagicLen);
   out.push_back('\x01');

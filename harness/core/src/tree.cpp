@@ -13,7 +13,7 @@ namespace validate::fs {
 
 namespace {
 
-std::string errno_text(int e) { return std::strerror(e); }
+std::string strerror_text(int e) { return std::strerror(e); }
 
 bool dot_or_dotdot(const char* n) {
   return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
@@ -34,7 +34,7 @@ int open_dir_at(int parent_fd, const char* name) {
 void walk(int dir_fd, const std::string& rel, const std::string& shown, TreeWalk& out) {
   DIR* d = ::fdopendir(dir_fd);
   if (!d) {
-    out.errors.push_back(shown + ": cannot read directory: " + errno_text(errno));
+    out.errors.push_back(shown + ": cannot read directory: " + strerror_text(errno));
     ::close(dir_fd);
     return;
   }
@@ -45,7 +45,8 @@ void walk(int dir_fd, const std::string& rel, const std::string& shown, TreeWalk
     struct stat st {};
     const std::string child = rel.empty() ? e->d_name : rel + "/" + e->d_name;
     if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno != ENOENT) out.errors.push_back(shown + "/" + e->d_name + ": " + errno_text(errno));
+      if (errno != ENOENT)
+        out.errors.push_back(shown + "/" + e->d_name + ": " + strerror_text(errno));
       continue;
     }
     TreeEntry t{child, type_of(st.st_mode), static_cast<std::uint64_t>(st.st_size)};
@@ -56,7 +57,7 @@ void walk(int dir_fd, const std::string& rel, const std::string& shown, TreeWalk
     const std::string child = rel.empty() ? s : rel + "/" + s;
     int fd = open_dir_at(::dirfd(d), s.c_str());
     if (fd < 0) {
-      out.errors.push_back(shown + "/" + s + ": cannot read directory: " + errno_text(errno));
+      out.errors.push_back(shown + "/" + s + ": cannot read directory: " + strerror_text(errno));
       continue;
     }
     walk(fd, child, shown + "/" + s, out);
@@ -70,7 +71,7 @@ Status remove_children(int dir_fd, const std::string& shown) {
   if (!d) {
     int e = errno;
     ::close(dir_fd);
-    return Error{"cannot read directory " + shown + ": " + errno_text(e)};
+    return Error{"cannot read directory " + shown + ": " + strerror_text(e)};
   }
   std::vector<std::pair<std::string, bool>> names;  // name, is a real directory
   while (const dirent* e = ::readdir(d)) {
@@ -87,15 +88,15 @@ Status remove_children(int dir_fd, const std::string& shown) {
       ::fchmodat(::dirfd(d), name.c_str(), 0700, 0);
       int fd = open_dir_at(::dirfd(d), name.c_str());
       if (fd < 0) {
-        if (result) result = Error{"cannot open directory " + path + ": " + errno_text(errno)};
+        if (result) result = Error{"cannot open directory " + path + ": " + strerror_text(errno)};
         continue;
       }
       Status st = remove_children(fd, path);
       if (!st && result) result = st;
       if (::unlinkat(::dirfd(d), name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT && result)
-        result = Error{"cannot remove directory " + path + ": " + errno_text(errno)};
+        result = Error{"cannot remove directory " + path + ": " + strerror_text(errno)};
     } else if (::unlinkat(::dirfd(d), name.c_str(), 0) != 0 && errno != ENOENT && result) {
-      result = Error{"cannot remove " + path + ": " + errno_text(errno)};
+      result = Error{"cannot remove " + path + ": " + strerror_text(errno)};
     }
   }
   ::closedir(d);
@@ -116,7 +117,7 @@ const char* entry_type_name(EntryType t) {
 
 Result<TreeWalk> walk_tree(const std::string& root) {
   int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Error{root + ": cannot read directory: " + errno_text(errno)};
+  if (fd < 0) return Error{root + ": cannot read directory: " + strerror_text(errno)};
   TreeWalk out;
   walk(fd, "", root, out);
   std::sort(out.entries.begin(), out.entries.end(),
@@ -128,23 +129,23 @@ Status remove_tree(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::ok();
-    return Error{"cannot remove " + path + ": " + errno_text(errno)};
+    return Error{"cannot remove " + path + ": " + strerror_text(errno)};
   }
   if (!S_ISDIR(st.st_mode)) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      return Error{"cannot remove " + path + ": " + errno_text(errno)};
+      return Error{"cannot remove " + path + ": " + strerror_text(errno)};
     return Status::ok();
   }
   ::chmod(path.c_str(), 0700);
   VALIDATE_TRY(empty_directory(path));
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
-    return Error{"cannot remove directory " + path + ": " + errno_text(errno)};
+    return Error{"cannot remove directory " + path + ": " + strerror_text(errno)};
   return Status::ok();
 }
 
 Status empty_directory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Error{"cannot open directory " + dir + ": " + errno_text(errno)};
+  if (fd < 0) return Error{"cannot open directory " + dir + ": " + strerror_text(errno)};
   return remove_children(fd, dir);
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 // conv_transpose2d's parameters from the diagnosis input (the output padding is what makes the
 // output the reference's); false when they do not fit together.
-bool make_params(const DiagnosisInput& in, ops::ConvTransposeParams& p) {
+bool make_transpose_params(const DiagnosisInput& in, ops::ConvTransposeParams& p) {
   if (!conv_like_params(in, p)) return false;
   const Shape &ws = in.input_shapes.at("weight"), &os = in.shape;
   p.o = ws[1] * p.groups;
@@ -29,7 +29,7 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s) {
   if (in.op != ops::Op::conv_transpose2d || in.role != ops::Role::output || in.run_shape != in.shape || in.shape.size() != 4)
     return;
   ops::ConvTransposeParams cp;
-  if (!make_params(in, cp)) return;
+  if (!make_transpose_params(in, cp)) return;
   ConvLikeSearch S(in, s, cp, "IOHW");
   s.family("input_layout");
 

@@ -14,7 +14,7 @@ namespace validate::compare {
 
 namespace {
 
-constexpr double kU = 0x1p-24;  // float32 unit roundoff: the transforms and sums run in float32
+constexpr double kU32 = 0x1p-24;  // float32 unit roundoff: the transforms and sums run in float32
 
 // Runs body(begin, end) over slices of [0, count) on up to `threads` threads (0: every core),
 // `per_thread` slices a thread, taken in turn (the tiles at a plane's border and the groups differ in
@@ -264,7 +264,7 @@ void tile_outputs_n(const Winograd& w, int m, const double* mm, const double* s2
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) {
       const int k = i * m + j;
-      put(i, j, kU * (std::sqrt(var[k]) + std::sqrt(w.ta) * (std::fabs(val[k]) + std::sqrt(rss[k]))));
+      put(i, j, kU32 * (std::sqrt(var[k]) + std::sqrt(w.ta) * (std::fabs(val[k]) + std::sqrt(rss[k]))));
     }
 }
 
@@ -503,7 +503,7 @@ double next_pow2(std::int64_t v) {
 // root-sum-square as well.
 double fft_value(double q2, double pairs, double points, double spread) {
   const double k = kappa(points);
-  return kU / std::sqrt(spread) * std::sqrt((3 * k * k + pairs + 2) * q2);
+  return kU32 / std::sqrt(spread) * std::sqrt((3 * k * k + pairs + 2) * q2);
 }
 
 // Forward or backward-data through FFTs: a correlation of `src` planes with filters whose

@@ -11,7 +11,7 @@ using namespace ref;
 namespace {
 
 // The input position i with i*s - pad + k*d == o, or -1.
-inline i64 source(i64 o, i64 s, i64 pad, i64 kd, i64 in) {
+inline i64 source_index(i64 o, i64 s, i64 pad, i64 kd, i64 in) {
   const i64 t = o + pad - kd;
   if (t < 0 || t % s) return -1;
   return t / s < in ? t / s : -1;
@@ -30,9 +30,9 @@ void forward(const ConvTransposeParams& p, const View& x, const View& w, const V
       for (i64 ow = 0; ow < Wo; ++ow) {
         // The input row and column each kernel position reads for this output (-1: none).
         for (i64 kh = 0; kh < p.kh; ++kh)
-          ih[static_cast<std::size_t>(kh)] = source(oh, p.stride[0], p.padding[0], kh * p.dilation[0], p.h);
+          ih[static_cast<std::size_t>(kh)] = source_index(oh, p.stride[0], p.padding[0], kh * p.dilation[0], p.h);
         for (i64 kw = 0; kw < p.kw; ++kw)
-          iw[static_cast<std::size_t>(kw)] = source(ow, p.stride[1], p.padding[1], kw * p.dilation[1], p.w);
+          iw[static_cast<std::size_t>(kw)] = source_index(ow, p.stride[1], p.padding[1], kw * p.dilation[1], p.w);
         double s = b && opt.bias_first ? accumulate(0, b.at(o), acc) : 0;
         auto term = [&](i64 ci, i64 kh, i64 kw) {
           const i64 r = ih[static_cast<std::size_t>(kh)], c = iw[static_cast<std::size_t>(kw)];

@@ -130,7 +130,7 @@ struct OwnReplay {
   }
 };
 
-std::vector<double> values(const Tensor& t) {
+std::vector<double> tensor_values(const Tensor& t) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.get(static_cast<std::int64_t>(i));
   return v;
@@ -443,10 +443,11 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
       beyond, n, in.tensor, from, rounding, format_coords(worst, info->shape, info->canonical_axes),
       e[static_cast<std::size_t>(worst)], wk->get(worst));
 
-  OwnSteps st{values(ws[0]), values(gs[0]), k == 1 ? values(*wk) : values(ws[1]), {}, {}};
+  OwnSteps st{tensor_values(ws[0]), tensor_values(gs[0]),
+              k == 1 ? tensor_values(*wk) : tensor_values(ws[1]), {}, {}};
   if (k == 2) {
-    st.g1 = values(gs[1]);
-    st.w2 = values(*wk);
+    st.g1 = tensor_values(gs[1]);
+    st.w2 = tensor_values(*wk);
     std::optional<Hypothesis> h = second_update_variant(replay, *wk, p, tc);
     if (!h) h = second_update_settings(st, p, tc, u);
     if (h) out.diagnosis = named_on_every_element(std::move(*h), static_cast<std::int64_t>(n));
@@ -465,8 +466,8 @@ std::optional<CheckpointCheck> check_own_update(const CheckpointDiagnosisInput& 
   if (detail::produced(in.run, p.w(2)) && detail::produced(in.run, p.g(1))) {
     auto w2 = files.run(p.w(2), info->shape), g1 = files.run(p.g(1), info->shape);
     if (w2 && g1) {
-      st.w2 = values(*w2);
-      st.g1 = values(*g1);
+      st.w2 = tensor_values(*w2);
+      st.g1 = tensor_values(*g1);
       has_step2 = true;
     }
   }
