@@ -1,0 +1,309 @@
+// The error-bound scales of a case's outputs and gradients, computed by LibTorch next to the
+// reference: the scale pass on squared operands, the dL/dy choice of bfloat16/float16 gradients,
+// and the partial sums of an op fed a user's tensor (docs/compare.md, "Error bounds").
+#include "torch_internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "validate/cases/refset.hpp"
+#include "validate/ops/registry.hpp"
+
+namespace validate::generate::detail {
+
+namespace {
+
+// The grid of a bfloat16/float16 dtype around values `g` on it (float32 tensors): the spacing
+// above |g| (away from zero) and below it (toward zero; half as wide at a power of two).
+struct GridSpacing {
+  at::Tensor above, below;
+};
+GridSpacing grid_spacing(const at::Tensor& g, DType d) {
+  const int p = d == DType::bfloat16 ? 8 : 11, emin = d == DType::bfloat16 ? -126 : -14;
+  const at::Tensor a = g.abs();
+  auto [m, e] = at::frexp(a);  // a = m 2^e, m in [0.5, 1)
+  const at::Tensor il = at::where(a > 0, e - 1, at::full_like(e, emin)).clamp_min(emin);
+  at::Tensor above = at::exp2((il - (p - 1)).to(at::kFloat));
+  at::Tensor below = at::where((m == 0.5) & (il > emin), above * 0.5, above);
+  return {above, below};
+}
+
+// How far v (float32) lies inside the interval that rounds to g (its value in the dtype): the
+// distance to the nearer rounding boundary, negative outside it.
+at::Tensor inside_distance(const at::Tensor& v, const at::Tensor& g, DType d) {
+  const GridSpacing s = grid_spacing(g, d);
+  const at::Tensor a = g.abs(), side = at::where(g < 0, -v, v);  // v measured on g's side of zero
+  const at::Tensor off_zero = at::minimum(side - (a - s.below * 0.5), a + s.above * 0.5 - side);
+  return at::where(g == 0, s.above * 0.5 - v.abs(), off_zero);
+}
+
+}  // namespace
+
+at::Tensor round_to(const at::Tensor& t, DType d) { return t.to(compute_type(d)).to(at::kFloat); }
+
+double gradient_reduction_length(const std::string& name, std::int64_t leaf_numel, double n_out, double k_op) {
+  const double mine = static_cast<double>(std::max<std::int64_t>(leaf_numel, 1));
+  return std::max(1.0, std::ceil(name == "bias" ? n_out / mine : n_out * k_op / mine));
+}
+
+constexpr double kChoiceLambda = 8;
+
+// The float32 forward of the op's own (case-dtype) leaves, and Dg from it. `sum`: that forward
+// already made from `leaves` with its graph kept (a case computed in float32); otherwise it is
+// made here from float32 copies (a native bfloat16/float16 run on CUDA).
+ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
+                                 const at::Tensor& target, DType d, const at::Tensor* sum) {
+  ChoiceTerms c;
+  ops::TorchLeaves lin;
+  if (sum) {
+    lin = leaves;
+  } else {
+    for (const auto& [name, t] : leaves) lin.emplace(name, t.detach().to(at::kFloat).requires_grad_(true));
+  }
+  at::Tensor z = sum ? *sum : ops::torch_forward(params, lin);
+  c.y32 = z.detach();
+  c.stored = y.detach().to(at::kFloat);
+  const double two_n = 2.0 / static_cast<double>(c.stored.numel());
+  c.dy = (c.stored - target) * two_n;
+  const at::Tensor rounded = round_to(c.dy, d);  // the reference's dL/dy
+  c.D = rounded - c.dy;
+  // The moves from the reference's gradient, one per other legal route: dL/dy kept; with a bias
+  // added after the stored sum, dL/dy of that output rounded, and kept.
+  std::vector<at::Tensor> moves{c.D};
+  if (auto b = lin.find("bias"); b != lin.end() && c.y32.dim() == 4) {
+    const at::Tensor b4 = b->second.detach().to(at::kFloat).view({1, -1, 1, 1});  // output channels: axis 1
+    c.sum = c.y32 - b4;
+    c.after = round_to(round_to(c.sum, d) + b4, d);
+    c.dy_after = (c.after - target) * two_n;
+    moves.push_back(round_to(c.dy_after, d) - rounded);
+    moves.push_back(c.dy_after - rounded);
+  }
+  std::vector<at::Tensor> inputs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : lin) inputs.push_back(t), names.push_back(name);
+  for (std::size_t m = 0; m < moves.size(); ++m) {  // not accumulated into the leaves' .grad
+    auto g = torch::autograd::grad({z}, inputs, {moves[m]}, /*retain_graph=*/m + 1 < moves.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (m == 0) c.dg.emplace(names[i], g[i].abs_());
+      else c.dg.at(names[i]) = at::maximum(c.dg.at(names[i]), g[i].abs_());
+    }
+  }
+  c.D = c.D.abs();
+  for (std::size_t m = 1; m < moves.size(); ++m) c.D = at::maximum(c.D, moves[m].abs());
+  return c;
+}
+
+// F_j and the root term of Z through the squared operands `sq` (their forward y2, the output's
+// scale rho_y), at reduction length k of the output and n_max of the gradients.
+namespace {
+
+void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Tensor& y2, const at::Tensor& rho_y,
+                        DType d, double k, double n_max) {
+  const double u = std::ldexp(1.0, -24);
+  const double two_n = 2.0 / static_cast<double>(c.stored.numel());
+  // Both stacks' float32 sums lie within kChoiceLambda times the direct sum's bound of exact.
+  auto window = [&](const at::Tensor& v) {
+    return 2 * kChoiceLambda * u * (std::sqrt(k) * (v.abs() + rho_y) + rho_y) + 2 * k * std::ldexp(1.0, -150);
+  };
+  // One route: `v` the float32 value the stack rounds to the stored output `out` (dL/dy from
+  // it: dy). Where v may round the other way dL/dy moves by `step` (2/N the output's ULPs) and
+  // its own rounding by one ULP; a dL/dy within float32 noise of a boundary moves one ULP; its
+  // float32 evaluation 2 u |dy| everywhere.
+  auto route = [&](const at::Tensor& v_flips, const at::Tensor& step, const at::Tensor& dy) {
+    const at::Tensor rounded = round_to(dy, d);
+    const at::Tensor dy_flips = inside_distance(dy, rounded, d) <= 4 * u * dy.abs() + std::ldexp(1.0, -149);
+    const at::Tensor ulp_dy = grid_spacing(rounded.abs() + step, d).above;
+    const at::Tensor zero = at::zeros_like(ulp_dy);
+    return 2 * u * dy.abs() + at::where(v_flips, step + ulp_dy, zero) + at::where(dy_flips, ulp_dy, zero);
+  };
+  at::Tensor f = route(inside_distance(c.y32, c.stored, d) <= window(c.y32),
+                       grid_spacing(c.stored, d).above * two_n, c.dy);
+  at::Tensor spread = c.dy.abs();
+  if (c.sum.defined()) {  // the bias added after the stored sum: round(s) may flip, then the output
+    const at::Tensor s_rounded = round_to(c.sum, d);
+    const at::Tensor step = (grid_spacing(s_rounded, d).above + grid_spacing(c.after, d).above) * two_n;
+    f = at::maximum(f, route(inside_distance(c.sum, s_rounded, d) <= window(c.sum), step, c.dy_after));
+    spread = at::maximum(spread, c.dy_after.abs());
+  }
+  const at::Tensor a = spread + f + c.D;  // c.D: the largest |move| of any route
+  const at::Tensor up = f.square() + (2 * n_max * u * u) * a.square();
+  std::vector<at::Tensor> inputs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) inputs.push_back(t), names.push_back(name);
+  c.y32 = c.stored = c.dy = c.D = c.sum = c.after = c.dy_after = at::Tensor();
+  auto g = torch::autograd::grad({y2}, inputs, {up}, /*retain_graph=*/true);
+  for (std::size_t i = 0; i < names.size(); ++i) {  // in place: the largest gradient is 300 MB
+    at::Tensor z = std::move(c.dg.at(names[i]));
+    z.add_(g[i].clamp_min_(0).sqrt_(), kChoiceLambda);
+    g[i] = at::Tensor();
+    c.spread.emplace(names[i], std::move(z));
+  }
+  c.dg.clear();
+}
+
+}  // namespace
+
+// The error-bound scale pass (docs/compare.md, "Error bounds"). Every element of the output and of
+// each gradient is a sum of products a_i b_i; its scale is sqrt(sum (a_i b_i)^2), which is the same
+// bilinear op on squared operands: forward(x^2, w^2) (+ b^2: the bias is one more term), and each
+// gradient the backward of that forward with the squared dL/dy magnitude m^2. m is |dL/dy| widened
+// by what may move dL/dy = 2 (y - t) / N between two correct stacks, in units of the case dtype's
+// unit roundoff u_d (compare multiplies the scale by u_d): the stored output's rounding (one ULP of
+// the case dtype, <= 2 u_d |y|), the forward's float32 accumulation (sqrt(K + 1) u (|y| + rho_y),
+// the bound's own model), and dL/dy's rounding to the case dtype where it is subnormal (an absolute
+// half spacing). float32 throughout: a scale needs a few digits, and all its terms are positive.
+// Returns the output's squared scale; `grads` receives the gradients' (with `only` non-empty, only
+// those leaves'). The squared operands and the graph are gone when it returns: held until the
+// square roots, the largest op's scales kept five copies of its operand at the peak.
+at::Tensor scale_pass(const ops::OpParams& params, const ops::TorchLeaves& leaves, const at::Tensor& y,
+                      const at::Tensor& target, DType d, cases::Op op, const std::vector<std::string>& only,
+                      std::map<std::string, at::Tensor>& grads, ChoiceTerms* choice,
+                      const at::Tensor* partial_sums) {
+  const double u = std::ldexp(1.0, -24);
+  const double ud = d == DType::bfloat16 ? std::ldexp(1.0, -8) : d == DType::float16 ? std::ldexp(1.0, -11) : u;
+  const double half_subnormal = d == DType::bfloat16 ? std::ldexp(1.0, -134) : d == DType::float16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -150);
+  const double k = static_cast<double>(ops::find(op).reduction_length(params)) + 1;
+  ops::TorchLeaves sq;
+  for (const auto& [name, t] : leaves) {
+    at::Tensor s2 = t.detach().to(at::kFloat).square();
+    const bool want = only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+    sq.emplace(name, want ? s2.requires_grad_(true) : s2);
+  }
+  at::Tensor y2 = ops::torch_forward(params, sq);
+  at::Tensor rho_y = y2.detach().clamp_min(0).sqrt();
+  at::Tensor yv = y.detach().to(at::kFloat).abs();
+  const double n_out = static_cast<double>(yv.numel());
+  const double round_out = d == DType::float32 ? 0.0 : 2.0;
+  at::Tensor dy = (y.detach().to(at::kFloat) - target).abs() * (2.0 / n_out);
+  // The forward's accumulation covers its partial sums: |y| + rho_y, or those measured on a user's
+  // tensor (partial_sum_bounds), when larger.
+  at::Tensor acc = partial_sums ? at::maximum(yv + rho_y, *partial_sums) : yv + rho_y;
+  at::Tensor m = dy + (2.0 / n_out) * (round_out * yv + std::sqrt(k) * (u / ud) * acc) + half_subnormal / ud;
+  acc = at::Tensor();
+  // A gradient's accumulation term needs the root-sum-square of its actual products, whose dL/dy
+  // factor is at most dy + u_d m; the widened m serves its u_p term. Both come from one backward
+  // (it is linear in the squared upstream): S^2 = sum (n (u/u_d)^2 (dy + u_d m)^2 + m^2) x^2, with
+  // n the largest reduction length among the gradients (as compare counts it), so that
+  // u_d S >= sqrt(n u^2 rho_a^2 + u_d^2 rho_p^2) for every one (docs/compare.md, "Error bounds").
+  double n_max = 1;
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) n_max = std::max(n_max, gradient_reduction_length(name, t.numel(), n_out, k - 1));
+  at::Tensor a = dy + ud * m;
+  if (choice) choice_statistical(*choice, sq, y2, rho_y, d, k, n_max);
+  y2.backward(m.square() + (n_max * (u / ud) * (u / ud)) * a.square());
+  grads.clear();
+  for (const auto& [name, t] : sq)
+    if (t.requires_grad()) grads.emplace(name, t.grad());
+  return y2.detach();
+}
+
+namespace {
+
+// Partial sums on the data at hand (docs/compare.md, "Partial sums on the data at hand"). A
+// correct stack's accumulation error is a walk over its partial sums s_k, bounded by
+// lambda u sqrt(n) max|s_k|; the scale's model puts max|s_k| near |y| + rho, which holds for fills
+// that draw every element alike, whatever the order, but not for a user's tensor ordered along the
+// sum (weights of one sign over the first half of the channels climb to many times |y|). This
+// measures, per element, a bound on |s_k| for every order that takes the sum in contiguous ranges
+// of the reduction's index, nested as the op's canonical loop or with its outer axis innermost
+// (NCHW and NHWC kernels), forward, backward or split into ranges, in any order inside a range:
+// the index is cut into kPartialSumChunks chunks; with S_j the sum of the chunks before j, T_j and
+// A_j the chunk's sum and sum of |terms|, every such partial sum is within
+// (max S_j - min S_j) + 2 max (A_j + |T_j|) / 2 of zero (a range of chunks is a difference of two
+// S_j; a chunk's own part is at most its larger signed half, (A_j + |T_j|) / 2, at each end).
+// The op's bias, one more term, adds |bias|. One forward (and backward, for a gradient) of the op
+// per chunk with the carrier operand zeroed outside it (ops::OpDef::reductions); float32.
+struct PartialSumRange {
+  at::Tensor s, hi, lo, half;
+  void add(const at::Tensor& t, const at::Tensor& a) {
+    if (!s.defined()) s = at::zeros_like(t), hi = at::zeros_like(t), lo = at::zeros_like(t), half = at::zeros_like(t);
+    s.add_(t);
+    hi = at::maximum(hi, s);
+    lo = at::minimum(lo, s);
+    half = at::maximum(half, (a + t.abs()) * 0.5);
+  }
+  at::Tensor bound() const { return hi - lo + 2 * half; }
+};
+
+// The position of each element of `carrier` along `nesting` (its reduction axes, outer to inner),
+// flattened, shaped to broadcast over the carrier's other axes.
+at::Tensor nested_index(const at::Tensor& carrier, const std::vector<int>& nesting) {
+  std::vector<std::int64_t> sizes;
+  for (int a : nesting) sizes.push_back(carrier.size(a));
+  std::vector<int> sorted = nesting;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> perm, shape(static_cast<std::size_t>(carrier.dim()), 1);
+  for (int a : sorted) {
+    perm.push_back(std::find(nesting.begin(), nesting.end(), a) - nesting.begin());
+    shape[static_cast<std::size_t>(a)] = carrier.size(a);
+  }
+  std::int64_t count = 1;
+  for (auto s : sizes) count *= s;
+  return at::arange(count, at::TensorOptions().dtype(at::kLong)).view(sizes).permute(perm).reshape(shape).to(carrier.device());
+}
+
+// The op on `in` with its reduction's carrier multiplied by `mask` and the bias zeroed: the
+// output, or the gradient `r.tensor` of the backward from `dy`.
+at::Tensor masked_pass(const ops::OpParams& params, const ops::TorchLeaves& in, const at::Tensor& dy,
+                       const ops::OpDef::Reduction& r, const at::Tensor& mask) {
+  const std::string tensor = r.tensor, carrier = r.carrier;
+  const bool output = tensor == "output";
+  const std::string leaf = output ? "" : tensor.substr(5);
+  ops::TorchLeaves l;
+  for (const auto& [name, t] : in) {
+    at::Tensor v = name == "bias" ? at::zeros_like(t) : name == carrier ? t * mask : t;
+    l.emplace(name, name == leaf ? v.detach().requires_grad_(true) : v);
+  }
+  at::Tensor y = ops::torch_forward(params, l);
+  if (output) return y.detach();
+  y.backward(carrier == "dy" ? dy * mask : dy);
+  return l.at(leaf).grad().detach();
+}
+
+}  // namespace
+
+// Per output and gradient of the op, the bound on every partial sum above (float32, the op's
+// device); `dy` is dL/dy.
+std::map<std::string, at::Tensor> partial_sum_bounds(const ops::OpParams& params, const ops::TorchLeaves& leaves,
+                                                     const at::Tensor& dy, cases::Op op) {
+  ops::TorchLeaves x, ax;
+  for (const auto& [name, t] : leaves) {
+    x.emplace(name, t.detach().to(at::kFloat));
+    ax.emplace(name, x.at(name).abs());
+  }
+  const at::Tensor d = dy.detach().to(at::kFloat), ad = d.abs();
+  std::map<std::string, at::Tensor> out;
+  for (const auto& r : ops::find(op).reductions()) {
+    std::vector<std::vector<int>> nestings{r.axes};
+    if (r.axes.size() > 1) {
+      std::vector<int> inner(r.axes.begin() + 1, r.axes.end());
+      inner.push_back(r.axes.front());
+      nestings.push_back(inner);
+    }
+    const at::Tensor& carrier = std::string(r.carrier) == "dy" ? d : x.at(r.carrier);
+    at::Tensor m;
+    for (const auto& nesting : nestings) {
+      const at::Tensor index = nested_index(carrier, nesting);
+      const std::int64_t count = index.numel(), chunks = std::min<std::int64_t>(cases::kPartialSumChunks, count);
+      PartialSumRange range;
+      for (std::int64_t j = 0; j < chunks; ++j) {
+        const at::Tensor mask = ((index >= j * count / chunks) & (index < (j + 1) * count / chunks)).to(at::kFloat);
+        range.add(masked_pass(params, x, d, r, mask), masked_pass(params, ax, ad, r, mask));
+      }
+      m = m.defined() ? at::maximum(m, range.bound()) : range.bound();
+    }
+    if (std::string(r.tensor) == "output" && x.count("bias")) {  // the bias alone: every other leaf zero
+      ops::TorchLeaves b;
+      for (const auto& [name, t] : x) b.emplace(name, name == "bias" ? t : at::zeros_like(t));
+      m = m + ops::torch_forward(params, b).detach().abs();
+    }
+    out.emplace(r.tensor, m);
+  }
+  return out;
+}
+
+}  // namespace validate::generate::detail
