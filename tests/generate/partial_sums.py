@@ -3,7 +3,8 @@
 may sum in (docs/compare.md, "Partial sums on the data at hand").
 
 numpy writes weights ordered along the sum (one sign over the first half of a matmul's k, over the
-first kernel row or the first half of the channels of a conv2d); generate makes the set; then, in
+first kernel row or the first half of the channels of a conv2d, over the first half of a
+conv_transpose2d's input channels); generate makes the set; then, in
 float64 from the set's own inputs, every element's partial sums are walked forward and backward
 in the (c, kh, kw) and (kh, kw, c) nestings and split into 3 and 4 ranges, and the bound's
 accumulation term must cover the largest: |y| + rho >= max|s_k| for an output,
@@ -33,7 +34,9 @@ def make_set(validate, work):
     w_kh[:, :, 1:] *= -1  # climbs in a (kh, kw, c) nesting
     w_c = np.abs(rng.standard_normal((6, c, 3, 2))) / np.sqrt(c * 6)
     w_c[:, c // 2:] *= -1  # climbs in a (c, kh, kw) nesting
-    for name, a in (("B", b), ("w_kh", w_kh), ("w_c", w_c)):
+    w_t = np.abs(rng.standard_normal((c, 7, 3, 2))) / np.sqrt(c * 6)
+    w_t[c // 2:] *= -1  # conv_transpose2d's IOHW weight: climbs over its input channels
+    for name, a in (("B", b), ("w_kh", w_kh), ("w_c", w_c), ("w_t", w_t)):
         np.save(os.path.join(work, name + ".npy"), a.astype(np.float32))
     conv = {"op": "conv2d", "batch": 2, "in_channels": c, "out_channels": 6, "height": 7, "width": 5,
             "kernel": [3, 2], "padding": [1, 0]}
@@ -42,6 +45,10 @@ def make_set(validate, work):
     for name in ("w_kh", "w_c"):
         cases.append(dict(conv, name="conv_" + name[2:],
                           inputs={"input": {"dist": "relu_normal"}, "weight": {"dist": "npy", "file": name + ".npy"}}))
+    cases.append({"name": "convt", "op": "conv_transpose2d", "batch": 3, "in_channels": c, "height": 4, "width": 6,
+                  "out_channels": 7, "kernel": [3, 2], "stride": [2, 1], "padding": [0, 1], "output_padding": [1, 0],
+                  "dilation": [2, 1], "inputs": {"input": {"dist": "relu_normal"},
+                                                 "weight": {"dist": "npy", "file": "w_t.npy"}}})
     with open(os.path.join(work, "cases.json"), "w") as f:
         json.dump({"format": "validate-cases/1", "seed": 3, "dtypes": ["float32", "bfloat16"], "cases": cases}, f)
     subprocess.run([validate, "generate", "--cases", os.path.join(work, "cases.json"), "--out",
@@ -122,6 +129,21 @@ def check(root):
             tw = np.einsum("noij,ncijab->ocabnij", dy, win)  # grad_weight terms over (n, oh, ow)
             ratios[dtype, case + " grad_weight"] = covered(U * np.sqrt(n) * largest_partial_sum(tw, nest),
                                                            U * np.sqrt(n) * np.abs(gw) + ud * s.scale("conv2d", "grad_weight"))
+        s = Set(root, dtype, "convt")  # stride (2, 1), padding (0, 1), dilation (2, 1)
+        x, w, bias = (s.tensor("conv_transpose2d", t) for t in ("input", "weight", "bias"))
+        y = s.tensor("conv_transpose2d", "output")
+        terms = np.zeros(y.shape + w.shape[:1] + w.shape[2:])  # output terms over (i, kh, kw)
+        for ih in range(x.shape[2]):
+            for iw in range(x.shape[3]):
+                for kh in range(w.shape[2]):
+                    for kw in range(w.shape[3]):
+                        oh, ow = 2 * ih + 2 * kh, iw - 1 + kw
+                        if oh < y.shape[2] and 0 <= ow < y.shape[3]:
+                            terms[:, :, oh, ow, :, kh, kw] += x[:, :, ih, iw][:, None, :] * w[:, :, kh, kw].T[None]
+        assert np.abs(terms.sum((-1, -2, -3)) + bias[None, :, None, None] - y).max() <= 1e-2 * np.abs(y).max()
+        peak = largest_partial_sum(terms, [[0, 1, 2], [1, 2, 0]]) + np.abs(bias)[None, :, None, None]
+        climbing += int((peak > np.abs(y) + np.sqrt((terms ** 2).sum((-1, -2, -3)) + bias[None, :, None, None] ** 2)).sum())
+        ratios[dtype, "convt output"] = covered(peak, np.abs(y) + s.scale("conv_transpose2d", "output"))
     for (dtype, what), r in sorted(ratios.items()):
         print(f"{dtype:9s} {what:22s} largest partial sum / what the bound covers: {r:.3f}")
     print(f"elements whose partial sums climb beyond |y| + sqrt(sum p^2): {climbing}")
