@@ -239,6 +239,11 @@ def wrong_gradient(args, reports):
             said = (e.get("diagnosis") or {}).get("summary", "")
             if e["id"] in failed and e["role"] == "grad" and "no layout or precision mistake" in said:
                 die(f"{args.variant} ({mode}): {e['id']}'s diagnosis clears the mistake: {said}")
+            profile = (e.get("diagnosis") or {}).get("profile") or {}
+            if e["id"] in failed and profile.get("max_over_worst_case", 0) > 1 and "choice" not in profile \
+                    and "not rounding" not in said:
+                die(f"{args.variant} ({mode}): {e['id']} is beyond the worst case of rounding and its diagnosis "
+                    f"does not say so: {said}")
             code = (e.get("diagnosis") or {}).get("code")
             if named and e["id"] in ids and code != named:
                 die(f"{args.variant} ({mode}): {e['id']}'s diagnosis is {code!r}, not {named!r}: {said}")

@@ -76,8 +76,17 @@ std::string diagnosis_summary(const Diagnosis& dx, const std::string& tensor) {
   // The hypothesis with the smallest residual is not offered as a lead: none explains the run, and
   // a layout that halves a residual is no evidence of a layout mistake (a missing zero_grad read
   // best as "I and H swapped"). JSON keeps it, as "closest", for tools.
-  return fmt::format("no hypothesis explains {}: tried {} ({}); the mistake is none of these{}", subject, dx.tried,
-                     fams, coincident);
+  // Beyond the worst case of rounding in the declared sums, the failure is not rounding: say so, with
+  // the number, so that "none of these" is not read as "close enough".
+  std::string beyond;
+  const auto& p = dx.profile;
+  if (p.is_object() && p.contains("max_over_worst_case") && p.value("beyond", std::int64_t{0}) > 0 &&
+      p["max_over_worst_case"].get<double>() > 1)
+    beyond = fmt::format("; at up to {:.3g}x the worst case of rounding in the declared sums, it is a difference in "
+                         "what is computed, not rounding",
+                         p["max_over_worst_case"].get<double>());
+  return fmt::format("no hypothesis explains {}: tried {} ({}); the mistake is none of these{}{}", subject, dx.tried,
+                     fams, beyond, coincident);
 }
 
 Diagnosis diagnose(const DiagnosisInput& in) {
