@@ -246,22 +246,43 @@ at::Tensor nested_index(const at::Tensor& carrier, const std::vector<int>& nesti
   return at::arange(count, at::TensorOptions().dtype(at::kLong)).view(sizes).permute(perm).reshape(shape).to(carrier.device());
 }
 
-// The op on `in` with its reduction's carrier multiplied by `mask` and the bias zeroed: the
-// output, or the gradient `r.tensor` of the backward from `dy`.
-at::Tensor masked_pass(const ops::OpParams& params, const ops::TorchLeaves& in, const at::Tensor& dy,
-                       const ops::OpDef::Reduction& r, const at::Tensor& mask) {
-  const std::string tensor = r.tensor, carrier = r.carrier;
-  const bool output = tensor == "output";
-  const std::string leaf = output ? "" : tensor.substr(5);
+// The op on `in` with `carrier` multiplied by `mask` and the bias zeroed: for each of `tensors`,
+// the output, or the gradient of the backward from `dy` (one forward and at most one backward for
+// every tensor whose sum that carrier and its axes index: conv2d's grad_weight and grad_bias).
+std::vector<at::Tensor> masked_pass(const ops::OpParams& params, const ops::TorchLeaves& in, const at::Tensor& dy,
+                                    const std::string& carrier, const std::vector<std::string>& tensors,
+                                    const at::Tensor& mask) {
+  auto is_leaf_of = [&](const std::string& name) {
+    return std::find(tensors.begin(), tensors.end(), "grad_" + name) != tensors.end();
+  };
   ops::TorchLeaves l;
   for (const auto& [name, t] : in) {
     at::Tensor v = name == "bias" ? at::zeros_like(t) : name == carrier ? t * mask : t;
-    l.emplace(name, name == leaf ? v.detach().requires_grad_(true) : v);
+    l.emplace(name, is_leaf_of(name) ? v.detach().requires_grad_(true) : v);
   }
   at::Tensor y = ops::torch_forward(params, l);
-  if (output) return y.detach();
-  y.backward(carrier == "dy" ? dy * mask : dy);
-  return l.at(leaf).grad().detach();
+  const bool backward = std::any_of(tensors.begin(), tensors.end(), [](const std::string& t) { return t != "output"; });
+  if (backward) y.backward(carrier == "dy" ? dy * mask : dy);
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t == "output" ? y.detach() : l.at(t.substr(5)).grad().detach());
+  return out;
+}
+
+// The op's reductions grouped by the carrier and axes that index them, in the op's order.
+struct ReductionGroup {
+  std::string carrier;
+  std::vector<int> axes;
+  std::vector<std::string> tensors;
+};
+std::vector<ReductionGroup> reduction_groups(cases::Op op) {
+  std::vector<ReductionGroup> groups;
+  for (const auto& r : ops::find(op).reductions()) {
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const ReductionGroup& x) { return x.carrier == r.carrier && x.axes == r.axes; });
+    if (g == groups.end()) g = groups.insert(groups.end(), ReductionGroup{r.carrier, r.axes, {}});
+    g->tensors.push_back(r.tensor);
+  }
+  return groups;
 }
 
 }  // namespace
@@ -277,31 +298,35 @@ std::map<std::string, at::Tensor> partial_sum_bounds(const ops::OpParams& params
   }
   const at::Tensor d = dy.detach().to(at::kFloat), ad = d.abs();
   std::map<std::string, at::Tensor> out;
-  for (const auto& r : ops::find(op).reductions()) {
-    std::vector<std::vector<int>> nestings{r.axes};
-    if (r.axes.size() > 1) {
-      std::vector<int> inner(r.axes.begin() + 1, r.axes.end());
-      inner.push_back(r.axes.front());
+  for (const auto& g : reduction_groups(op)) {
+    std::vector<std::vector<int>> nestings{g.axes};
+    if (g.axes.size() > 1) {
+      std::vector<int> inner(g.axes.begin() + 1, g.axes.end());
+      inner.push_back(g.axes.front());
       nestings.push_back(inner);
     }
-    const at::Tensor& carrier = std::string(r.carrier) == "dy" ? d : x.at(r.carrier);
-    at::Tensor m;
+    const at::Tensor& carrier = g.carrier == "dy" ? d : x.at(g.carrier);
+    std::vector<at::Tensor> m(g.tensors.size());
     for (const auto& nesting : nestings) {
       const at::Tensor index = nested_index(carrier, nesting);
       const std::int64_t count = index.numel(), chunks = std::min<std::int64_t>(cases::kPartialSumChunks, count);
-      PartialSumRange range;
+      std::vector<PartialSumRange> range(g.tensors.size());
       for (std::int64_t j = 0; j < chunks; ++j) {
         const at::Tensor mask = ((index >= j * count / chunks) & (index < (j + 1) * count / chunks)).to(at::kFloat);
-        range.add(masked_pass(params, x, d, r, mask), masked_pass(params, ax, ad, r, mask));
+        const auto t = masked_pass(params, x, d, g.carrier, g.tensors, mask);
+        const auto a = masked_pass(params, ax, ad, g.carrier, g.tensors, mask);
+        for (std::size_t i = 0; i < range.size(); ++i) range[i].add(t[i], a[i]);
       }
-      m = m.defined() ? at::maximum(m, range.bound()) : range.bound();
+      for (std::size_t i = 0; i < m.size(); ++i) m[i] = m[i].defined() ? at::maximum(m[i], range[i].bound()) : range[i].bound();
     }
-    if (std::string(r.tensor) == "output" && x.count("bias")) {  // the bias alone: every other leaf zero
-      ops::TorchLeaves b;
-      for (const auto& [name, t] : x) b.emplace(name, name == "bias" ? t : at::zeros_like(t));
-      m = m + ops::torch_forward(params, b).detach().abs();
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (g.tensors[i] == "output" && x.count("bias")) {  // the bias alone: every other leaf zero
+        ops::TorchLeaves b;
+        for (const auto& [name, t] : x) b.emplace(name, name == "bias" ? t : at::zeros_like(t));
+        m[i] = m[i] + ops::torch_forward(params, b).detach().abs();
+      }
+      out.emplace(g.tensors[i], m[i]);
     }
-    out.emplace(r.tensor, m);
   }
   return out;
 }
