@@ -118,8 +118,8 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (!keep_scale(dir + "/" + c.file_name(op, t.name + "_scale"), sj, t.shape)) return false;
       // A user's tensor: scales widened by the measured partial sums (a case made before: redo it).
       const bool user = c.has_user_tensor(op);
-      if (user && t.role != cases::Role::checkpoint &&
-          !(sj.contains("partial_sums") && sj["partial_sums"] == Json{{"chunks", cases::kPartialSumChunks}}))
+      if (cases::has_partial_sums(c, op, t) &&
+          !(sj.contains("partial_sums") && sj["partial_sums"] == cases::partial_sums_mark()))
         return false;
       // A bfloat16/float16 gradient's dL/dy choice term (a case made before it: redo it).
       if (t.role == cases::Role::grad && c.dtype != DType::float32 && !user &&

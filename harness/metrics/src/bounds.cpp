@@ -239,11 +239,16 @@ struct BoundConstants {
 // the reference's, and its stored rounding is relative to its own magnitude: u_d Z more (on a
 // near-zero gradient that term is most of the run's rounding). Infinite where Z is not a value
 // >= 0, so the noise-model bound stands: a stored term never loosens it.
+// What one stored unit of Z stands for in that bound: choice_unit max(1, lambda / 8) (1 + u_d).
+double choice_factor(const BoundOptions& o) {
+  return o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype));
+}
+
 double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions& o, double acc_y, double hu,
                     double extra) {
-  const double z = array_element(choice, i) * o.choice_unit;
+  const double z = array_element(choice, i);
   if (!(z >= 0) || !std::isfinite(z)) return std::numeric_limits<double>::infinity();
-  return z * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype)) + kSqrt2 * acc_y + 2 * hu + extra;
+  return z * choice_factor(o) + kSqrt2 * acc_y + 2 * hu + extra;
 }
 
 }  // namespace
@@ -345,7 +350,7 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, const float* p
   const double ud = k.ud, up = k.up, rn = k.rn, ra = k.ra, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma,
                two = k.two,
                unit = o.scale_unit,
-               z_unit = o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype));
+               z_unit = choice_factor(o);
   double max_over = 0, max_wc = 0;
   std::int64_t beyond = 0;
   bool finite = true;

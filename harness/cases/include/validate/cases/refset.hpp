@@ -29,6 +29,12 @@ inline constexpr const char* kChoiceQuantity = "dy_choice_two_stack";
 // (ops.<op>.scales.<tensor>.partial_sums: the chunks per nesting; docs/compare.md, "Partial sums on
 // the data at hand"), and no dL/dy choice term.
 inline constexpr int kPartialSumChunks = 32;
+// Whether tensor t's scale entry carries that mark (every output and gradient of such an op; a
+// training checkpoint's bound does not measure partial sums), and the mark itself.
+inline bool has_partial_sums(const Case& c, Op op, const TensorInfo& t) {
+  return t.role != Role::checkpoint && c.has_user_tensor(op);
+}
+inline Json partial_sums_mark() { return Json{{"chunks", kPartialSumChunks}}; }
 inline constexpr const char* kRunFormat = "validate-run/1";
 
 struct TensorRecord {
