@@ -16,9 +16,15 @@ foreach(mod core ops layout cases metrics diagnosis compare report testing train
     endif()
   endif()
 endforeach()
-# compare's trajectory room keeps its header beside its sources (harness/compare/trajectory/include).
+# core's rooms keep their headers beside their sources (harness/core/<room>/include).
+# The training room's checks are compiled into validate::compare; their headers sit beside them.
 if(TARGET validate_compare)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/compare/trajectory/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/train/check/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
+if(TARGET validate_core)
+  foreach(room ${VALIDATE_CORE_ROOMS})
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/core/${room}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endforeach()
 endif()
 # An op's headers sit in its folder (harness/ops/<op>/*.hpp), included as "<op>/params.hpp".
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/ops/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

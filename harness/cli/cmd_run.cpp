@@ -8,8 +8,8 @@
 #include "validate/backends/registry.hpp"
 #include "validate/core/suggest.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/interrupt.hpp"
-#include "validate/runners/run_driver.hpp"
+#include "validate/backends/interrupt.hpp"
+#include "validate/backends/run_driver.hpp"
 
 namespace validate::cli {
 

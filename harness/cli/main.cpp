@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     int rc = app.exit(e);
-    // CLI11 returns 0 for --help/--version; any real usage error is exit 2 per DESIGN.md.
+    // CLI11 returns 0 for --help/--version; any real usage error is exit 2 (docs/cli.md, "Exit codes").
     return rc == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     // Nothing a user can give (bytes, files) may end validate with a signal (abort, exit 134):

@@ -1,7 +1,7 @@
 #pragma once
 // Small reference sets and run directories built by the tests themselves (no generator, no
 // LibTorch): tensors are seeded normals written with the core .npy writer, metadata comes from
-// cases::case_metadata (the DESIGN.md document), run files follow docs/formats.md.
+// cases::case_metadata (docs/formats.md), run files follow docs/formats.md.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -21,6 +21,7 @@
 #include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 
 namespace validate::testing {
 

@@ -17,6 +17,7 @@
 #include "validate/core/parallel_hash.hpp"
 #include "validate/core/rng.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 #include "validate/core/sha256_pair.hpp"
 
 using namespace validate;

@@ -6,6 +6,7 @@
 
 #include "validate/core/rng.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 
 using namespace validate;
 

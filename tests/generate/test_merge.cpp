@@ -19,8 +19,8 @@
 #include "validate/core/json_io.hpp"
 #include "validate/generate/generate.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/oracle_runner.hpp"
-#include "validate/runners/run_driver.hpp"
+#include "validate/backends/oracle_runner.hpp"
+#include "validate/backends/run_driver.hpp"
 
 using namespace validate;
 namespace stdfs = std::filesystem;

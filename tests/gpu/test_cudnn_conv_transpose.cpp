@@ -12,7 +12,7 @@
 #include "conv_case.hpp"
 #include "gpu_test_util.hpp"
 #include "validate/layout/layout.hpp"
-#include "validate/runners/cudnn_runner.hpp"
+#include "validate/backends/cudnn_runner.hpp"
 
 namespace validate::runners::cudnn_detail {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "gpu_test_util.hpp"
-#include "validate/runners/cudnn_runner.hpp"
+#include "validate/backends/cudnn_runner.hpp"
 
 namespace validate::runners {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "gpu_test_util.hpp"
 #include "validate/layout/layout.hpp"
-#include "validate/runners/cudnn_runner.hpp"
+#include "validate/backends/cudnn_runner.hpp"
 
 namespace validate::runners {
 namespace {

@@ -11,7 +11,7 @@
 #include "gpu_test_util.hpp"
 #include "validate/generate/inputs.hpp"
 #include "validate/layout/layout.hpp"
-#include "validate/runners/cudnn_runner.hpp"
+#include "validate/backends/cudnn_runner.hpp"
 #include "validate/train/tensor_names.hpp"
 #include "validate/train/trajectory.hpp"
 #include "validate/train/trajectory_gate.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// Test helpers: an independent statement of the layout definition (DESIGN.md, "Layouts"), written
+// Test helpers: an independent statement of the layout definition (docs/layouts.md, "The spec grammar"), written
 // from the text rather than from the library's Placement, and pattern fills.
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Every report format shows a training trajectory's verdict: the first bad step,
 // drift or mistake, the sentence, and the first bad checkpoint's diagnosis; the HTML page plots
 // both loss curves and their relative difference per step with the gate drawn. The comparison is
-// real: tests/compare/trajectory/trajectory_fixture.hpp's planted wrong-layout update (dW in OHWI
+// real: tests/train/check/trajectory_fixture.hpp's planted wrong-layout update (dW in OHWI
 // bytes) and a clean float32 run, against the float64 reference.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "../../harness/report/src/svg.hpp"
 #include "../common/temp_dir.hpp"
-#include "../compare/trajectory/trajectory_fixture.hpp"
+#include "../train/check/trajectory_fixture.hpp"
 #include "validate/compare/compare.hpp"
 #include "validate/report/reporter.hpp"
 

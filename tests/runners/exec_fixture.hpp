@@ -15,7 +15,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/tensor.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/exec_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
 
 namespace validate::testing {
 

@@ -8,7 +8,7 @@
 
 #include "validate/cases/case.hpp"
 #include "validate/core/tensor.hpp"
-#include "validate/runners/runner.hpp"
+#include "validate/backends/runner.hpp"
 
 namespace validate::testing {
 

@@ -8,9 +8,10 @@
 #include "runner_test_util.hpp"
 #include "validate/cases/case_file.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 #include "validate/layout/preset.hpp"
 #include "validate/ops/registry.hpp"
-#include "validate/runners/oracle_runner.hpp"
+#include "validate/backends/oracle_runner.hpp"
 #if defined(VALIDATE_HAVE_TORCH)
 #include "validate/generate/torch_reference.hpp"
 #endif
@@ -193,7 +194,7 @@ TEST(ConvTranspose2d, OracleMatchesLibTorchInFloat64) {
         scale = std::max(scale, std::fabs(want.get(i)));
       }
       // The output is LibTorch's float64 arithmetic; the loss (and so dL/dy and every gradient)
-      // is taken on the output upcast to float32, as DESIGN.md defines it, so they agree to float32.
+      // is taken on the output upcast to float32, as every backend takes it, so they agree to float32.
       const double tol = name == "output" ? 1e-12 : 1e-6;
       EXPECT_LE(worst, tol * std::max(scale, 1e-30)) << c.name << " " << name;
       EXPECT_GT(scale, 0) << c.name << " " << name;  // a test of all zeros would prove nothing

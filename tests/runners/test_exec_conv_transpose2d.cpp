@@ -14,8 +14,8 @@
 #include "validate/cases/case_file.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/exec_runner.hpp"
-#include "validate/runners/oracle_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
+#include "validate/backends/oracle_runner.hpp"
 #include "validate/train/schedule.hpp"
 
 using namespace validate;

@@ -14,7 +14,7 @@
 #include "runners/runner_test_util.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/json_io.hpp"
-#include "validate/runners/exec_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
 
 namespace validate {
 namespace {

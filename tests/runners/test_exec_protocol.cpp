@@ -12,7 +12,7 @@
 #include "runners/runner_test_util.hpp"
 #include "validate/core/json_io.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/exec_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
 
 namespace validate {
 namespace {

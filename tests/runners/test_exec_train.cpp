@@ -18,7 +18,7 @@
 #include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/exec_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
 #include "validate/train/schedule.hpp"
 
 namespace validate {

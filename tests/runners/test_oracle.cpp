@@ -15,7 +15,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/oracle_runner.hpp"
+#include "validate/backends/oracle_runner.hpp"
 
 namespace validate {
 namespace {
@@ -269,7 +269,7 @@ TEST(Oracle, LayoutAndThreadsAreInvisibleInTheResults) {
   }
 }
 
-// As a runner the oracle's loss is DESIGN.md's: the MSE of the output as the case's dtype holds it
+// As a runner the oracle's loss is every backend's: the MSE of the output as the case's dtype holds it
 // (exact output rounded once to bfloat16/float16), like the reference's. On the exact output it
 // would differ by the output rounding: ~1e-4 relative on a small bfloat16 case, 100x the gate.
 TEST(Oracle, RunnerLossIsTakenOnTheOutputInTheCaseDtype) {
@@ -377,7 +377,7 @@ TEST(Oracle, RejectsMisShapedInputs) {
 // above and the oracle could share a misreading of conv2d (say, a true convolution), LibTorch
 // cannot.
 // The oracle (float64, in each preset's layouts) against the LibTorch reference on the committed
-// smoke set: the float32 loss within DESIGN.md's 1e-6 absolute gate, tensors within a few float32
+// smoke set: the float32 loss within the default 1e-6 loss gate, tensors within a few float32
 // ulps of their largest value, for every float32 case in every preset.
 TEST(Oracle, AgreesWithTheCommittedSmokeReference) {
   const std::string ref = std::string(VALIDATE_SOURCE_DIR) + "/references/smoke";

@@ -10,8 +10,8 @@
 
 #include "common/temp_dir.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/oracle_runner.hpp"
-#include "validate/runners/run_driver.hpp"
+#include "validate/backends/oracle_runner.hpp"
+#include "validate/backends/run_driver.hpp"
 
 namespace validate {
 namespace {

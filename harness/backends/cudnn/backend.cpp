@@ -1,4 +1,4 @@
-// --backend cudnn: cuDNN convolutions and cuBLASLt matmuls (harness/runners/cudnn). Its factory
+// --backend cudnn: cuDNN convolutions and cuBLASLt matmuls (the rest of this folder). Its factory
 // lives in libvalidate_cudnn.so (module.cpp): nothing of CUDA is in the binary.
 #include "validate/backends/registry.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "validate/backends/module.hpp"
 #include "validate/backends/registry.hpp"
-#include "validate/runners/cudnn_runner.hpp"
+#include "validate/backends/cudnn_runner.hpp"
 
 namespace validate::backends {
 namespace {

@@ -1,10 +1,10 @@
 // --backend exec: the user's own program, once per case and op
-// (harness/runners/src/exec_runner.cpp).
+// (exec_runner.cpp and the exec_*.cpp beside it).
 #include <cstdint>
 #include <cstdlib>
 
 #include "validate/backends/registry.hpp"
-#include "validate/runners/exec_runner.hpp"
+#include "validate/backends/exec_runner.hpp"
 
 namespace validate::backends {
 

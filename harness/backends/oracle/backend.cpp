@@ -1,6 +1,6 @@
-// --backend oracle: float64 on the CPU, no dependency (harness/runners/src/oracle_runner.cpp).
+// --backend oracle: float64 on the CPU, no dependency (oracle_runner.cpp beside it).
 #include "validate/backends/registry.hpp"
-#include "validate/runners/oracle_runner.hpp"
+#include "validate/backends/oracle_runner.hpp"
 
 namespace validate::backends {
 

@@ -3,7 +3,7 @@
 #include "validate/backends/module.hpp"
 #include "validate/backends/registry.hpp"
 #include "validate/generate/generate.hpp"
-#include "validate/runners/torch_runner.hpp"
+#include "validate/backends/torch_runner.hpp"
 
 namespace validate::backends {
 namespace {

@@ -13,6 +13,7 @@
 #include "validate/core/json_io.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 #include "validate/core/tree.hpp"
 
 namespace validate::cases {

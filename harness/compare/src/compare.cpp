@@ -24,7 +24,7 @@
 #include "validate/compare/diagnosis_op.hpp"
 #include "validate/compare/k_trend.hpp"
 #include "validate/compare/pairing.hpp"
-#include "validate/compare/trajectory_check.hpp"
+#include "validate/train/trajectory_check.hpp"
 #include "validate/metrics/ulp.hpp"
 #include "validate/core/fs.hpp"
 #include "validate/core/mapped_file.hpp"

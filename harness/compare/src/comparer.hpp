@@ -18,7 +18,7 @@
 #include "validate/compare/compare.hpp"
 #include "validate/diagnosis/diagnosis_loss_check.hpp"
 #include "validate/compare/pairing.hpp"
-#include "validate/compare/trajectory_check.hpp"
+#include "validate/train/trajectory_check.hpp"
 #include "validate/core/mapped_file.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/pattern.hpp"

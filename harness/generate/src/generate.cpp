@@ -24,6 +24,7 @@
 #include "validate/core/output_dir.hpp"
 #include "validate/core/tree.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 #include "validate/core/version.hpp"
 #include "validate/generate/set_writer.hpp"
 #include "validate/generate/torch_reference.hpp"

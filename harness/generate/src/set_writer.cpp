@@ -11,6 +11,7 @@
 #include "validate/core/fs.hpp"
 #include "validate/core/npy.hpp"
 #include "validate/core/sha256.hpp"
+#include "validate/core/tensor_hash.hpp"
 #include "validate/core/sha256_pair.hpp"
 
 namespace validate::generate {

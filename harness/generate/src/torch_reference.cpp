@@ -233,7 +233,7 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
     const bool choice_wanted = scales && c.dtype != DType::float32 && !user;
     const bool reuse = choice_wanted && y_sum.scalar_type() == at::kFloat;
 
-    // Loss on the output upcast to float32, as DESIGN.md defines it.
+    // Loss on the output upcast to float32: the loss every backend computes (docs/cudnn.md, docs/runners.md).
     at::Tensor loss = torch::mse_loss(y.to(at::kFloat), target);
     loss.backward({}, /*retain_graph=*/reuse);
 

@@ -1,4 +1,4 @@
-// conv2d's float64 reference: the oracle's arithmetic (moved from runners/src/oracle_kernels.cpp).
+// conv2d's float64 reference: the oracle's arithmetic (the oracle backend calls it for every op).
 //
 // Determinism: every output element is accumulated in one fixed canonical order — forward over
 // (ci, kh, kw), dx over (o, kh, kw), dW per image over (oh, ow) and then over images, db over

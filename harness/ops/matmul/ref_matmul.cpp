@@ -1,4 +1,4 @@
-// matmul's float64 reference: the oracle's arithmetic (moved from runners/src/oracle_kernels.cpp).
+// matmul's float64 reference: the oracle's arithmetic (the oracle backend calls it for every op).
 //
 // Determinism: every output element is accumulated in one fixed order — Y over k, dA over n,
 // dB over m — independent of the layout and of the thread count.

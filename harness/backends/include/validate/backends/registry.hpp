@@ -13,7 +13,7 @@
 
 #include "validate/core/result.hpp"
 #include "validate/layout/preset.hpp"
-#include "validate/runners/runner.hpp"
+#include "validate/backends/runner.hpp"
 
 namespace validate::backends {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The README.md every reference set carries (DESIGN.md): what is inside and how to load and verify
+// The README.md every reference set carries (docs/formats.md): what is inside and how to load and verify
 // it with numpy. Written by `validate generate` and again by `validate merge` for the merged set,
 // so both say the same; it lives here, not in the generator, so merging needs no LibTorch.
 #include <cstdint>

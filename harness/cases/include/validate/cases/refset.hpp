@@ -48,7 +48,7 @@ struct TensorRecord {
   std::optional<int> unit_log2;
 };
 
-// The `<case>_metadata.json` document of DESIGN.md for one case (both ops).
+// The `<case>_metadata.json` document (docs/formats.md) for one case (both ops).
 Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& records_by_file);
 
 // Rebuilds a Case (geometry, dtype, name) from its metadata document.

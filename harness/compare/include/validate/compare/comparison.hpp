@@ -12,7 +12,7 @@
 #include "validate/diagnosis/diagnosis.hpp"
 #include "validate/metrics/metrics.hpp"
 #include "validate/compare/policy.hpp"
-#include "validate/compare/trajectory_stats.hpp"
+#include "validate/train/trajectory_stats.hpp"
 #include "validate/core/tensor.hpp"
 #include "validate/ops/op.hpp"
 

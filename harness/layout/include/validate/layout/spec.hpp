@@ -1,6 +1,6 @@
 #pragma once
 // A layout spec names every axis of a stored array and how memory walks them, so nothing is
-// implied: `<axes>[:C|:F][+flip=<axes>]` (DESIGN.md, "Layouts").
+// implied: `<axes>[:C|:F][+flip=<axes>]` (docs/layouts.md, "The spec grammar").
 //   NHWC            axes (N,H,W,C), C order: the last axis is fastest in memory
 //   CHWN:F          the Fortran array x(C,H,W,N): column-major, the FIRST axis is fastest
 //   WHIO:F+flip=HW  as above, and the value of canonical (h, w) sits at (KH-1-h, KW-1-w)

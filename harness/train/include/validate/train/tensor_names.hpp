@@ -1,6 +1,6 @@
 #pragma once
-// The names of a training case's extra tensors (docs/training.md, "Files"). They are tensors of
-// the case like any other — `<case>_<op>_<name>.npy`, hashed, in the metadata and the manifest — so
+// The names of a training case's extra tensors (docs/training.md, "Checkpoints"). They are tensors
+// of the case like any other — `<case>_<op>_<name>.npy`, hashed, in the metadata and the manifest — so
 // verify, merge, --resume and pairing handle them without knowing about training:
 //   train_loss                the loss of every step, float32, shape [steps]   (Role::loss_curve)
 //   step<k>_<param>           a parameter as step k's forward used it          (Role::checkpoint)
