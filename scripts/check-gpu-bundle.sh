@@ -13,7 +13,9 @@
 #      the call with "no usable CUDA device: <why>" (exit 1), its results packed into one folder of
 #      at most 8 files of at most 16 MiB;
 #   6. `validate generate --device cuda` falls back to the CPU recording the CUDA runtime's reason
-#      (not "built without CUDA": the bundle's LibTorch is the CUDA one).
+#      (not "built without CUDA": the bundle's LibTorch is the CUDA one);
+#   7. scripts/nightly.sh runs from the bundle on its binaries: its CPU branch end to end on the
+#      smoke set, and its GPU branch (nvidia-smi stood in) up to "no usable CUDA device".
 #
 #   scripts/check-gpu-bundle.sh BUNDLE.tar.gz [--python PY]
 #     --python PY       use PY's torch instead of making the venv (it must not be the one the bundle
@@ -116,7 +118,7 @@ grep -q "^\[ok\] generate-smoke-cpu" <<<"$out" && ok "CPU smoke references gener
 grep -q "^\[ok\] gpu-tests" <<<"$out" && ok "gpu_tests ran (device tests skip)" || bad "gpu_tests did not pass"
 why=$(grep -h "no usable CUDA device: " "$tmp/report/logs/device-query.log" 2>/dev/null | head -1)
 [[ -n $why ]] && ok "device query stops the call: $why" || bad "device-query.log has no 'no usable CUDA device'"
-grep -q "second call --steps smoke,train" <<<"$out" && ok "the steps left are named for a second call" || bad "the steps left were not named"
+grep -q "second call --steps bench,train,conv-transpose," <<<"$out" && ok "the steps left are named for a second call" || bad "the steps left were not named"
 n=$(find "$tmp/back" -type f | wc -l)
 big=$(find "$tmp/back" -type f -size +16M | wc -l)
 ((n >= 1 && n <= 8 && big == 0)) && ok "results: $n files in one folder ($(ls "$tmp/back" | tr '\n' ' '))" ||
@@ -130,6 +132,26 @@ if [[ $fb == 2.11.0*"| cpu | no usable CUDA device: "* && $fb != *"built without
   ok "generate --device cuda: $fb"
 else
   bad "generate --device cuda recorded: $fb"
+fi
+
+# 7. scripts/nightly.sh as shipped, on the bundle's binaries (nothing built): without a GPU its CPU
+#    branch gates the smoke set end to end; where nvidia-smi lists a GPU (a stand-in here) its GPU
+#    branch's every run and compare command line is accepted by the binaries, and the first cuDNN
+#    run stops it with "no usable CUDA device" (exit 2) before anything is generated.
+nightly=(env VALIDATE_SKIP_BUILD=1 VALIDATE_BIN=build-gpu/validate VALIDATE_CASES=cases/smoke.json "$b/scripts/nightly.sh")
+out=$(VALIDATE_OUT="$tmp/nightly-cpu" "$b/run-acceptance.sh" --exec "${nightly[@]}" 2>&1); rc=$?
+if [[ $rc == 0 && $out == *"no GPU on this machine"* && ! -e $tmp/nightly-cpu/reports/build.txt ]]; then
+  ok "nightly.sh from the bundle, no GPU: $(grep -c '^nightly: .*compare exit 0' <<<"$out") gated runs, exit 0, nothing built"
+else
+  bad "nightly.sh from the bundle without a GPU exited $rc: $(tail -3 <<<"$out")"
+fi
+mkdir -p "$tmp/fake-gpu"
+printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' >"$tmp/fake-gpu/nvidia-smi" && chmod +x "$tmp/fake-gpu/nvidia-smi"
+out=$(PATH="$tmp/fake-gpu:$PATH" VALIDATE_OUT="$tmp/nightly-gpu" "$b/run-acceptance.sh" --exec "${nightly[@]}" 2>&1); rc=$?
+if [[ $rc == 2 && $out == *"ERROR: run/cudnn-torch: "*"no usable CUDA device"* && ! -e $tmp/nightly-gpu/ref ]]; then
+  ok "nightly.sh from the bundle, GPU branch: $(grep -m1 -o 'no usable CUDA device.*' <<<"$out")"
+else
+  bad "nightly.sh's GPU branch from the bundle exited $rc: $(tail -3 <<<"$out")"
 fi
 
 echo "check-gpu-bundle: $fails failure(s), $((SECONDS - t0)) s"
