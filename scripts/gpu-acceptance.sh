@@ -122,6 +122,9 @@
 #     sweep (6.6 GB) in 195 s (docs/evidence.md), 34 MB/s; 16 cores taken as 6x that: 200 MB/s.
 #   verify: 0.36 GB in 0.0-0.1 s (calls 2-3): 1 GB/s.
 #   tiny sets (smoke, training, conv_transpose2d): a run 2 s, a compare 0.5 s, a generate 2 s.
+# A compare also diagnoses each failing tensor, which the rates leave out: the subset's --algo all
+# compare took 24.5 s with 85 failures (call 1) and 1.6 s with 4 (call 3). A step that runs long
+# for that reason is ended at --deadline + 45 s, and the steps after it go to the next call.
 H_GEN_BPS=${H_GEN_BPS:-280000000}
 H_RUN_BPS=${H_RUN_BPS:-600000000}
 H_CMP_BPS=${H_CMP_BPS:-900000000}
@@ -314,14 +317,14 @@ plan_step() {
       PLAN_S=$((BUILD_S + CTEST_GPU_S)); PLAN_BASIS="a guess: never built there"
       PLAN_WHAT="configure + build (validate, gpu_tests, bench_gpu_permute), ctest -L gpu" ;;
     device)
-      PLAN_S=25; PLAN_BASIS="H200: 11-13 s (env, smoke refs, device query, gpu_tests), gpu_tests grown since"
+      PLAN_S=25; PLAN_BASIS="H200: 8.8-12.7 s (calls 1-4); gpu_tests has grown since"
       PLAN_WHAT="env report, smoke CPU refs, device query (stops the call without a device), all of gpu_tests" ;;
     bench)
-      PLAN_S=5; PLAN_BASIS="H200: 0.4-0.6 s"
+      PLAN_S=5; PLAN_BASIS="H200: 0.4-0.6 s (calls 1, 2, 4)"
       PLAN_WHAT="bench_gpu_permute: every device layout kernel's bandwidth vs cudaMemcpy D2D" ;;
     train)
       # gpu_tests' training tests; 3 case files generated; 3 x 5 presets runs + compares
-      PLAN_S=$(secs "8 + 3*2 + 15*(2 + 0.5)"); PLAN_BASIS="scaled: H200 train step 4.1-4.2 s for 3 runs; 15 runs at 2 s, 15 compares at 0.5 s"
+      PLAN_S=$(secs "8 + 3*2 + 15*(2 + 0.5)"); PLAN_BASIS="scaled: H200 4.1-4.2 s for the training tests + 3 runs (calls 1-3); 15 runs at 2 s, 15 compares at 0.5 s"
       PLAN_WHAT="device trajectories: gpu_tests' training tests; SGD (train_smoke), Adam (train_adam), mixed precision (train_mixed) through cudnn in 5 presets, --require-all" ;;
     conv-transpose)
       PLAN_S=$(secs "2 + 5*(2*2 + 2*0.5)"); PLAN_BASIS="new: 10 runs at 2 s, 10 compares at 0.5 s"
@@ -329,7 +332,7 @@ plan_step() {
     tf32 | sweep-tf32)
       sizes_for cases/default.json "$ONLY"
       PLAN_S=$(secs "$(gen_t "$R") + $(run_t "$R/2" "($CO+$MO)/2") + 2*$(cmp_t "$R/2 + ($CO+$MO)/2")")
-      PLAN_PEAK=$((R + (CO + MO) / 2)); PLAN_BASIS="H200: 3.9-5.0 s (sweep-tf32, calls 1-3)"
+      PLAN_PEAK=$((R + (CO + MO) / 2)); PLAN_BASIS="H200: 3.9-5.1 s (sweep-tf32, calls 1-3)"
       PLAN_WHAT="default subset, float32, --math tf32: the default policy must fail, policies/tf32.json must pass" ;;
     refs)
       PLAN_S=$(secs "$(gen_t "$RF") + $RF/$H_VERIFY_BPS"); PLAN_PEAK=$RF; keep_refs=$RF
@@ -364,24 +367,24 @@ plan_step() {
     ctest-all)
       PLAN_S=300; PLAN_BASIS="a guess"; PLAN_WHAT="the whole suite but nightly/fuzz (recorded, not required)" ;;
     smoke)
-      PLAN_S=30; PLAN_BASIS="H200: 20.9-23.0 s (calls 2, 4)"
+      PLAN_S=30; PLAN_BASIS="H200: 17.8-21.6 s (calls 1-4)"
       PLAN_PEAK=$((4 * R + MAX_VARIANTS * CO + MO)); keep_refs=$((4 * R))
       PLAN_WHAT="smoke: refs cpu+cuda, torch-cuda, cudnn x3 presets (--algo all --repeat 2), exact 0-ULP gates, tf32" ;;
     sweep-refs)
       PLAN_S=$(secs "2*$(gen_t "$R") + 2*$R/$H_VERIFY_BPS + $(run_t "$R" "$CO+$MO") + $(cmp_t "$R+$CO+$MO") + 2")
-      PLAN_PEAK=$((2 * R + CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 9.3-9.9 s (calls 2-3)"
+      PLAN_PEAK=$((2 * R + CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 6.3-10.9 s (calls 1-3)"
       PLAN_WHAT="default subset: generate cpu + cuda, verify, same inputs, torch --device cuda vs cpu refs" ;;
     sweep-torch | sweep-channels_last | sweep-fortran)
       PLAN_S=$(secs "$(gen_t "$R") + 2*$(run_t "$R" "$MAX_VARIANTS*$CO + $MO") + 3*$(cmp_t "$R + $MAX_VARIANTS*$CO + $MO")")
-      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 3-28 s (calls 1-3)"
+      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 3.1-28.5 s (calls 1-3; the slower with failing tensors diagnosed)"
       PLAN_WHAT="default subset through cudnn, layout ${s#sweep-}, --algo all --repeat 2, compare" ;;
     sweep-exact)
       PLAN_S=$(secs "$(gen_t "$R") + 6*$(run_t "$R" "$MAX_VARIANTS*$CO + $MO") + 15*$(cmp_t "$R + $MAX_VARIANTS*$CO")")
-      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 20-77 s (calls 1-3)"
+      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 22.9-66.6 s (calls 1-3; the slower with failing tensors diagnosed)"
       PLAN_WHAT="exact-fill subset: float32 0-ULP output and gradient gates, 3 presets" ;;
     timing)
       PLAN_S=$(secs "$(gen_t "$R") + $(run_t "$R" "$CO+$MO") + $(cmp_t "$R+$CO+$MO")")
-      PLAN_PEAK=$((R + CO + MO)); PLAN_BASIS="H200: 35-42 s (calls 1-2)"
+      PLAN_PEAK=$((R + CO + MO)); PLAN_BASIS="H200: 39.6-40.9 s (calls 1-2)"
       PLAN_WHAT="wall time: generate cpu + run cudnn (torch layout, auto algorithms) + compare" ;;
     *) echo "gpu-acceptance: unknown step '$s' (see --help)" >&2; return 2 ;;
   esac

@@ -67,16 +67,19 @@ out=$("$script" --dry-run --prebuilt --steps build 2>&1); rc=$?
 if [[ -n $validate && -x $validate ]]; then
   # shellcheck source=../../scripts/gpu-acceptance.sh
   VALIDATE_ACCEPTANCE_LIB=1 source "$script"
-  for spec in "smoke.json|" "default.json|k(0072|0144|0288|0576)_" "smoke.json|^float32/odd"; do
-    file=${spec%%|*} only=${spec#*|}
+  # the last two with float16 named: every case gets it but one whose own "dtypes" leave it out
+  for spec in "smoke.json;;float32,bfloat16" "default.json;k(0072|0144|0288|0576)_;float32,bfloat16" \
+              "smoke.json;^float32/odd;float32,bfloat16" "smoke.json;;float32,bfloat16,float16" \
+              "default.json;k(0072|0144)_;float32,bfloat16,float16"; do
+    IFS=';' read -r file only dts <<<"$spec"
     dir=$work/ref-${file%.json}-$RANDOM
-    args=(--cases "$repo/cases/$file" --dtype "float32,bfloat16" --out "$dir" --progress 0)
+    args=(--cases "$repo/cases/$file" --dtype "$dts" --out "$dir" --progress 0)
     [[ -n $only ]] && args+=(--only "$only")
     "$validate" generate "${args[@]}" >/dev/null 2>&1 || { fail "generate $file '$only'"; continue; }
     real=$("$validate" list "$dir" | sed -n 's/^total: \([0-9]*\) cases.*, \([0-9]*\) tensor elements.*/\1 \2/p')
-    read -r _ _ _ cases elements < <(estimate "$repo/cases/$file" "$only" float32,bfloat16)
-    [[ "$cases $elements" == "$real" ]] && echo "ok: model $file '$only': $cases cases, $elements elements" ||
-      fail "model $file '$only': estimated '$cases $elements', validate list says '$real'"
+    read -r _ _ _ cases elements < <(estimate "$repo/cases/$file" "$only" "$dts")
+    [[ "$cases $elements" == "$real" ]] && echo "ok: model $file '$only' $dts: $cases cases, $elements elements" ||
+      fail "model $file '$only' $dts: estimated '$cases $elements', validate list says '$real'"
     rm -rf "$dir"
   done
 else

@@ -11,7 +11,8 @@
 #   3. scripts/nightly.sh takes its GPU branch on prebuilt binaries as the acceptance runs it: with
 #      an nvidia-smi that lists a GPU and a stand-in `validate` that records its arguments, it
 #      builds nothing, uses the given references, and runs and gates what the plan counts on;
-#   4. --deadline: a call whose time is up starts nothing and names every step left for the next.
+#   4. --deadline: a call whose time is up starts nothing and names every step left for the next;
+#   and reports/gpu/PLAN.md's table of call 1 is the plan's (steps, order, estimates).
 #   gpu_acceptance_v2.sh REPO SCRATCH
 set -u
 repo=$1 work=$2
@@ -138,6 +139,13 @@ need pass 'gpu-tests' 'gpu_tests --gtest_brief=1'
 for s in device bench train conv-transpose tf32 refs nightly three-way algo-all-torch presets-linear; do
   [[ ${CALL[$s]:-} == 1 ]] || fail "required step $s is in call ${CALL[$s]:-none}"
 done
+
+# reports/gpu/PLAN.md's table of call 1 is the plan's: the same steps, in order, with the same estimates
+doc=$(sed -n '/^| step | estimated s | what it proves |/,/^$/p' "$repo/reports/gpu/PLAN.md" | grep -E '^\| `' |
+  awk -F'|' '{ gsub(/[ `]/, "", $2); gsub(/ /, "", $3); printf "%s=%s ", $2, $3 }')
+want=""
+for s in "${order[@]}"; do [[ ${CALL[$s]} == 1 ]] && want+="$s=${EST[$s]} "; done
+[[ $doc == "$want" ]] && echo "ok: PLAN.md's call 1 is the plan's" || fail "PLAN.md's call 1 table '$doc' is not the plan's '$want'"
 
 # --- 3. nightly.sh's GPU branch on prebuilt binaries, with stand-ins for nvidia-smi and validate
 bin=$work/fake-bin ref=$work/ref out=$work/nightly
