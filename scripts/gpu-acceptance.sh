@@ -1079,13 +1079,14 @@ if ((DRY)); then
   done
   exit $plan_rc
 fi
-FULL_REF=$WORK/ref/full-cpu
 
 GPU_NAME=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo no-gpu) | head -1 | tr -c 'A-Za-z0-9.\n-' '_' | sed 's/_\{2,\}/_/g; s/_$//')
 STAMP=$(date -u +%Y-%m-%d)
 OUT=${OUT:-reports/gpu/$STAMP-$GPU_NAME}
 mkdir -p "$OUT/logs" "$OUT/compare" "$WORK" || exit 2
 OUT=$(cd "$OUT" && pwd)
+WORK=$(cd "$WORK" && pwd)  # scripts/nightly.sh runs from the repository root: absolute paths
+FULL_REF=$WORK/ref/full-cpu
 SUMMARY=$OUT/summary.md
 T_START=$(date +%s)
 

@@ -13,6 +13,7 @@
 #      builds nothing, uses the given references, and runs and gates what the plan counts on;
 #   4. --deadline: a call whose time is up starts nothing and names every step left for the next;
 #   and reports/gpu/PLAN.md's table of call 1 is the plan's (steps, order, estimates).
+# gpu_acceptance_v2_stand_ins.sh runs the whole plan for real on stand-ins.
 #   gpu_acceptance_v2.sh REPO SCRATCH
 set -u
 repo=$1 work=$2
