@@ -138,7 +138,7 @@ STEP_LIMIT_S=${STEP_LIMIT_S:-480}
 MAX_VARIANTS=19
 # The one device call (--prebuilt): these steps, most informative per second first, fit 480 s
 # (--dry-run --prebuilt shows the sums); CALL2 is what a second, optional call runs.
-CALL1_STEPS=device,bench,train,conv-transpose,tf32,refs,nightly,three-way,algo-all-torch,presets-linear
+CALL1_STEPS=device,bench,tf32,conv-transpose,train,refs,presets-linear,algo-all-torch,three-way,nightly
 CALL2_STEPS=algo-all-channels_last,algo-all-fortran,presets-linear-full,smoke,sweep-exact,sweep-refs,timing
 # The whole default sweep in every dtype the GPU gates, and the cases the three-way verdict
 # (compare --oracle) judges: the largest bfloat16 ones.

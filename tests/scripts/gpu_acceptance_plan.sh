@@ -58,7 +58,7 @@ echo "$out" | grep -q "unknown step 'nonsense'" || fail "unknown step message: $
 out=$("$script" --dry-run --prebuilt 2>&1); rc=$?
 [[ $rc == 0 ]] || fail "--prebuilt --dry-run exited $rc: $out"
 steps=$(echo "$out" | awk -F'|' 'NR > 2 && /^\| [a-z]/ { gsub(/ /, "", $2); print $2 }' | paste -sd, -)
-[[ $steps == device,bench,train,conv-transpose,tf32,refs,nightly,three-way,algo-all-torch,presets-linear,algo-all-channels_last,algo-all-fortran,presets-linear-full,smoke,sweep-exact,sweep-refs,timing ]] ||
+[[ $steps == device,bench,tf32,conv-transpose,train,refs,presets-linear,algo-all-torch,three-way,nightly,algo-all-channels_last,algo-all-fortran,presets-linear-full,smoke,sweep-exact,sweep-refs,timing ]] ||
   fail "--prebuilt steps: $steps"
 out=$("$script" --dry-run --prebuilt --steps build 2>&1); rc=$?
 [[ $rc == 2 ]] || fail "--prebuilt --steps build exited $rc"
