@@ -30,7 +30,8 @@
 #             written inside the device call.
 #   --pack-out D  at the end, write the results into D as at most 8 files: summary.md, verdicts.tsv
 #             (one line per command), logs.tar.gz, compare.tar.gz (JSON + Markdown; HTML only
-#             while the tar stays under 16 MiB), env.txt
+#             while the tar stays under 16 MiB; over that, compare.tar.xz, and then JSON reports
+#             over 2 MiB left out and listed in compare/left-out.txt), env.txt
 #   --dry-run print the plan — each step: the call it falls in, estimated seconds (and the basis of
 #             the estimate: an H200 measurement, or bytes scaled by the H200's rates), peak disk and
 #             the disk it keeps — then every command of every step with its expectation, and exit:
@@ -519,7 +520,7 @@ if ((!DRY && plan_rc != 0 && !FORCE)); then
 fi
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 VALIDATE=$ROOT/$BUILD/validate
-FAILED=()
+FAILED=() HARD_STOPPED=0
 # --dry-run lists every command with placeholders for the folders: nothing is run or written.
 if ((DRY)); then
   OUT='$OUT' WORK='$WORK' SUMMARY=/dev/null
@@ -540,9 +541,14 @@ step() {
     return 0
   fi
   local log=$OUT/logs/$name.log rc=0 t0 t1 secs verdict limit=()
+  ((HARD_STOPPED)) && return 0  # past the hard stop nothing more of this step runs
   if ((DEADLINE)) && ! declare -F "$1" >/dev/null; then
     local left=$((T_START + DEADLINE + HARD_STOP_GRACE - $(date +%s)))
-    ((left > 0)) || left=1
+    if ((left <= 0)); then
+      HARD_STOPPED=1
+      echo "gpu-acceptance: $name not started: past the hard stop (--deadline $DEADLINE + $HARD_STOP_GRACE s)"
+      return 0
+    fi
     limit=(timeout -k 5 "$left")
   fi
   t0=$(date +%s.%N)
@@ -555,7 +561,10 @@ step() {
     pass:0 | fail:1 | record:0 | record:1) verdict=ok ;;
     *) verdict=BAD; FAILED+=("$name") ;;
   esac
-  ((${#limit[@]} && (rc == 124 || rc == 137))) && echo "gpu-acceptance: $name was ended at the hard stop (--deadline $DEADLINE + $HARD_STOP_GRACE s)" >>"$log"
+  if ((${#limit[@]} && (rc == 124 || rc == 137))); then
+    echo "gpu-acceptance: $name was ended at the hard stop (--deadline $DEADLINE + $HARD_STOP_GRACE s)" >>"$log"
+    HARD_STOPPED=1  # the step is incomplete: it is named again among the steps left
+  fi
   local shown="$*"
   shown=${shown//$ROOT\//}
   shown=${shown//$WORK/\$WORK}
@@ -818,22 +827,28 @@ device_query() {
   return $rc
 }
 # --pack-out: the results as at most 8 files of at most 16 MiB in one folder (what one device call
-# brings back): summary.md, verdicts.tsv, env.txt, logs.tar.gz, compare.tar.gz.
+# brings back): summary.md, verdicts.tsv, env.txt, logs.tar.gz, compare.tar.gz (compare.tar.xz
+# when the whole sweep's JSON reports need it).
 pack_out() {
   local d=$1 max=$((16 * 1024 * 1024)) f
   mkdir -p "$d"
   cp "$SUMMARY" "$d/summary.md"
   write_verdicts "$SUMMARY" >"$d/verdicts.tsv"
-  [[ -f $OUT/logs/env.log ]] && cp "$OUT/logs/env.log" "$d/env.txt"
+  # a call without the env step (a second call on a fresh machine) still says what ran it
+  if [[ -f $OUT/logs/env.log ]]; then cp "$OUT/logs/env.log" "$d/env.txt"; else env_report >"$d/env.txt" 2>&1; fi
   tar -C "$OUT" -czf "$d/logs.tar.gz" logs
   tar -C "$OUT" -czf "$d/compare.tar.gz" compare
   if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # the HTML reports are the large part
     tar -C "$OUT" -czf "$d/compare.tar.gz" --exclude='*.html' compare
   fi
-  if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # then the largest JSON reports, listed
+  if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # the whole sweep's JSON: xz packs it tighter
+    rm -f "$d/compare.tar.gz"
+    tar -C "$OUT" -cJf "$d/compare.tar.xz" --exclude='*.html' compare
+  fi
+  if [[ -f $d/compare.tar.xz ]] && (($(stat -c %s "$d/compare.tar.xz") > max)); then  # then the largest JSON, listed
     (cd "$OUT" && find compare -name '*.json' -size +2M | sort) >"$OUT/compare/left-out.txt"
-    tar -C "$OUT" -czf "$d/compare.tar.gz" --exclude='*.html' -X "$OUT/compare/left-out.txt" compare
-    echo "gpu-acceptance: compare.tar.gz leaves out the HTML and $(wc -l <"$OUT/compare/left-out.txt") JSON reports over 2 MiB (compare/left-out.txt)" >&2
+    tar -C "$OUT" -cJf "$d/compare.tar.xz" --exclude='*.html' -X "$OUT/compare/left-out.txt" compare
+    echo "gpu-acceptance: compare.tar.xz leaves out the HTML and $(wc -l <"$OUT/compare/left-out.txt") JSON reports over 2 MiB (compare/left-out.txt)" >&2
   fi
   for f in "$d"/*; do
     if (($(stat -c %s "$f") > max)); then
@@ -1145,6 +1160,7 @@ for s in ${STEPS//,/ }; do
   fi
   run_step "$s"
   uses_full_ref "$s" && FULL_REF_READY=1
+  ((HARD_STOPPED)) && LEFT+=("$s")  # cut short: the next call runs it again, and what follows
 done
 ((KEEP)) || drop "$WORK/ref" "$WORK/run"
 

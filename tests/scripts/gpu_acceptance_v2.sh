@@ -141,6 +141,22 @@ for s in device bench train conv-transpose tf32 refs nightly three-way algo-all-
   [[ ${CALL[$s]:-} == 1 ]] || fail "required step $s is in call ${CALL[$s]:-none}"
 done
 
+# A command still running at the hard stop (--deadline + HARD_STOP_GRACE) is ended, and its step is
+# named first among the steps left; the summary and --pack-out are still written.
+mkdir -p "$work/b/build-gpu/bench/gpu"
+printf '#!/bin/sh\nexit 0\n' >"$work/b/build-gpu/validate"
+printf '#!/bin/sh\nsleep 60\n' >"$work/b/build-gpu/bench/gpu/bench_gpu_permute"
+chmod +x "$work/b/build-gpu/validate" "$work/b/build-gpu/bench/gpu/bench_gpu_permute"
+t0=$SECONDS
+hout=$(cd "$repo" && PATH="$work/nogpu:$PATH" HARD_STOP_GRACE=1 "$script" --prebuilt --build "$(realpath --relative-to="$repo" "$work/b/build-gpu")" \
+  --steps bench,tf32 --deadline 5 --out "$work/hreport" --work "$work/hw" --pack-out "$work/hback" 2>&1); rc=$?
+((SECONDS - t0 < 30)) || fail "the hard stop did not end the command (the call took $((SECONDS - t0)) s)"
+[[ $rc == 1 ]] || fail "a call ended at the hard stop exited $rc, not 1"
+grep -q '^| bench-gpu-permute | .* | pass | 124 | BAD |' "$work/hreport/summary.md" || fail "no BAD row with exit 124 for the ended command"
+grep -qF -- "second call --steps bench,tf32" <<<"$hout" && echo "ok: a command past the hard stop is ended and its step named again" ||
+  fail "the ended step was not named first among the steps left: $hout"
+[[ -f $work/hback/summary.md ]] || fail "--pack-out wrote nothing after the hard stop"
+
 # reports/gpu/PLAN.md's table of call 1 is the plan's: the same steps, in order, with the same estimates
 doc=$(sed -n '/^| step | estimated s | what it proves |/,/^$/p' "$repo/reports/gpu/PLAN.md" | grep -E '^\| `' |
   awk -F'|' '{ gsub(/[ `]/, "", $2); gsub(/ /, "", $3); printf "%s=%s ", $2, $3 }')
@@ -207,7 +223,7 @@ grep -q -- "--dtype $dtypes" "$FAKE_LOG" || fail "nightly.sh's GPU branch does n
 # --- 4. --deadline: with no time left nothing starts, and every step is named for the next call
 mkdir -p "$work/b/build-gpu"
 printf '#!/bin/sh\nexit 0\n' >"$work/b/build-gpu/validate" && chmod +x "$work/b/build-gpu/validate"
-dout=$(cd "$repo" && PATH="$work/nogpu:$PATH" "$script" --prebuilt --build "${work#"$repo"/}/b/build-gpu" --deadline 1 \
+dout=$(cd "$repo" && PATH="$work/nogpu:$PATH" "$script" --prebuilt --build "$(realpath --relative-to="$repo" "$work/b/build-gpu")" --deadline 1 \
   --out "$work/report" --work "$work/w" --pack-out "$work/back" 2>&1); rc=$?
 [[ $rc == 0 ]] || fail "a call with no time left exited $rc: $dout"
 all=$(sed -n 's/^Call 1: [0-9]* s (\([^)]*\)).*/\1/p' <<<"$plan"),$(sed -n 's/^Call 2: .*--steps \([^)]*\)).*/\1/p' <<<"$plan")
