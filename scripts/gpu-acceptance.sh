@@ -306,12 +306,14 @@ plan_step() {
   esac
   [[ -n ${file:-} ]] && sizes_for "$file" "$only"
   # the whole default sweep in float32, bfloat16 and float16 (RF, CF, MF) and the three-way's cases
-  local RF CF MF RB CB MB RS CS MS
-  est cases/default.json "" "$FULL_DTYPES"; read -r RF CF MF _ _ <<<"$EST"
+  local RF CF MF NF RB CB MB RS CS MS
+  est cases/default.json "" "$FULL_DTYPES"; read -r RF CF MF _ NF <<<"$EST"
   est cases/default.json "$BIG_ONLY" "$FULL_DTYPES"; read -r RB CB MB _ _ <<<"$EST"
   est cases/default.json "$ONLY" "$FULL_DTYPES"; read -r RS CS MS _ _ <<<"$EST"
+  # generate's cost follows the elements it computes, not the bytes it stores: float16's are
+  # counted at 4 bytes, as float32's and bfloat16's are stored
   local full_gen=0
-  ((FULL_REF_READY)) || full_gen="$(gen_t "$RF")"
+  ((FULL_REF_READY)) || full_gen="$(gen_t "$NF*4")"
   local keep_refs=0 V=$MAX_VARIANTS
   case $s in
     build)
@@ -336,8 +338,8 @@ plan_step() {
       PLAN_PEAK=$((R + (CO + MO) / 2)); PLAN_BASIS="H200: 3.9-5.1 s (sweep-tf32, calls 1-3)"
       PLAN_WHAT="default subset, float32, --math tf32: the default policy must fail, policies/tf32.json must pass" ;;
     refs)
-      PLAN_S=$(secs "$(gen_t "$RF") + $RF/$H_VERIFY_BPS"); PLAN_PEAK=$RF; keep_refs=$RF
-      PLAN_BASIS="scaled: $(human "$RF") at the H200's generate rate (float16 added to timing-generate's sweep)"
+      PLAN_S=$(secs "$(gen_t "$NF*4") + $RF/$H_VERIFY_BPS"); PLAN_PEAK=$RF; keep_refs=$RF
+      PLAN_BASIS="scaled: timing-generate's sweep (15.9-18.8 s) plus float16, $((NF / 1000000))M elements at the H200's generate rate"
       PLAN_WHAT="the whole default sweep's CPU references, float32 + bfloat16 + float16 (every K to 73728), verified" ;;
     nightly)
       # 8 probes (a module each), verify, 4 runs, 4 compares with HTML + JUnit

@@ -163,6 +163,7 @@ doc=$(sed -n '/^| step | estimated s | what it proves |/,/^$/p' "$repo/reports/g
 want=""
 for s in "${order[@]}"; do [[ ${CALL[$s]} == 1 ]] && want+="$s=${EST[$s]} "; done
 [[ $doc == "$want" ]] && echo "ok: PLAN.md's call 1 is the plan's" || fail "PLAN.md's call 1 table '$doc' is not the plan's '$want'"
+grep -q "^Call 1: $c1 s estimated" "$repo/reports/gpu/PLAN.md" || fail "PLAN.md does not give call 1's estimate as $c1 s"
 
 # --- 3. nightly.sh's GPU branch on prebuilt binaries, with stand-ins for nvidia-smi and validate
 bin=$work/fake-bin ref=$work/ref out=$work/nightly
