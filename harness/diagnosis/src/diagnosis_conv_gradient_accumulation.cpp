@@ -172,8 +172,8 @@ void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s) {
   };
   if (grad_input) {
     first = "o,kh,kw", first_words = "summed over the output channels, the kernel window innermost";
-    second = "kh,kw,o", second_words = "summed over the kernel window with the output channels innermost (an "
-                                       "implicit GEMM on channels-last data)";
+    second = "kh,kw,o", second_words = "summed over the kernel window with the output channels innermost, as an "
+                                       "implicit GEMM on channels-last data runs";
     if (!transposed) {
       ops::ConvTransposeParams p;
       p.n = N, p.c = Oy, p.h = Hy, p.w = Wy, p.o = C, p.kh = g.ws[2], p.kw = g.ws[3], p.groups = groups;
@@ -215,8 +215,8 @@ void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s) {
       return ((b * a_all + a) * hk + u) * wk + v;
     };
     first = transposed ? "n,h,w" : "n,oh,ow";
-    first_words = transposed ? "summed over the batch, then the input rows and columns (the K of the GEMM)"
-                             : "summed over the batch, then the output rows and columns (the K of the im2col GEMM)";
+    first_words = transposed ? "summed over the batch, then the input rows and columns, as the GEMM's K runs"
+                             : "summed over the batch, then the output rows and columns, as the im2col GEMM's K runs";
     second = transposed ? "h,w,n" : "oh,ow,n";
     second_words = "summed over the rows and columns with the batch innermost";
   }
@@ -242,8 +242,8 @@ void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s) {
         {second, second_words, ops::SumOrder::channels_inner, as_convolution(*R, operands, at)}};
     if (grad_input && !transposed)
       orders.push_back({"col2im",
-                        "a GEMM over the output channels per kernel tap, the taps added into grad_input in "
-                        "(kh, kw) order (im2col + GEMM + col2im), every add in the narrow type",
+                        "im2col + GEMM + col2im: per kernel tap a GEMM over the output channels, the taps added "
+                        "into grad_input in kh, kw order",
                         ops::SumOrder::canonical, col2im_grad_input(cp, dy, w)});
     double clean = -1;  // residual of the clean recompute, computed before the first hypothesis
     bool named = false;
