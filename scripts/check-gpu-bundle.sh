@@ -13,7 +13,10 @@
 #      the call with "no usable CUDA device: <why>" (exit 1), its results packed into one folder of
 #      at most 8 files of at most 16 MiB;
 #   6. `validate generate --device cuda` falls back to the CPU recording the CUDA runtime's reason
-#      (not "built without CUDA": the bundle's LibTorch is the CUDA one).
+#      (not "built without CUDA": the bundle's LibTorch is the CUDA one);
+#   7. scripts/nightly.sh runs from the bundle on its binaries: its CPU branch end to end on the
+#      smoke set, and its GPU branch (nvidia-smi stood in) until each run says "no usable CUDA
+#      device".
 #
 #   scripts/check-gpu-bundle.sh BUNDLE.tar.gz [--python PY]
 #     --python PY       use PY's torch instead of making the venv (it must not be the one the bundle
@@ -116,7 +119,11 @@ grep -q "^\[ok\] generate-smoke-cpu" <<<"$out" && ok "CPU smoke references gener
 grep -q "^\[ok\] gpu-tests" <<<"$out" && ok "gpu_tests ran (device tests skip)" || bad "gpu_tests did not pass"
 why=$(grep -h "no usable CUDA device: " "$tmp/report/logs/device-query.log" 2>/dev/null | head -1)
 [[ -n $why ]] && ok "device query stops the call: $why" || bad "device-query.log has no 'no usable CUDA device'"
-grep -q "second call --steps smoke,train" <<<"$out" && ok "the steps left are named for a second call" || bad "the steps left were not named"
+# every step of the plan after `device`, as --dry-run lists the two calls
+plan=$("$b/scripts/gpu-acceptance.sh" --dry-run --prebuilt 2>/dev/null)
+left=$(sed -n 's/^Call 1: [0-9]* s (device,\([^)]*\)).*/\1/p' <<<"$plan"),$(sed -n 's/^Call 2: .*--steps \([^)]*\)).*/\1/p' <<<"$plan")
+grep -qF "second call --steps $left" <<<"$out" && ok "the steps left are named for a second call: $left" ||
+  bad "the steps left were not named ($left)"
 n=$(find "$tmp/back" -type f | wc -l)
 big=$(find "$tmp/back" -type f -size +16M | wc -l)
 ((n >= 1 && n <= 8 && big == 0)) && ok "results: $n files in one folder ($(ls "$tmp/back" | tr '\n' ' '))" ||
@@ -130,6 +137,29 @@ if [[ $fb == 2.11.0*"| cpu | no usable CUDA device: "* && $fb != *"built without
   ok "generate --device cuda: $fb"
 else
   bad "generate --device cuda recorded: $fb"
+fi
+
+# 7. scripts/nightly.sh as shipped, on the bundle's binaries (nothing built): without a GPU its CPU
+#    branch gates the smoke set end to end; where nvidia-smi lists a GPU (a stand-in here) its GPU
+#    branch passes its command-line probes, generates float32 + bfloat16 + float16 references, and
+#    each of its four runs (cudnn x3 presets, LibTorch on CUDA) stops at "no usable CUDA device"
+#    (exit 2).
+nightly=(env VALIDATE_SKIP_BUILD=1 VALIDATE_BIN=build-gpu/validate VALIDATE_CASES=cases/smoke.json "$b/scripts/nightly.sh")
+out=$(VALIDATE_OUT="$tmp/nightly-cpu" "$b/run-acceptance.sh" --exec "${nightly[@]}" 2>&1); rc=$?
+if [[ $rc == 0 && $out == *"no GPU on this machine"* && ! -e $tmp/nightly-cpu/reports/build.txt ]]; then
+  ok "nightly.sh from the bundle, no GPU: $(grep -c '^nightly: .*compare exit 0' <<<"$out") gated runs, exit 0, nothing built"
+else
+  bad "nightly.sh from the bundle without a GPU exited $rc: $(tail -3 <<<"$out")"
+fi
+mkdir -p "$tmp/fake-gpu"
+printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' >"$tmp/fake-gpu/nvidia-smi" && chmod +x "$tmp/fake-gpu/nvidia-smi"
+out=$(PATH="$tmp/fake-gpu:$PATH" VALIDATE_OUT="$tmp/nightly-gpu" "$b/run-acceptance.sh" --exec "${nightly[@]}" 2>&1); rc=$?
+r=$tmp/nightly-gpu/reports
+if [[ $rc == 2 && $out == *"GPU found"* && $(grep -c "no usable CUDA device" "$r"/run-{cudnn-torch,cudnn-channels_last,cudnn-fortran,torch-cuda}.txt 2>/dev/null | grep -c ':1$') == 4 &&
+      $(python3 -c 'import json,sys; print(",".join(sorted(json.load(open(sys.argv[1]))["dtypes"])))' "$tmp/nightly-gpu/ref/config.json" 2>/dev/null) == bfloat16,float16,float32 ]]; then
+  ok "nightly.sh from the bundle, GPU branch: float16 references made, its 4 runs parsed and stopped at: $(head -1 "$r/run-cudnn-torch.txt")"
+else
+  bad "nightly.sh's GPU branch from the bundle exited $rc: $(tail -3 <<<"$out")"
 fi
 
 echo "check-gpu-bundle: $fails failure(s), $((SECONDS - t0)) s"

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# GPU acceptance run of validate: build on the GPU machine, generate references on
-# CPU and CUDA, run them through LibTorch-on-CUDA and the cuDNN/cuBLASLt runner in three layouts
-# with every cuDNN algorithm, compare everything against the CPU references, prove 0-ULP agreement
-# on exact inputs, prove that TF32 fails the 1e-6 loss gate (and passes policies/tf32.json), and
-# measure the device layout kernels and the wall time of generate + run + compare. Every command is
-# logged with its wall time into summary.md; the script runs every step it was given to the end
-# and exits 1 if any command did not do what it must.
+# GPU acceptance run of validate. With --prebuilt (the bundle's launcher), one device call of at
+# most 8 minutes, most informative per second first: the device query and gpu_tests, the layout
+# kernels' bandwidth, the device trajectories (SGD, Adam, mixed precision) and conv_transpose2d
+# through cuDNN in all five presets, TF32 caught, then the whole default sweep (every K to 73728)
+# in float32, bfloat16 and float16: scripts/nightly.sh as shipped (cuDNN in torch, channels_last
+# and fortran, LibTorch on CUDA), the three-way verdict against the float64 oracle on the largest
+# bfloat16 cases, cuDNN with every algorithm of every direction gated under the algorithm-aware
+# bounds, and the linear presets; what does not fit is a second, optional call. Without
+# --prebuilt it can also build on the GPU machine. Every command is logged with its wall time
+# into summary.md; the script runs every step it was given to the end and exits 1 if any command
+# did not do what it must.
 #
 #   scripts/gpu-acceptance.sh [--steps LIST] [--only REGEX] [--timing-only REGEX] [--out DIR]
 #                             [--work DIR] [--build DIR] [--jobs N] [--keep] [--pack FILE]
@@ -17,30 +21,58 @@
 #             `tar xzf F && validate-gpu/run-acceptance.sh --out DIR` runs the one-call acceptance
 #             on the prebuilt binaries (reports/gpu/PLAN.md), building nothing.
 #   --prebuilt  the binaries in --build are given (the bundle): no `build` step; `device` checks
-#             them instead. The bundle's launcher passes it.
+#             them instead. The bundle's launcher passes it. Default steps: CALL1_STEPS, then
+#             CALL2_STEPS (below), with --deadline 480.
 #   --deadline S  stop starting steps once one would end past S seconds of this invocation (its
 #             estimate, below, against the time left); the steps left are listed in summary.md and
-#             on stderr as the second call's --steps
+#             on stderr as the second call's --steps. A command still running S + 45 s after the
+#             start is ended (exit 124, a BAD row), so that the summary and --pack-out are still
+#             written inside the device call.
 #   --pack-out D  at the end, write the results into D as at most 8 files: summary.md, verdicts.tsv
 #             (one line per command), logs.tar.gz, compare.tar.gz (JSON + Markdown; HTML only
-#             while the tar stays under 16 MiB), env.txt
+#             while the tar stays under 16 MiB; over that, compare.tar.xz, and then JSON reports
+#             over 2 MiB left out and listed in compare/left-out.txt), env.txt
+#   --dry-run print the plan — each step: the call it falls in, estimated seconds (and the basis of
+#             the estimate: an H200 measurement, or bytes scaled by the H200's rates), peak disk and
+#             the disk it keeps — then every command of every step with its expectation, and exit:
+#             0 when every step fits (<= 480 s), 2 when one does not
 #
-#   --steps   comma list, run in this order (default: all of them, which no single device call
-#             can hold; see docs/cudnn.md and reports/gpu/PLAN.md for the split):
+#   --steps   comma list, run in this order (default without --prebuilt: build and the subset
+#             steps; see docs/cudnn.md and reports/gpu/PLAN.md):
 #               build          env report, GoogleTest from the carry, configure (LibTorch 2.x from
 #                              python's torch, guarded) and build, ctest -L gpu
-#               device         (prebuilt binaries) env report, the device query (validate run
-#                              --backend cudnn on one tiny case must open the device), gpu_tests
-#               train          the device training trajectory: gpu_tests' training tests and
-#                              cases/train_smoke.json through cudnn in the three presets
-#               smoke          cases/smoke.json through everything below, in one step
+#               device         (prebuilt binaries) env report, smoke CPU references, the device
+#                              query (validate run --backend cudnn on one tiny case must open the
+#                              device; without one the call stops here), all of gpu_tests
+#               bench          bench_gpu_permute vs cudaMemcpy D2D
+#               train          gpu_tests' training tests; cases/train_smoke.json (SGD),
+#                              train_adam.json (Adam), train_mixed.json (bfloat16/float16 on
+#                              float32 masters) through cudnn in the five presets, --require-all,
+#                              every trajectory passed
+#               conv-transpose cases/conv_transpose2d.json through cudnn in the five presets:
+#                              default algorithms (--require-all) and --algo all --repeat 2
+#               tf32           (also sweep-tf32) the subset, --math tf32: must fail the default
+#                              policy and pass policies/tf32.json
+#               refs           the whole default sweep's CPU references, float32 + bfloat16 +
+#                              float16, verified (reused by every step below that needs them)
+#               nightly        scripts/nightly.sh on the prebuilt binaries and those references
+#                              (VALIDATE_SKIP_BUILD=1 VALIDATE_BIN VALIDATE_REF): its GPU branch,
+#                              cudnn x torch/channels_last/fortran + LibTorch CUDA, every dtype
+#                              gated; its reports come back under compare/nightly/
+#               three-way      BIG_ONLY (the largest bfloat16 cases): the float64 oracle's run,
+#                              cudnn --algo all and LibTorch CUDA, each compare --oracle
+#               algo-all-torch, algo-all-channels_last, algo-all-fortran
+#                              the whole sweep through cudnn --algo all (every direction) in one
+#                              preset: every variant gated, every dtype judged
+#               presets-linear, presets-linear-full
+#                              linear_in_out and linear_out_in, default algorithms, --require-all:
+#                              on the subset (--only), on the whole sweep
+#               smoke          cases/smoke.json through the subset steps below, in one step
 #               sweep-refs     default-sweep subset: CPU and CUDA references, verify, same inputs,
 #                              LibTorch on CUDA vs the CPU references
 #               sweep-torch, sweep-channels_last, sweep-fortran
 #                              the subset through cuDNN in one preset, --algo all --repeat 2
 #               sweep-exact    exact-fill subset: 0-ULP gates per preset
-#               sweep-tf32     --math tf32 must fail the default policy and pass policies/tf32.json
-#               bench          bench_gpu_permute vs cudaMemcpy D2D
 #               timing         wall time of generate + cudnn run + compare on --timing-only
 #             `ctest-all` (the whole suite but nightly/fuzz, recorded) runs only when named.
 #   --only    regex over 'dtype/case' for the sweep-* steps (default: the default sweep's cases
@@ -54,15 +86,13 @@
 #   --pack F  right after the build step, tar the built binaries (validate with its modules in
 #             lib/validate/, gpu_tests, bench_gpu_permute) into F
 #             so a later device call on a fresh machine can skip the build (PLAN.md)
-#   --dry-run print the plan — each step: what it does, estimated seconds, peak disk and the disk it
-#             keeps — and exit: 0 when every step fits (<= 480 s), 2 when one does not
 #   --force   run steps whose estimate exceeds 480 s anyway
 #
 # Time and disk. A device call runs at most 10 minutes and the GPU machine has a 64 GiB disk, so
-# each step is planned to take at most 8 minutes, estimated from the bytes it writes and reads
-# (the throughputs below, measured on the 2-core development machine and taken as a floor), and
-# the script refuses a step estimated longer (exit 2) unless --force. The estimate is a plan, not a
-# measurement: summary.md records what each command actually took.
+# each step is planned to take at most 8 minutes, estimated from the bytes it writes and reads at
+# the rates the H200 measured (below), and the script refuses a step estimated longer (exit 2)
+# unless --force. The estimate is a plan, not a measurement: summary.md records what each command
+# actually took.
 #
 # Dependencies. The GPU machine reaches no package registry: run scripts/prepare-gpu-carry.sh on the
 # development machine first and bring third_party_carry/ along (it is git-ignored). This script
@@ -78,20 +108,44 @@
 
 # ---- functions (tests/scripts source this file with VALIDATE_ACCEPTANCE_LIB=1 to test them) -----
 
-# Estimated throughputs (bytes per second) and fixed costs (seconds) of the plan. Measured on the
-# 2-core development machine under load (generate 60 MB/s, LibTorch CPU run 140 MB/s, compare
-# 670 MB/s of reference + run) and rounded down; the GPU machine has 16 cores.
-GEN_BPS=${GEN_BPS:-50000000}
-RUN_BPS=${RUN_BPS:-100000000}
-CMP_BPS=${CMP_BPS:-200000000}
-VERIFY_BPS=${VERIFY_BPS:-300000000}
+# Estimated seconds of the plan. Every rate is what the H200 measured (reports/gpu/2026-11-27-H200,
+# per command in callN/summary.md), expressed per byte a command reads and writes plus a fixed
+# start, so that a step the H200 never ran is its bytes (the size model `estimate`, below) at
+# those rates: the plan's "basis" column says which steps are measured and which are scaled.
+#   generate (CPU, 16 cores): the whole default sweep, float32 + bfloat16 (6.6 GB written), in
+#     15.9-18.8 s = 350 MB/s; generate has stored the dL/dy choice terms since, 1.16-1.22x on the
+#     development machine (docs/evidence.md): 280 MB/s + 1 s.
+#   run (cudnn, default algorithms): 6.6 GB read + 3.3 GB written in 13.9-14.8 s = 670 MB/s:
+#     600 MB/s + 1.5 s (a run that opens the device took 1.3-1.5 s in `device-query`).
+#   compare: 9.9 GB (reference + run) in 7.3-9.8 s = 1.0-1.35 GB/s: 900 MB/s + 0.5 s; with
+#     --oracle the oracle's run is read too, and a compare that writes HTML and JUnit counts 1.2x.
+#   oracle (float64 on the CPU): no H200 figure; the 2-core development machine ran the whole
+#     sweep (6.6 GB) in 195 s (docs/evidence.md), 34 MB/s; 16 cores taken as 6x that: 200 MB/s.
+#   verify: 0.36 GB in 0.0-0.1 s (calls 2-3): 1 GB/s.
+#   tiny sets (smoke, training, conv_transpose2d): a run 2 s, a compare 0.5 s, a generate 2 s.
+# A compare also diagnoses each failing tensor, which the rates leave out: the subset's --algo all
+# compare took 24.5 s with 85 failures (call 1) and 1.6 s with 4 (call 3). A step that runs long
+# for that reason is ended at --deadline + 45 s, and the steps after it go to the next call.
+H_GEN_BPS=${H_GEN_BPS:-280000000}
+H_RUN_BPS=${H_RUN_BPS:-600000000}
+H_CMP_BPS=${H_CMP_BPS:-900000000}
+H_ORACLE_BPS=${H_ORACLE_BPS:-200000000}
+H_VERIFY_BPS=${H_VERIFY_BPS:-1000000000}
 BUILD_S=${BUILD_S:-330}     # configure + build of validate, gpu_tests, bench (a guess: never run there)
 CTEST_GPU_S=${CTEST_GPU_S:-90}
-BENCH_S=${BENCH_S:-90}
 STEP_LIMIT_S=${STEP_LIMIT_S:-480}
 # --algo all runs at most this many conv2d variants per case: 8 fwd + 6 bwd_data + 7 bwd_filter
-# algorithms, the baseline counted once per direction.
+# algorithms, the baseline counted once per direction. Each variant writes the case's whole result.
 MAX_VARIANTS=19
+# The one device call (--prebuilt): these steps, most informative per second first, fit 480 s
+# (--dry-run --prebuilt shows the sums); CALL2 is what a second, optional call runs.
+CALL1_STEPS=device,bench,tf32,conv-transpose,train,refs,presets-linear,algo-all-torch,three-way,nightly
+CALL2_STEPS=algo-all-channels_last,algo-all-fortran,presets-linear-full,smoke,sweep-exact,sweep-refs,timing
+# The whole default sweep in every dtype the GPU gates, and the cases the three-way verdict
+# (compare --oracle) judges: the largest bfloat16 ones.
+FULL_DTYPES=float32,bfloat16,float16
+BIG_ONLY='^bfloat16/k(55296|64512|73728)_'
+PRESETS_ALL=(torch channels_last fortran linear_in_out linear_out_in)
 
 # find_cudnn: sets CUDNN_INCLUDE and CUDNN_LIBRARY to a cudnn.h and the libcudnn.so of the SAME
 # root and major version. Searches ${CUDNN_SEARCH_ROOTS} (default: $CUDNN_ROOT, /usr/local/cuda,
@@ -187,8 +241,13 @@ ref = conv_out = mm_out = 0
 n_cases = elements = 0
 for dt in ["bfloat16", "float32", "float16", "float64"]:
     for c in cases:
-        own = c.get("dtypes", file_dtypes)
-        if dt not in own or (dtypes and dt not in dtypes):
+        # generate's rule: without --dtype a case's own "dtypes", else the file's; with --dtype the
+        # listed dtypes, less those a case's own "dtypes" leaves out
+        own = c.get("dtypes")
+        if dtypes:
+            if dt not in dtypes or (own and dt not in own):
+                continue
+        elif dt not in (own or file_dtypes):
             continue
         if only and not re.search(only, dt + "/" + c["name"]):
             continue
@@ -214,78 +273,168 @@ PY
 
 # ---- the plan ---------------------------------------------------------------------------------
 # plan_step NAME: sets PLAN_S (estimated seconds), PLAN_PEAK (bytes on --work at its peak),
-# PLAN_KEEP (bytes it leaves on --work: references only with --keep) and PLAN_WHAT (one line).
+# PLAN_KEEP (bytes it leaves on --work: references only with --keep), PLAN_WHAT (one line) and
+# PLAN_BASIS (where the estimate comes from: an H200 measurement, or bytes scaled by its rates).
+# A step that needs the whole-sweep reference set counts its generate unless an earlier step of
+# the same invocation made it (FULL_REF_READY, set by plan_all).
 human() { awk -v b="$1" 'BEGIN { s = "B KB MB GB TB"; split(s, u, " "); i = 1; while (b >= 1000 && i < 5) { b /= 1000; i++ } printf (i == 1 ? "%d %s" : "%.1f %s"), b, u[i] }'; }
-sizes_for() {  # sizes_for CASEFILE ONLY -> R (ref bytes) CO (conv result bytes) MO (matmul result bytes)
-  read -r R CO MO _ _ < <(estimate "$1" "$2" float32,bfloat16)
+declare -A EST_CACHE=()
+est() {  # est CASEFILE ONLY DTYPES: sets EST to estimate's line, each computed once per invocation
+  local k="$1|$2|$3"
+  [[ -n ${EST_CACHE[$k]:-} ]] || EST_CACHE[$k]=$(estimate "$1" "$2" "$3")
+  EST=${EST_CACHE[$k]}
+}
+sizes_for() {  # sizes_for CASEFILE ONLY [DTYPES] -> R (ref bytes) CO (conv result bytes) MO (matmul result bytes)
+  est "$1" "$2" "${3:-float32,bfloat16}"
+  read -r R CO MO _ _ <<<"$EST"
 }
 secs() { awk "BEGIN { printf \"%d\", ($1) + 0.999 }"; }  # evaluates the arithmetic in $1
+# The H200's rates as awk arithmetic: a generate writing B bytes; a run reading R and writing W;
+# a compare reading B; the oracle's run over a reference set of B bytes.
+gen_t() { echo "(1 + ($1)/$H_GEN_BPS)"; }
+run_t() { echo "(1.5 + (($1) + ($2))/$H_RUN_BPS)"; }
+cmp_t() { echo "(0.5 + ($1)/$H_CMP_BPS)"; }
+oracle_t() { echo "(1.5 + ($1)/$H_ORACLE_BPS)"; }
+FULL_REF_READY=0
 plan_step() {
   local s=$1 file only
-  PLAN_S=0 PLAN_PEAK=0 PLAN_KEEP=0
+  PLAN_S=0 PLAN_PEAK=0 PLAN_KEEP=0 PLAN_BASIS=""
   case $s in
     smoke) file=cases/smoke.json only="" ;;
     timing) file=cases/default.json only=$TIMING_ONLY ;;
     sweep-*) file=cases/default.json only=$ONLY ;;
   esac
   [[ -n ${file:-} ]] && sizes_for "$file" "$only"
-  local keep_refs=0
+  # the whole default sweep in float32, bfloat16 and float16 (RF, CF, MF) and the three-way's cases
+  local RF CF MF NF RB CB MB RS CS MS
+  est cases/default.json "" "$FULL_DTYPES"; read -r RF CF MF _ NF <<<"$EST"
+  est cases/default.json "$BIG_ONLY" "$FULL_DTYPES"; read -r RB CB MB _ _ <<<"$EST"
+  est cases/default.json "$ONLY" "$FULL_DTYPES"; read -r RS CS MS _ _ <<<"$EST"
+  # generate's cost follows the elements it computes, not the bytes it stores: float16's are
+  # counted at 4 bytes, as float32's and bfloat16's are stored
+  local full_gen=0
+  ((FULL_REF_READY)) || full_gen="$(gen_t "$NF*4")"
+  local keep_refs=0 V=$MAX_VARIANTS
   case $s in
     build)
-      PLAN_S=$((BUILD_S + CTEST_GPU_S)); PLAN_WHAT="configure + build (validate, gpu_tests, bench_gpu_permute), ctest -L gpu" ;;
+      PLAN_S=$((BUILD_S + CTEST_GPU_S)); PLAN_BASIS="a guess: never built there"
+      PLAN_WHAT="configure + build (validate, gpu_tests, bench_gpu_permute), ctest -L gpu" ;;
     device)
-      PLAN_S=$CTEST_GPU_S; PLAN_WHAT="env report, device query, gpu_tests (prebuilt)" ;;
-    train)
-      PLAN_S=120; PLAN_WHAT="training trajectories on the device: gpu_tests' training tests, train_smoke.json x 3 presets" ;;
-    ctest-all)
-      PLAN_S=300; PLAN_WHAT="the whole suite but nightly/fuzz (recorded, not required)" ;;
+      PLAN_S=25; PLAN_BASIS="H200: 8.8-12.7 s (calls 1-4); gpu_tests has grown since"
+      PLAN_WHAT="env report, smoke CPU refs, device query (stops the call without a device), all of gpu_tests" ;;
     bench)
-      PLAN_S=$BENCH_S; PLAN_WHAT="bench_gpu_permute: device layout kernels vs cudaMemcpy D2D" ;;
+      PLAN_S=5; PLAN_BASIS="H200: 0.4-0.6 s (calls 1, 2, 4)"
+      PLAN_WHAT="bench_gpu_permute: every device layout kernel's bandwidth vs cudaMemcpy D2D" ;;
+    train)
+      # gpu_tests' training tests; 3 case files generated; 3 x 5 presets runs + compares
+      PLAN_S=$(secs "8 + 3*2 + 15*(2 + 0.5)"); PLAN_BASIS="scaled: H200 4.1-4.2 s for the training tests + 3 runs (calls 1-3); 15 runs at 2 s, 15 compares at 0.5 s"
+      PLAN_WHAT="device trajectories: gpu_tests' training tests; SGD (train_smoke), Adam (train_adam), mixed precision (train_mixed) through cudnn in 5 presets, --require-all" ;;
+    conv-transpose)
+      PLAN_S=$(secs "2 + 5*(2*2 + 2*0.5)"); PLAN_BASIS="new: 10 runs at 2 s, 10 compares at 0.5 s"
+      PLAN_WHAT="cases/conv_transpose2d.json through cudnn in 5 presets, default algorithms (--require-all) and --algo all --repeat 2" ;;
+    tf32 | sweep-tf32)
+      sizes_for cases/default.json "$ONLY"
+      PLAN_S=$(secs "$(gen_t "$R") + $(run_t "$R/2" "($CO+$MO)/2") + 2*$(cmp_t "$R/2 + ($CO+$MO)/2")")
+      PLAN_PEAK=$((R + (CO + MO) / 2)); PLAN_BASIS="H200: 3.9-5.1 s (sweep-tf32, calls 1-3)"
+      PLAN_WHAT="default subset, float32, --math tf32: the default policy must fail, policies/tf32.json must pass" ;;
+    refs)
+      PLAN_S=$(secs "$(gen_t "$NF*4") + $RF/$H_VERIFY_BPS"); PLAN_PEAK=$RF; keep_refs=$RF
+      PLAN_BASIS="scaled: timing-generate's sweep (15.9-18.8 s) plus float16, $((NF / 1000000))M elements at the H200's generate rate"
+      PLAN_WHAT="the whole default sweep's CPU references, float32 + bfloat16 + float16 (every K to 73728), verified" ;;
+    nightly)
+      # 8 probes (a module each), verify, 4 runs, 4 compares with HTML + JUnit
+      PLAN_S=$(secs "$full_gen + 8 + $RF/$H_VERIFY_BPS + 4*$(run_t "$RF" "$CF+$MF") + 4*1.2*$(cmp_t "$RF+$CF+$MF")")
+      PLAN_PEAK=$((RF + 4 * (CF + MF))); keep_refs=$RF
+      PLAN_BASIS="scaled: 4 runs and compares of $(human "$((RF + CF + MF))") each at the H200's timing-run/-compare rates"
+      PLAN_WHAT="scripts/nightly.sh as shipped, on the bundle's binaries: whole sweep, 3 dtypes, cudnn in torch/channels_last/fortran + LibTorch CUDA, gated" ;;
+    three-way)
+      PLAN_S=$(secs "$full_gen + $(oracle_t "$RB") + $(run_t "$RB" "$V*$CB+$MB") + $(run_t "$RB" "$CB+$MB") + 1.4*$(cmp_t "$RB+$V*$CB+$MB+$CB+$MB") + 1.4*$(cmp_t "$RB+2*($CB+$MB)")")
+      PLAN_PEAK=$((RF + V * CB + 3 * (CB + MB))); keep_refs=$RF
+      PLAN_BASIS="new: the oracle at 6x the development machine's rate; runs and compares scaled ($(human "$RB") of references)"
+      PLAN_WHAT="three-way verdict (compare --oracle) on $BIG_ONLY: float64 oracle, cudnn --algo all (every variant) and LibTorch CUDA" ;;
+    algo-all-*)
+      PLAN_S=$(secs "$full_gen + $(run_t "$RF" "$V*$CF+$MF") + $(cmp_t "$RF+$V*$CF+$MF")")
+      PLAN_PEAK=$((RF + V * CF + MF)); keep_refs=$RF
+      PLAN_BASIS="scaled: $V variants' results ($(human "$((V * CF + MF))")) at the H200's rates"
+      PLAN_WHAT="whole sweep, 3 dtypes, cudnn --algo all (every direction) in ${s#algo-all-}: every variant gated under the algorithm-aware bounds" ;;
+    presets-linear)
+      PLAN_S=$(secs "$full_gen + 2*($(run_t "$RS" "$CS+$MS") + $(cmp_t "$RS+$CS+$MS"))")
+      PLAN_PEAK=$((RF + CS + MS)); keep_refs=$RF
+      PLAN_BASIS="scaled: 2 runs and compares of $(human "$((RS + CS + MS))") at the H200's rates"
+      PLAN_WHAT="default subset (--only), 3 dtypes, cudnn default algorithms in linear_in_out and linear_out_in, --require-all" ;;
+    presets-linear-full)
+      PLAN_S=$(secs "$full_gen + 2*($(run_t "$RF" "$CF+$MF") + $(cmp_t "$RF+$CF+$MF"))")
+      PLAN_PEAK=$((RF + CF + MF)); keep_refs=$RF
+      PLAN_BASIS="scaled: like nightly's runs, 2 presets"
+      PLAN_WHAT="whole sweep, 3 dtypes, cudnn default algorithms in linear_in_out and linear_out_in, --require-all" ;;
+    ctest-all)
+      PLAN_S=300; PLAN_BASIS="a guess"; PLAN_WHAT="the whole suite but nightly/fuzz (recorded, not required)" ;;
     smoke)
-      # 2 ref sets + 2 exact sets, 4 + 6 + 2 runs, each compared: tiny.
-      PLAN_S=$(secs "60 + (4*$R)/$GEN_BPS + (13*($R))/$CMP_BPS")
+      PLAN_S=30; PLAN_BASIS="H200: 17.8-21.6 s (calls 1-4)"
       PLAN_PEAK=$((4 * R + MAX_VARIANTS * CO + MO)); keep_refs=$((4 * R))
       PLAN_WHAT="smoke: refs cpu+cuda, torch-cuda, cudnn x3 presets (--algo all --repeat 2), exact 0-ULP gates, tf32" ;;
     sweep-refs)
-      PLAN_S=$(secs "20 + 2*$R/$GEN_BPS + 2*$R/$VERIFY_BPS + ($CO+$MO)/$RUN_BPS + ($R+$CO+$MO)/$CMP_BPS")
-      PLAN_PEAK=$((2 * R + CO + MO)); keep_refs=$R
+      PLAN_S=$(secs "2*$(gen_t "$R") + 2*$R/$H_VERIFY_BPS + $(run_t "$R" "$CO+$MO") + $(cmp_t "$R+$CO+$MO") + 2")
+      PLAN_PEAK=$((2 * R + CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 6.3-10.9 s (calls 1-3)"
       PLAN_WHAT="default subset: generate cpu + cuda, verify, same inputs, torch --device cuda vs cpu refs" ;;
     sweep-torch | sweep-channels_last | sweep-fortran)
-      # the CPU references (made here if the step runs alone), then 2 executions per variant
-      PLAN_S=$(secs "10 + $R/$GEN_BPS + (2*$MAX_VARIANTS*$CO + $MO)/$RUN_BPS + ($R + $MAX_VARIANTS*$CO + $MO)/$CMP_BPS")
-      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R
+      PLAN_S=$(secs "$(gen_t "$R") + 2*$(run_t "$R" "$MAX_VARIANTS*$CO + $MO") + 3*$(cmp_t "$R + $MAX_VARIANTS*$CO + $MO")")
+      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 3.1-28.5 s (calls 1-3; the slower with failing tensors diagnosed)"
       PLAN_WHAT="default subset through cudnn, layout ${s#sweep-}, --algo all --repeat 2, compare" ;;
     sweep-exact)
-      # exact refs cpu; per preset: fwd-all run + pinned-GEMM backward-all run, 5 gated compares
-      PLAN_S=$(secs "20 + $R/$GEN_BPS + 3*(2*$MAX_VARIANTS*$CO + 2*$MO)/$RUN_BPS + 3*5*($R + $MAX_VARIANTS*$CO)/$CMP_BPS")
-      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R
+      PLAN_S=$(secs "$(gen_t "$R") + 6*$(run_t "$R" "$MAX_VARIANTS*$CO + $MO") + 15*$(cmp_t "$R + $MAX_VARIANTS*$CO")")
+      PLAN_PEAK=$((R + MAX_VARIANTS * CO + MO)); keep_refs=$R; PLAN_BASIS="H200: 22.9-66.6 s (calls 1-3; the slower with failing tensors diagnosed)"
       PLAN_WHAT="exact-fill subset: float32 0-ULP output and gradient gates, 3 presets" ;;
-    sweep-tf32)
-      PLAN_S=$(secs "10 + $R/$GEN_BPS + ($CO+$MO)/$RUN_BPS + 2*($R+$CO+$MO)/$CMP_BPS")
-      PLAN_PEAK=$((R + CO + MO)); keep_refs=$R
-      PLAN_WHAT="--math tf32: default policy must fail, policies/tf32.json must pass" ;;
     timing)
-      PLAN_S=$(secs "10 + $R/$GEN_BPS + ($CO+$MO)/$RUN_BPS + ($R+$CO+$MO)/$CMP_BPS")
-      PLAN_PEAK=$((R + CO + MO))
+      PLAN_S=$(secs "$(gen_t "$R") + $(run_t "$R" "$CO+$MO") + $(cmp_t "$R+$CO+$MO")")
+      PLAN_PEAK=$((R + CO + MO)); PLAN_BASIS="H200: 39.6-40.9 s (calls 1-2)"
       PLAN_WHAT="wall time: generate cpu + run cudnn (torch layout, auto algorithms) + compare" ;;
     *) echo "gpu-acceptance: unknown step '$s' (see --help)" >&2; return 2 ;;
   esac
   ((KEEP)) && PLAN_KEEP=$keep_refs
   return 0
 }
-print_plan() {  # prints the plan table; returns 2 if a step exceeds STEP_LIMIT_S
-  local s bad=0 total=0
-  echo "| step | estimated s | peak disk | keeps | what |"
-  echo "|---|---:|---:|---:|---|"
+uses_full_ref() { [[ $1 == refs || $1 == nightly || $1 == three-way || $1 == algo-all-* || $1 == presets-linear* ]]; }
+# plan_all: the estimate of every step of STEPS in order, each with the call it falls into when
+# one call stops starting steps at DEADLINE_PLAN seconds (the first step that does not fit ends it,
+# as the real run does): arrays P_NAME, P_S, P_CALL, P_PEAK, P_KEEP, P_WHAT, P_BASIS.
+plan_all() {
+  local s call=1 used=0
+  P_NAME=() P_S=() P_CALL=() P_PEAK=() P_KEEP=() P_WHAT=() P_BASIS=()
+  FULL_REF_READY=0
   for s in ${STEPS//,/ }; do
     plan_step "$s" || return 2
+    if ((call == 1 && DEADLINE_PLAN > 0 && used + PLAN_S > DEADLINE_PLAN)); then
+      call=2
+      FULL_REF_READY=0  # a second call starts on a fresh machine
+      plan_step "$s"
+    fi
+    ((call == 1)) && used=$((used + PLAN_S))
+    uses_full_ref "$s" && FULL_REF_READY=1
+    P_NAME+=("$s") P_S+=("$PLAN_S") P_CALL+=("$call") P_PEAK+=("$PLAN_PEAK") P_KEEP+=("$PLAN_KEEP")
+    P_WHAT+=("$PLAN_WHAT") P_BASIS+=("$PLAN_BASIS")
+  done
+}
+print_plan() {  # prints the plan table; returns 2 if a step exceeds STEP_LIMIT_S
+  local i bad=0 total=0 c1=0 c2=0 cum=0 n1=() n2=()
+  plan_all || return 2
+  echo "| step | call | estimated s | cumulative s | peak disk | keeps | basis of the estimate | what |"
+  echo "|---|---:|---:|---:|---:|---:|---|---|"
+  for i in "${!P_NAME[@]}"; do
     local mark=""
-    ((PLAN_S > STEP_LIMIT_S)) && { mark=" **over ${STEP_LIMIT_S} s**"; bad=1; }
-    printf '| %s | %d%s | %s | %s | %s |\n' "$s" "$PLAN_S" "$mark" "$(human "$PLAN_PEAK")" "$(human "$PLAN_KEEP")" "$PLAN_WHAT"
-    total=$((total + PLAN_S))
+    ((P_S[i] > STEP_LIMIT_S)) && { mark=" **over ${STEP_LIMIT_S} s**"; bad=1; }
+    if ((P_CALL[i] == 1)); then c1=$((c1 + P_S[i])); cum=$c1; n1+=("${P_NAME[i]}"); else c2=$((c2 + P_S[i])); cum=$c2; n2+=("${P_NAME[i]}"); fi
+    printf '| %s | %d | %d%s | %d | %s | %s | %s | %s |\n' "${P_NAME[i]}" "${P_CALL[i]}" "${P_S[i]}" "$mark" "$cum" \
+      "$(human "${P_PEAK[i]}")" "$(human "${P_KEEP[i]}")" "${P_BASIS[i]}" "${P_WHAT[i]}"
+    total=$((total + P_S[i]))
   done
   echo
-  echo "Estimated total: $total s; subset --only '$ONLY'; timing subset '$TIMING_ONLY'; reports only are kept under --out."
+  local l1=${n1[*]} l2=${n2[*]}
+  echo "Estimated total: $total s."
+  echo "Call 1: $c1 s (${l1// /,})$( ((DEADLINE_PLAN)) && echo ", --deadline $DEADLINE_PLAN s")."
+  ((${#n2[@]})) && echo "Call 2: $c2 s (--steps ${l2// /,})."
+  echo "Estimates, not measurements: H200 rates from reports/gpu/2026-11-27-H200; summary.md records what each command took."
+  echo "Subset --only '$ONLY'; timing subset '$TIMING_ONLY'; whole sweep $FULL_DTYPES; three-way '$BIG_ONLY'; reports only are kept under --out."
   return $((bad * 2))
 }
 
@@ -351,82 +500,73 @@ while [[ $# -gt 0 ]]; do
     *) echo "gpu-acceptance: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if ((PREBUILT)) && [[ $STEPS == "$ALL_STEPS" ]]; then
-  # The one call, cheapest and most informative first (reports/gpu/PLAN.md).
-  STEPS=device,smoke,train,sweep-tf32,sweep-refs,sweep-torch,sweep-channels_last,sweep-fortran,sweep-exact,bench,timing
-  ((DEADLINE)) || DEADLINE=450
+[[ $DEADLINE =~ ^[0-9]+$ ]] || { echo "gpu-acceptance: --deadline takes whole seconds, not '$DEADLINE'" >&2; exit 2; }
+if ((PREBUILT)); then
+  # The one call, most informative per second first, then what a second call holds
+  # (reports/gpu/PLAN.md); it stops starting steps at --deadline.
+  [[ $STEPS == "$ALL_STEPS" ]] && STEPS=$CALL1_STEPS,$CALL2_STEPS
+  ((DEADLINE)) || DEADLINE=$STEP_LIMIT_S
 fi
+# The split into calls that --dry-run shows: the run's own deadline, else one call's 480 s.
+DEADLINE_PLAN=$DEADLINE
+((PREBUILT || DEADLINE_PLAN)) || DEADLINE_PLAN=0
 ((PREBUILT)) && [[ ",$STEPS," == *",build,"* ]] && { echo "gpu-acceptance: --prebuilt has no build step (use device)" >&2; exit 2; }
 [[ -z $ONLY ]] && { echo "gpu-acceptance: --only must name a subset (--only . for the whole default sweep)" >&2; exit 2; }
 for s in ${STEPS//,/ }; do plan_step "$s" || exit 2; done
-
-if ((DRY)); then
-  print_plan
-  exit $?
-fi
 plan_rc=0
 plan_text=$(print_plan) || plan_rc=$?
-if ((plan_rc != 0 && !FORCE)); then
+if ((!DRY && plan_rc != 0 && !FORCE)); then
   echo "$plan_text" >&2
   echo "gpu-acceptance: a step is estimated over ${STEP_LIMIT_S} s (one device call runs at most 10 minutes): pick a smaller --only, or --force" >&2
   exit 2
 fi
-
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
-GPU_NAME=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo no-gpu) | head -1 | tr -c 'A-Za-z0-9.\n-' '_' | sed 's/_\{2,\}/_/g; s/_$//')
-STAMP=$(date -u +%Y-%m-%d)
-OUT=${OUT:-reports/gpu/$STAMP-$GPU_NAME}
-mkdir -p "$OUT/logs" "$OUT/compare" "$WORK" || exit 2
-OUT=$(cd "$OUT" && pwd)
-SUMMARY=$OUT/summary.md
 VALIDATE=$ROOT/$BUILD/validate
-FAILED=()
-T_START=$(date +%s)
-
-# summary.md accumulates over several invocations (one per device call): a header once, then one
-# section per invocation.
-if [[ ! -f $SUMMARY ]]; then
-  {
-    echo "# GPU acceptance — $STAMP — ${GPU_NAME//_/ }"
-    echo
-    echo "Written by \`scripts/gpu-acceptance.sh\`. Logs: \`logs/\`; comparison reports: \`compare/\`."
-    echo "Expectation: **pass** = exit 0 required; **fail** = exit 1 required (a gate must fail); **record** = exit 0 or 1 is data."
-    echo "A **gate** also requires its compare JSON to count at least one passed check (a regex that selects nothing must not pass)."
-  } >"$SUMMARY"
+FAILED=() HARD_STOPPED=0
+# --dry-run lists every command with placeholders for the folders: nothing is run or written.
+if ((DRY)); then
+  OUT='$OUT' WORK='$WORK' SUMMARY=/dev/null
 fi
-{
-  echo
-  # The bundle has no git: its BUNDLE.txt names the commit it was built from.
-  if [[ -f $ROOT/BUNDLE.txt ]]; then
-    commit="$(sed -n 's/^commit: \(.\{12\}\).*/\1/p' "$ROOT/BUNDLE.txt" | head -1) (bundle)"
-  else
-    commit="$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' with uncommitted changes')"
-  fi
-  echo "## \`--steps $STEPS\` at $(date -u +%H:%M:%SZ), commit $commit"
-  echo
-  echo "Plan (estimates):"
-  echo
-  echo "$plan_text"
-  echo
-  echo "| step | command | expect | exit | verdict | seconds |"
-  echo "|---|---|---|---:|---|---:|"
-} >>"$SUMMARY"
 
 # step NAME EXPECT CMD... — runs CMD with its output in logs/NAME.log and adds a summary row.
+# With --deadline, a command still running at the hard stop (--deadline + HARD_STOP_GRACE s) is
+# ended (exit 124), so the call still writes its summary and --pack-out before the device call's
+# own limit. With --dry-run it only lists the command.
+HARD_STOP_GRACE=${HARD_STOP_GRACE:-45}
 step() {
   local name=$1 expect=$2
   shift 2
-  local log=$OUT/logs/$name.log rc=0 t0 t1 secs verdict
+  if ((DRY)); then
+    local all="$*"
+    all=${all//$ROOT\//}
+    printf -- '- `%s` %s: `%s`\n' "$expect" "$name" "$all"
+    return 0
+  fi
+  local log=$OUT/logs/$name.log rc=0 t0 t1 secs verdict limit=()
+  ((HARD_STOPPED)) && return 0  # past the hard stop nothing more of this step runs
+  if ((DEADLINE)) && ! declare -F "$1" >/dev/null; then
+    local left=$((T_START + DEADLINE + HARD_STOP_GRACE - $(date +%s)))
+    if ((left <= 0)); then
+      HARD_STOPPED=1
+      echo "gpu-acceptance: $name not started: past the hard stop (--deadline $DEADLINE + $HARD_STOP_GRACE s)"
+      return 0
+    fi
+    limit=(timeout -k 5 "$left")
+  fi
   t0=$(date +%s.%N)
   printf '%q ' "$@" >"$log"
   echo >>"$log"
-  "$@" >>"$log" 2>&1 || rc=$?
+  "${limit[@]}" "$@" >>"$log" 2>&1 || rc=$?
   t1=$(date +%s.%N)
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   case $expect:$rc in
     pass:0 | fail:1 | record:0 | record:1) verdict=ok ;;
     *) verdict=BAD; FAILED+=("$name") ;;
   esac
+  if ((${#limit[@]} && (rc == 124 || rc == 137))); then
+    echo "gpu-acceptance: $name was ended at the hard stop (--deadline $DEADLINE + $HARD_STOP_GRACE s)" >>"$log"
+    HARD_STOPPED=1  # the step is incomplete: it is named again among the steps left
+  fi
   local shown="$*"
   shown=${shown//$ROOT\//}
   shown=${shown//$WORK/\$WORK}
@@ -482,6 +622,12 @@ ensure_ref() {  # ensure_ref NAME DIR ARGS...  (generate into DIR unless it hold
   local name=$1 dir=$2
   shift 2
   local key="$*"
+  if ((DRY)); then  # listed once per set and arguments, as the real run generates it once
+    if [[ ${DRY_MADE[$dir]:-} == "$key" ]]; then echo "- reuse $name: \`$dir\`"; return 0; fi
+    DRY_MADE[$dir]=$key
+    step "$name" pass "$VALIDATE" generate "$@" --out "$dir" --progress 0
+    return 0
+  fi
   if [[ -f $dir/manifest.json && -f $dir.args && $(cat "$dir.args") == "$key" ]]; then
     echo "[reuse] $name: $dir"
     return 0
@@ -549,8 +695,11 @@ on_gpu() {  # the set was generated on the GPU, not silently on the CPU
 compare_to() {  # compare_to NAME EXPECT REF RUN [compare args...]
   local name=$1 expect=$2 ref=$3 run=$4
   shift 4
+  # NO_HTML=1: the whole sweep's reports stay JSON + Markdown (HTML of every variant is large)
+  local html=(--html "$OUT/compare/$name.html")
+  ((${NO_HTML:-0})) && html=()
   step "$name" "$expect" "$VALIDATE" compare "$ref" "$run" "$@" --json "$OUT/compare/$name.json" --md "$OUT/compare/$name.md" \
-    --html "$OUT/compare/$name.html" --color never
+    "${html[@]}" --color never
 }
 checked_something() {  # a gate passes only if it compared something: compare exits 0 on an empty selection
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print(s["line"]); sys.exit(0 if s["passed"] > 0 else 1)' "$1"
@@ -561,7 +710,7 @@ gate() {  # gate NAME REF RUN [compare args...]: must pass, and must have checke
   compare_to "$name" pass "$@"
   step "$name-nonempty" pass checked_something "$OUT/compare/$name.json"
 }
-drop() { rm -rf "$@"; }
+drop() { ((DRY)) || rm -rf "$@"; }
 layout_mode() { [[ $1 == fortran ]] && echo conv || echo xcorr; }  # fortran weights are pre-flipped
 
 # One case file, the parts a step asks for. Runs are deleted right after their compare.
@@ -657,6 +806,7 @@ timing() {
   t2=$(date +%s.%N)
   compare_to timing-compare record "$REF" "$RUN"
   t3=$(date +%s.%N)
+  ((DRY)) && return 0
   {
     echo "# Wall time: generate (cpu) + run (cudnn, torch layout, auto algorithms) + compare"
     echo
@@ -678,40 +828,29 @@ device_query() {
   drop "$WORK/run/device-query"
   return $rc
 }
-# Training trajectories on the device: gpu_tests' training tests, then
-# cases/train_smoke.json (LibTorch references) through cudnn in the three presets; conv2d's and
-# matmul's train_loss and last checkpoint must pass.
-train_device() {
-  local rc=0 W=$WORK/train L M op
-  "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_filter='CudnnTrain*:*CudnnTrainConv*' || rc=1
-  drop "$W"
-  "$VALIDATE" generate --cases cases/train_smoke.json --out "$W/ref" --progress 0 || return 1
-  for L in "${PRESETS[@]}"; do
-    M=$(layout_mode "$L")
-    "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --conv-mode "$M" --ref "$W/ref" --out "$W/cudnn-$L" --progress 0 || rc=1
-    "$VALIDATE" compare "$W/ref" "$W/cudnn-$L" --color never --json "$OUT/compare/train-$L.json" >"$OUT/compare/train-$L.txt" || rc=1
-    for op in conv2d matmul; do
-      grep -Eq " $op +train_loss .* passed" "$OUT/compare/train-$L.txt" &&
-        grep -Eq " $op +step99_(weight|B) .* passed" "$OUT/compare/train-$L.txt" ||
-        { echo "train $L $op: no passed trajectory"; rc=1; }
-    done
-    grep -ho '"update_layout": *"[^"]*"' "$W/cudnn-$L"/float32/*_run.json 2>/dev/null | sort | uniq -c
-  done
-  drop "$W"
-  return $rc
-}
 # --pack-out: the results as at most 8 files of at most 16 MiB in one folder (what one device call
-# brings back): summary.md, verdicts.tsv, env.txt, logs.tar.gz, compare.tar.gz.
+# brings back): summary.md, verdicts.tsv, env.txt, logs.tar.gz, compare.tar.gz (compare.tar.xz
+# when the whole sweep's JSON reports need it).
 pack_out() {
   local d=$1 max=$((16 * 1024 * 1024)) f
   mkdir -p "$d"
   cp "$SUMMARY" "$d/summary.md"
   write_verdicts "$SUMMARY" >"$d/verdicts.tsv"
-  [[ -f $OUT/logs/env.log ]] && cp "$OUT/logs/env.log" "$d/env.txt"
+  # a call without the env step (a second call on a fresh machine) still says what ran it
+  if [[ -f $OUT/logs/env.log ]]; then cp "$OUT/logs/env.log" "$d/env.txt"; else env_report >"$d/env.txt" 2>&1; fi
   tar -C "$OUT" -czf "$d/logs.tar.gz" logs
   tar -C "$OUT" -czf "$d/compare.tar.gz" compare
   if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # the HTML reports are the large part
     tar -C "$OUT" -czf "$d/compare.tar.gz" --exclude='*.html' compare
+  fi
+  if (($(stat -c %s "$d/compare.tar.gz") > max)); then  # the whole sweep's JSON: xz packs it tighter
+    rm -f "$d/compare.tar.gz"
+    tar -C "$OUT" -cJf "$d/compare.tar.xz" --exclude='*.html' compare
+  fi
+  if [[ -f $d/compare.tar.xz ]] && (($(stat -c %s "$d/compare.tar.xz") > max)); then  # then the largest JSON, listed
+    (cd "$OUT" && find compare -name '*.json' -size +2M | sort) >"$OUT/compare/left-out.txt"
+    tar -C "$OUT" -cJf "$d/compare.tar.xz" --exclude='*.html' -X "$OUT/compare/left-out.txt" compare
+    echo "gpu-acceptance: compare.tar.xz leaves out the HTML and $(wc -l <"$OUT/compare/left-out.txt") JSON reports over 2 MiB (compare/left-out.txt)" >&2
   fi
   for f in "$d"/*; do
     if (($(stat -c %s "$f") > max)); then
@@ -722,7 +861,281 @@ pack_out() {
   echo "gpu-acceptance: packed the results into $d ($(ls "$d" | wc -l) files, $(du -sh "$d" | cut -f1))"
 }
 
+# ---- checks on compare's JSON (each a command of its own in summary.md) ----------------------
+# gated_dtypes JSON DTYPES: every dtype of the comma list was judged (at least one passed check of
+# its own) and none failed: a gate over several dtypes must not pass on one of them alone.
+gated_dtypes() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = 0
+for dt in sys.argv[2].split(","):
+    mine = [e for e in d["entries"] if e.get("dtype") == dt]
+    passed = sum(e.get("verdict") == "passed" for e in mine)
+    failed = sum(bool(e.get("failed")) for e in mine)
+    variants = len({e.get("variant", "") for e in mine})
+    print("%s: %d passed, %d failed, %d variant(s)" % (dt, passed, failed, variants))
+    bad += passed == 0 or failed > 0
+sys.exit(1 if bad else 0)
+PY
+}
+# trained JSON: the run trained every training case it was given (compare's trajectories: at
+# least one, every one "passed": loss curve and checkpoints).
+trained() {
+  python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d.get("trajectories", [])
+for x in t:
+    print(x.get("verdict"), x.get("id"), x.get("variant", ""), "-", x.get("headline", ""))
+sys.exit(0 if t and all(x.get("verdict") == "passed" for x in t) else 1)
+PY
+}
+# nightly_checked REPORTS RUNS DTYPES: scripts/nightly.sh took its GPU branch (every run of the
+# comma list RUNS has its compare report) and each of those compares gated every dtype.
+nightly_checked() {
+  local dir=$1 r rc=0
+  [[ -f $dir/nightly.junit.xml ]] || { echo "no $dir/nightly.junit.xml"; return 1; }
+  for r in ${2//,/ }; do
+    echo "== $r"
+    [[ -f $dir/$r.json ]] || { echo "no $dir/$r.json: nightly.sh did not run $r"; rc=1; continue; }
+    gated_dtypes "$dir/$r.json" "$3" || rc=1
+  done
+  return $rc
+}
+keep_reports() {  # keep_reports FROM TO: a report folder's small files into --out (compare.tar.gz)
+  mkdir -p "$2" && find "$1" -maxdepth 1 -type f -size -8M -exec cp {} "$2"/ \; && ls "$2"
+}
+
+# ---- the steps of acceptance v2 (reports/gpu/PLAN.md) -----------------------------------------
+FULL_REF='$WORK/ref/full-cpu'  # set for real below, once --work is known
+full_ref() {  # the whole default sweep on the CPU, float32 + bfloat16 + float16, made once
+  ensure_ref generate-full-cpu "$FULL_REF" --cases cases/default.json --device cpu --dtype "$FULL_DTYPES"
+}
+# The device trajectories: gpu_tests' training tests, then SGD (train_smoke.json), Adam
+# (train_adam.json) and mixed precision (train_mixed.json: bfloat16/float16 on float32 masters),
+# each case file through cudnn in the five presets; every tensor checked (--require-all) and
+# every trajectory passed.
+train_step() {
+  step gpu-tests-train pass "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_filter='CudnnTrain*:*CudnnTrainConv*'
+  local f L REF RUN
+  for f in train_smoke train_adam train_mixed; do
+    REF=$WORK/ref/$f
+    ensure_ref "generate-$f" "$REF" --cases "cases/$f.json" --device cpu
+    for L in "${PRESETS_ALL[@]}"; do
+      RUN=$WORK/run/$f-cudnn-$L
+      drop "$RUN"
+      step "run-$f-cudnn-$L" pass "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --ref "$REF" --out "$RUN" --progress 0
+      gate "gate-$f-cudnn-$L" "$REF" "$RUN" --require-all
+      step "gate-$f-cudnn-$L-trained" pass trained "$OUT/compare/gate-$f-cudnn-$L.json"
+      drop "$RUN"
+    done
+  done
+}
+# conv_transpose2d (backward-data as the forward) in the five presets: default algorithms with
+# every tensor checked, and every algorithm of every direction (--algo all --repeat 2) gated
+# under the algorithm-aware bounds.
+conv_transpose_step() {
+  local REF=$WORK/ref/conv_transpose2d L RUN
+  ensure_ref generate-conv_transpose2d "$REF" --cases cases/conv_transpose2d.json --device cpu
+  for L in "${PRESETS_ALL[@]}"; do
+    RUN=$WORK/run/conv_transpose2d-cudnn-$L
+    drop "$RUN" "$RUN-all"
+    step "run-conv_transpose2d-cudnn-$L" pass "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --ref "$REF" --out "$RUN" --progress 0
+    gate "gate-conv_transpose2d-cudnn-$L" "$REF" "$RUN" --require-all
+    step "run-conv_transpose2d-cudnn-$L-all" pass "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --algo all --repeat 2 \
+      --ref "$REF" --out "$RUN-all" --progress 0
+    gate "gate-conv_transpose2d-cudnn-$L-all" "$REF" "$RUN-all"
+    drop "$RUN" "$RUN-all"
+  done
+}
+refs_step() {
+  full_ref
+  step verify-full-cpu pass "$VALIDATE" verify "$FULL_REF"
+}
+# scripts/nightly.sh as a user runs it on prebuilt binaries (VALIDATE_SKIP_BUILD=1, VALIDATE_BIN),
+# on the whole-sweep references (VALIDATE_REF: it checks that they were made for its case file and
+# dtypes, and verifies them): on a machine whose nvidia-smi lists a GPU it runs cudnn in torch,
+# channels_last and fortran and LibTorch on CUDA, float32 + bfloat16 + float16, compare
+# --require-all. Its reports come back under compare/nightly/.
+NIGHTLY_RUNS=cudnn-torch,cudnn-channels_last,cudnn-fortran,torch-cuda
+nightly_step() {
+  full_ref
+  drop "$WORK/nightly"
+  step nightly pass env VALIDATE_SKIP_BUILD=1 VALIDATE_BIN="$VALIDATE" VALIDATE_REF="$FULL_REF" VALIDATE_OUT="$WORK/nightly" \
+    "$ROOT/scripts/nightly.sh"
+  step nightly-gpu-runs pass nightly_checked "$WORK/nightly/reports" "$NIGHTLY_RUNS" "$FULL_DTYPES"
+  step nightly-reports record keep_reports "$WORK/nightly/reports" "$OUT/compare/nightly"
+  drop "$WORK/nightly"
+}
+# The three-way verdict on the largest bfloat16 cases: the float64 oracle's run, then cudnn with
+# every algorithm (its baseline variant is the default mode) and LibTorch on CUDA, each compared
+# with --oracle (which side is closer to exact).
+three_way_step() {
+  full_ref
+  local ORA=$WORK/run/big-oracle RC=$WORK/run/big-cudnn-torch-all RT=$WORK/run/big-torch-cuda
+  drop "$ORA" "$RC" "$RT"
+  step run-big-oracle pass "$VALIDATE" run --backend oracle --ref "$FULL_REF" --only "$BIG_ONLY" --out "$ORA" --progress 0
+  NO_HTML=1 gate gate-big-oracle "$FULL_REF" "$ORA" --only "$BIG_ONLY"
+  step run-big-cudnn-torch-all pass "$VALIDATE" run --backend cudnn --device cuda --layout torch --algo all \
+    --ref "$FULL_REF" --only "$BIG_ONLY" --out "$RC" --progress 0
+  NO_HTML=1 gate three-way-big-cudnn-torch-all "$FULL_REF" "$RC" --only "$BIG_ONLY" --oracle "$ORA"
+  drop "$RC"
+  step run-big-torch-cuda pass "$VALIDATE" run --backend torch --device cuda --ref "$FULL_REF" --only "$BIG_ONLY" --out "$RT" --progress 0
+  NO_HTML=1 gate three-way-big-torch-cuda "$FULL_REF" "$RT" --only "$BIG_ONLY" --oracle "$ORA"
+  drop "$ORA" "$RT"
+}
+# The whole sweep through cudnn with every algorithm of every direction in one preset: every
+# variant gated (compare reads each variant's info.algorithms and bounds it by its algorithm).
+algo_all_step() {  # algo_all_step PRESET
+  full_ref
+  local L=$1 RUN=$WORK/run/full-cudnn-$1-all
+  drop "$RUN"
+  step "run-full-cudnn-$L-all" pass "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --algo all \
+    --ref "$FULL_REF" --out "$RUN" --progress 0
+  NO_HTML=1 gate "gate-full-cudnn-$L-all" "$FULL_REF" "$RUN"
+  step "gate-full-cudnn-$L-all-dtypes" pass gated_dtypes "$OUT/compare/gate-full-cudnn-$L-all.json" "$FULL_DTYPES"
+  drop "$RUN"
+}
+# The two presets nightly.sh does not run (linear_in_out is torch's layouts under its own name;
+# linear_out_in stores matmul's B as [N,K]), in cuDNN's default mode: TAG sub on the default
+# subset (--only), TAG full on the whole sweep.
+presets_linear_step() {  # presets_linear_step sub|full
+  full_ref
+  local tag=$1 L RUN sel=()
+  [[ $tag == sub ]] && sel=(--only "$ONLY")
+  for L in linear_in_out linear_out_in; do
+    RUN=$WORK/run/$tag-cudnn-$L
+    drop "$RUN"
+    step "run-$tag-cudnn-$L" pass "$VALIDATE" run --backend cudnn --device cuda --layout "$L" --ref "$FULL_REF" "${sel[@]}" \
+      --out "$RUN" --progress 0
+    NO_HTML=1 gate "gate-$tag-cudnn-$L" "$FULL_REF" "$RUN" "${sel[@]}" --require-all
+    step "gate-$tag-cudnn-$L-dtypes" pass gated_dtypes "$OUT/compare/gate-$tag-cudnn-$L.json" "$FULL_DTYPES"
+    drop "$RUN"
+  done
+}
+bench_step() {
+  if ((DRY)) || [[ -x $ROOT/$BUILD/bench/gpu/bench_gpu_permute ]]; then
+    step bench-gpu-permute pass bash -c "set -o pipefail; '$ROOT/$BUILD/bench/gpu/bench_gpu_permute' | tee '$OUT/bench.md'"
+  else
+    FAILED+=("bench:not-built")
+  fi
+}
+
 # ---- the steps --------------------------------------------------------------------------------
+SUB=(--only "$ONLY")
+run_step() {  # run_step NAME: every command of one step (listed instead with --dry-run)
+  local s=$1
+  case $s in
+    build)
+      step env record env_report
+      step build-gtest pass build_gtest
+      step build pass configure_and_build
+      # Packed right away, so a call cut off later in its steps still brings the binaries back.
+      if ((!DRY)) && [[ -n $PACK && -x $VALIDATE ]]; then
+        # lib/validate: the on-demand modules (libvalidate_torch.so for generate, libvalidate_cudnn.so
+        # for --backend cudnn) that validate dlopens from beside itself; without them a later call
+        # cannot generate or run cuDNN.
+        (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/lib/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
+          echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
+      fi
+      step ctest-gpu pass ctest --test-dir "$ROOT/$BUILD" -L gpu --output-on-failure ;;
+    device)
+      step env record env_report
+      ensure_ref generate-smoke-cpu "$WORK/ref/smoke-cpu" --cases cases/smoke.json --device cpu --dtype float32,bfloat16
+      step device-query pass device_query
+      step gpu-tests pass "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_brief=1
+      if ((!DRY)) && [[ " ${FAILED[*]} " == *" device-query "* ]]; then
+        # Without a usable device every later step fails the same way: stop here, saying why.
+        grep -h "no usable CUDA device" "$OUT/logs/device-query.log" >&2 || true
+        STOPPED=1
+      fi ;;
+    bench) bench_step ;;
+    train) train_step ;;
+    conv-transpose) conv_transpose_step ;;
+    tf32 | sweep-tf32) tf32_gates sweep cases/default.json "${SUB[@]}" ;;
+    refs) refs_step ;;
+    nightly) nightly_step ;;
+    three-way) three_way_step ;;
+    algo-all-*) algo_all_step "${s#algo-all-}" ;;
+    presets-linear) presets_linear_step sub ;;
+    presets-linear-full) presets_linear_step full ;;
+    ctest-all)
+      ((DRY)) || cmake --build "$ROOT/$BUILD" -j "$JOBS" >/dev/null 2>&1 || true
+      step ctest-all record ctest --test-dir "$ROOT/$BUILD" --output-on-failure -j "$JOBS" -LE 'nightly|fuzz' --timeout 300 ;;
+    smoke)
+      refs_and_torch smoke cases/smoke.json
+      for L in "${PRESETS[@]}"; do cudnn_preset smoke cases/smoke.json "$L"; done
+      exact_gates smoke cases/smoke.json
+      tf32_gates smoke cases/smoke.json ;;
+    sweep-refs) refs_and_torch sweep cases/default.json "${SUB[@]}" ;;
+    sweep-torch | sweep-channels_last | sweep-fortran) cudnn_preset sweep cases/default.json "${s#sweep-}" "${SUB[@]}" ;;
+    sweep-exact) exact_gates sweep cases/default.json "${SUB[@]}" ;;
+    timing) timing ;;
+  esac
+}
+
+# --dry-run: the plan, then every command of every step in order, with $WORK and $OUT for the
+# folders; exit 0 when every step fits STEP_LIMIT_S, 2 when one does not.
+if ((DRY)); then
+  declare -A DRY_MADE=()
+  plan_rc=0
+  print_plan || plan_rc=$?
+  echo
+  echo "## Commands"
+  echo
+  echo 'Each line: `expectation` name: `command` (pass: exit 0; fail: exit 1; record: 0 or 1 is data; a gate'
+  echo 'is a compare that must pass and then a check that it judged something). $WORK: --work; $OUT: --out.'
+  for i in "${!P_NAME[@]}"; do
+    # a second call runs on a fresh machine: its references are made again
+    ((i > 0 && P_CALL[i] != P_CALL[i - 1])) && DRY_MADE=()
+    echo
+    echo "### ${P_NAME[i]} (call ${P_CALL[i]}, estimated ${P_S[i]} s)"
+    echo
+    run_step "${P_NAME[i]}"
+  done
+  exit $plan_rc
+fi
+
+GPU_NAME=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo no-gpu) | head -1 | tr -c 'A-Za-z0-9.\n-' '_' | sed 's/_\{2,\}/_/g; s/_$//')
+STAMP=$(date -u +%Y-%m-%d)
+OUT=${OUT:-reports/gpu/$STAMP-$GPU_NAME}
+mkdir -p "$OUT/logs" "$OUT/compare" "$WORK" || exit 2
+OUT=$(cd "$OUT" && pwd)
+WORK=$(cd "$WORK" && pwd)  # scripts/nightly.sh runs from the repository root: absolute paths
+FULL_REF=$WORK/ref/full-cpu
+SUMMARY=$OUT/summary.md
+T_START=$(date +%s)
+
+# summary.md accumulates over several invocations (one per device call): a header once, then one
+# section per invocation.
+if [[ ! -f $SUMMARY ]]; then
+  {
+    echo "# GPU acceptance — $STAMP — ${GPU_NAME//_/ }"
+    echo
+    echo "Written by \`scripts/gpu-acceptance.sh\`. Logs: \`logs/\`; comparison reports: \`compare/\`."
+    echo "Expectation: **pass** = exit 0 required; **fail** = exit 1 required (a gate must fail); **record** = exit 0 or 1 is data."
+    echo "A **gate** also requires its compare JSON to count at least one passed check (a regex that selects nothing must not pass)."
+  } >"$SUMMARY"
+fi
+{
+  echo
+  # The bundle has no git: its BUNDLE.txt names the commit it was built from.
+  if [[ -f $ROOT/BUNDLE.txt ]]; then
+    commit="$(sed -n 's/^commit: \(.\{12\}\).*/\1/p' "$ROOT/BUNDLE.txt" | head -1) (bundle)"
+  else
+    commit="$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' with uncommitted changes')"
+  fi
+  echo "## \`--steps $STEPS\` at $(date -u +%H:%M:%SZ), commit $commit"
+  echo
+  echo "Plan (estimates):"
+  echo
+  echo "$plan_text"
+  echo
+  echo "| step | command | expect | exit | verdict | seconds |"
+  echo "|---|---|---|---:|---|---:|"
+} >>"$SUMMARY"
+
 if [[ ! -d $CARRY ]] && want build; then
   echo "gpu-acceptance: $CARRY is missing: run scripts/prepare-gpu-carry.sh on the development machine and carry it" >&2
 fi
@@ -731,9 +1144,8 @@ find_cublaslt
 # cuDNN from a wheel and cuBLASLt from a wheel are found at run time through these.
 export LD_LIBRARY_PATH=${CUDNN_LIBRARY:+$(dirname "$CUDNN_LIBRARY"):}${CUBLASLT_LIBRARY:+$(dirname "$CUBLASLT_LIBRARY"):}${LD_LIBRARY_PATH:-}
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-SUB=(--only "$ONLY")
 
-LEFT=() STOPPED=0
+LEFT=() STOPPED=0 FULL_REF_READY=0
 for s in ${STEPS//,/ }; do
   ((STOPPED)) && { LEFT+=("$s"); continue; }
   if ((DEADLINE)); then
@@ -748,51 +1160,9 @@ for s in ${STEPS//,/ }; do
     FAILED+=("$s:no-validate-binary")
     continue
   fi
-  case $s in
-    build)
-      step env record env_report
-      step build-gtest pass build_gtest
-      step build pass configure_and_build
-      # Packed right away, so a call cut off later in its steps still brings the binaries back.
-      if [[ -n $PACK && -x $VALIDATE ]]; then
-        # lib/validate: the on-demand modules (libvalidate_torch.so for generate, libvalidate_cudnn.so
-        # for --backend cudnn) that validate dlopens from beside itself; without them a later call
-        # cannot generate or run cuDNN.
-        (cd "$ROOT" && tar czf "$PACK" "$BUILD/validate" "$BUILD/lib/validate" "$BUILD/tests/gpu/gpu_tests" "$BUILD/bench/gpu/bench_gpu_permute") &&
-          echo "gpu-acceptance: packed the binaries into $PACK ($(du -h "$PACK" | cut -f1))"
-      fi
-      step ctest-gpu pass ctest --test-dir "$ROOT/$BUILD" -L gpu --output-on-failure ;;
-    device)
-      step env record env_report
-      ensure_ref generate-smoke-cpu "$WORK/ref/smoke-cpu" --cases cases/smoke.json --device cpu --dtype float32,bfloat16
-      step device-query pass device_query
-      step gpu-tests pass "$ROOT/$BUILD/tests/gpu/gpu_tests" --gtest_brief=1
-      if [[ " ${FAILED[*]} " == *" device-query "* ]]; then
-        # Without a usable device every later step fails the same way: stop here, saying why.
-        grep -h "no usable CUDA device" "$OUT/logs/device-query.log" >&2 || true
-        STOPPED=1
-      fi ;;
-    train) step train pass train_device ;;
-    ctest-all)
-      cmake --build "$ROOT/$BUILD" -j "$JOBS" >/dev/null 2>&1 || true
-      step ctest-all record ctest --test-dir "$ROOT/$BUILD" --output-on-failure -j "$JOBS" -LE 'nightly|fuzz' --timeout 300 ;;
-    smoke)
-      refs_and_torch smoke cases/smoke.json
-      for L in "${PRESETS[@]}"; do cudnn_preset smoke cases/smoke.json "$L"; done
-      exact_gates smoke cases/smoke.json
-      tf32_gates smoke cases/smoke.json ;;
-    sweep-refs) refs_and_torch sweep cases/default.json "${SUB[@]}" ;;
-    sweep-torch | sweep-channels_last | sweep-fortran) cudnn_preset sweep cases/default.json "${s#sweep-}" "${SUB[@]}" ;;
-    sweep-exact) exact_gates sweep cases/default.json "${SUB[@]}" ;;
-    sweep-tf32) tf32_gates sweep cases/default.json "${SUB[@]}" ;;
-    bench)
-      if [[ -x $ROOT/$BUILD/bench/gpu/bench_gpu_permute ]]; then
-        step bench-gpu-permute pass bash -c "set -o pipefail; '$ROOT/$BUILD/bench/gpu/bench_gpu_permute' | tee '$OUT/bench.md'"
-      else
-        FAILED+=("bench:not-built")
-      fi ;;
-    timing) timing ;;
-  esac
+  run_step "$s"
+  uses_full_ref "$s" && FULL_REF_READY=1
+  ((HARD_STOPPED)) && LEFT+=("$s")  # cut short: the next call runs it again, and what follows
 done
 ((KEEP)) || drop "$WORK/ref" "$WORK/run"
 
@@ -802,7 +1172,7 @@ T_END=$(date +%s)
   echo
   echo "Wall time of this invocation: $((T_END - T_START)) s. Disk left in $WORK: $(du -sh "$WORK" 2>/dev/null | cut -f1)."
   echo
-  for f in "$OUT"/logs/compare-*.log "$OUT"/logs/gate-*.log; do
+  for f in "$OUT"/logs/compare-*.log "$OUT"/logs/gate-*.log "$OUT"/logs/three-way-*.log; do
     [[ -f $f ]] || continue
     [[ $f -nt $WORK/.summary-stamp || ! -f $WORK/.summary-stamp ]] || continue
     echo "- \`$(basename "$f" .log)\`: $(grep -a -E '^validate: [0-9]+ passed' "$f" | tail -1 || true)"

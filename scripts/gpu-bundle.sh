@@ -16,7 +16,9 @@
 #   build-gpu/validate, build-gpu/lib/validate/libvalidate_{torch,cudnn}.so,
 #   build-gpu/tests/gpu/gpu_tests, build-gpu/bench/gpu/bench_gpu_permute,
 #   build-gpu/syslib/ (system libraries the GPU machine may lack: libfmt.so.9)
-#   scripts/gpu-acceptance.sh, cases/, policies/, BUNDLE.txt (commit, torch, toolkit, sizes)
+#   scripts/gpu-acceptance.sh, scripts/nightly.sh (run as shipped on these binaries:
+#   VALIDATE_SKIP_BUILD=1 VALIDATE_BIN=build-gpu/validate), cases/, policies/,
+#   BUNDLE.txt (commit, torch, toolkit, sizes)
 # Every ELF file's RUNPATH is $ORIGIN-relative or absent: nothing points at this machine's paths, so
 # on the GPU machine LibTorch, cuDNN, cuBLASLt and the CUDA runtime are that machine's own (the
 # launcher's LD_LIBRARY_PATH; libtorch_cuda.so finds its nvidia-* libraries through its own
@@ -55,10 +57,10 @@ cp "$build/validate" "$b/build-gpu/"
 cp "$build"/lib/validate/libvalidate_*.so "$b/build-gpu/lib/validate/"
 cp "$build/tests/gpu/gpu_tests" "$b/build-gpu/tests/gpu/"
 cp "$build/bench/gpu/bench_gpu_permute" "$b/build-gpu/bench/gpu/"
-cp scripts/gpu-acceptance.sh "$b/scripts/"
+cp scripts/gpu-acceptance.sh scripts/nightly.sh "$b/scripts/"
 cp -r cases policies "$b/"
 cp scripts/gpu-bundle-launcher.sh "$b/run-acceptance.sh"
-chmod +x "$b/run-acceptance.sh" "$b/scripts/gpu-acceptance.sh"
+chmod +x "$b/run-acceptance.sh" "$b/scripts/gpu-acceptance.sh" "$b/scripts/nightly.sh"
 # Libraries the binaries need that neither the GPU machine's base system (glibc, libstdc++,
 # libgcc_s, OpenSSL 3's libcrypto, which its python3 needs itself) nor its torch and nvidia-*
 # wheels provide travel in build-gpu/syslib/ (libfmt.so.9 from Debian's {fmt}); the launcher puts

@@ -19,6 +19,11 @@ Deliberately wrong (the panel's negative controls):
                 matmul's B buffer [N, K] read as if it were [K, N]
   grad_a_acc    blas_dyround, but matmul's grad_A summed with its running sum rounded to the case
                 dtype after every add (a half-precision accumulator in the backward GEMM only)
+  grad_conv_acc blas_dyround, but conv2d's backward GEMMs keep their running sums in the case dtype:
+                grad_weight summed over (n, oh, ow) in order, and grad_input's columns summed over
+                the output channels in order, then added into grad_input tap by tap in (kh, kw)
+                order by col2im, every add rounded to the case dtype (float32 cases: a float32
+                accumulator, which is correct)
   dy_fp8        blas_dyround, but dL/dy rounded to an 8-bit float (E4M3: 4 significand bits,
                 scaled per tensor by a power of two so its largest magnitude fits, as FP8 training
                 scales it) before the backward pass
@@ -28,7 +33,7 @@ import sys
 
 import numpy as np
 
-VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans", "grad_a_acc", "dy_fp8")
+VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans", "grad_a_acc", "grad_conv_acc", "dy_fp8")
 # (significand bits including the implicit one, smallest normal exponent) of each dtype.
 FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14), "tf32": (11, -126),
            "e4m3": (4, -6)}
@@ -149,15 +154,21 @@ def conv2d(d, dtype, ar, dyround):
     loss, dy = loss_and_dy(ar, y, t, dtype, dyround)
     dyp = dy.reshape(P, O)
     gw = np.empty((O, KH * KW * Cg), dtype=ar.t)
+    narrow = ar.variant == "grad_conv_acc"
+    gemm = (lambda a, b: accumulated_in(dtype, a, b)) if narrow else ar.gemm
     for gi, (cg, wg) in enumerate(per_group):
         dyg = np.ascontiguousarray(dyp[:, gi * Og:(gi + 1) * Og])
-        gw[gi * Og:(gi + 1) * Og] = ar.gemm(dyg.T, cg)
-        gcols[..., gi * Cg:(gi + 1) * Cg] = ar.gemm(dyg, wg).reshape(N, HO, WO, KH, KW, Cg)
+        gw[gi * Og:(gi + 1) * Og] = gemm(dyg.T, cg)
+        gcols[..., gi * Cg:(gi + 1) * Cg] = gemm(dyg, wg).reshape(N, HO, WO, KH, KW, Cg)
     gxp = np.zeros_like(xp)
     for kh in range(KH):           # col2im: each tap's contribution added in (kh, kw) order
         for kw in range(KW):
-            gxp[:, kh * DH:kh * DH + SH * (HO - 1) + 1:SH,
-                kw * DW:kw * DW + SW * (WO - 1) + 1:SW, :] += gcols[:, :, :, kh, kw, :]
+            sl = (slice(None), slice(kh * DH, kh * DH + SH * (HO - 1) + 1, SH),
+                  slice(kw * DW, kw * DW + SW * (WO - 1) + 1, SW), slice(None))
+            if narrow:             # the add rounded to the case dtype, as a half-precision buffer holds it
+                gxp[sl] = round_to(np.float32(gxp[sl] + gcols[:, :, :, kh, kw, :]), dtype)
+            else:
+                gxp[sl] += gcols[:, :, :, kh, kw, :]
     save(d, "output", y, dtype)
     np.save(os.path.join(d, "loss.npy"), np.array(round_to(loss, "float32"), dtype=np.float32))
     save(d, "grad_input", gxp[:, PH:PH + H, PW:PW + W, :], dtype)
@@ -199,9 +210,9 @@ def main():
     ar = Arith(variant)
     op = os.environ.get("VALIDATE_OP")
     if op == "conv2d":
-        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "dy_fp8"))
+        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8"))
     elif op == "matmul":
-        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "dy_fp8"))
+        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8"))
     else:
         fail(f"VALIDATE_OP={op!r}: the panel computes conv2d and matmul")
 

@@ -1,4 +1,5 @@
-// Gradient side, matmul: the backward GEMM's running sum kept in a narrow type. grad_A = dL/dy B^T
+// Gradient side, matmul: the backward GEMM's running sum kept in a narrow type (conv2d's and
+// conv_transpose2d's gradients: diagnosis_conv_gradient_accumulation.cpp). grad_A = dL/dy B^T
 // and grad_B = A^T dL/dy are matmuls themselves, so matmul's own per-element sum recomputes them
 // (OpDef::output_element) with dL/dy = 2 (y - t) / N from the reference's stored output and target,
 // rounded to the case dtype as a bfloat16/float16 backward pass holds it, or kept in float32. As
@@ -11,9 +12,6 @@
 
 namespace validate::compare::detail {
 
-namespace {
-
-// dL/dy of the MSE loss as the reference's float32 backward forms it, per route.
 std::vector<float> mse_dy(const ArrayView& y, const ArrayView& t, DType logical, bool rounded) {
   std::vector<float> dy(static_cast<std::size_t>(y.numel));
   const float scale = 2.0f / static_cast<float>(y.numel);
@@ -24,6 +22,8 @@ std::vector<float> mse_dy(const ArrayView& y, const ArrayView& t, DType logical,
   return dy;
 }
 
+namespace {
+
 ArrayView float_view(const std::vector<float>& v) {
   return ArrayView{reinterpret_cast<const std::byte*>(v.data()), DType::float32, static_cast<std::int64_t>(v.size())};
 }
@@ -31,6 +31,7 @@ ArrayView float_view(const std::vector<float>& v) {
 }  // namespace
 
 void search_gradient_accumulation(const DiagnosisInput& in, Search& s) {
+  if (in.op == ops::Op::conv2d || in.op == ops::Op::conv_transpose2d) return search_conv_gradient_accumulation(in, s);
   if (in.op != ops::Op::matmul || in.role != ops::Role::grad || in.run_shape != in.shape) return;
   if (in.tensor != "grad_A" && in.tensor != "grad_B") return;
   if (in.logical != DType::bfloat16 && in.logical != DType::float16) return;  // accumulators_to_try

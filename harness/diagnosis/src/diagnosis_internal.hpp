@@ -230,6 +230,9 @@ void search_conv_transpose_inputs(const DiagnosisInput& in, Search& s);
 void search_loss(const DiagnosisInput& in, Search& s);
 void search_gradient_scale(const DiagnosisInput& in, Search& s);
 void search_gradient_accumulation(const DiagnosisInput& in, Search& s);
+// conv2d and conv_transpose2d grad_input and grad_weight (diagnosis_conv_gradient_accumulation.cpp);
+// search_gradient_accumulation hands them over.
+void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s);
 
 // Pairs: one read-side mistake and one write-side mistake at once (diagnosis_pairs.cpp). The
 // input-side families hand over their commonest read hypotheses with a recompute function; each

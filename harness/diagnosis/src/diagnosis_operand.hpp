@@ -3,7 +3,9 @@
 // and the op's own per-element sum (ops::OpDef::output_element, harness/ops/<op>/element_<op>.cpp)
 // over those operands. The families here only choose the readings; the sums live with the op.
 #include <cstdint>
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "diagnosis_internal.hpp"
 #include "validate/ops/registry.hpp"
@@ -56,14 +58,31 @@ struct ElementRecompute {
   }
 };
 
-// One narrow-accumulator hypothesis recomputed with `opt` over `operands` (diagnosis_narrow_accumulation.cpp):
+// The float64 value of the tensor under test at canonical position p, summed as the options say
+// (a narrow accumulator, an order): an op's own output element, or a gradient's sum written as one.
+using ElementValue = std::function<double(std::int64_t, const ops::ElementOptions&)>;
+
+// One narrow-accumulator hypothesis recomputed with `opt` (diagnosis_narrow_accumulation.cpp):
 // added to the search, passing only when it reproduces the run and leaves at most 1/kNarrowFactor
-// of the clean float64 recompute's residual (`clean`, computed on first need and kept for the
-// caller's next try). Returns whether it passed.
+// of the clean float64 recompute's residual (`value` with recompute_options(); `clean`, computed on
+// first need and kept for the caller's next try). Returns whether it passed. `clean_first`: the
+// clean residual is computed before the hypothesis, whose sum then stops at the first position
+// that rules it out (for long reductions, where most hypotheses are turned down by the factor rule
+// rather than by the element test).
+bool try_narrow_accumulation(const DiagnosisInput& in, Search& s, const ElementTest& t,
+                             const std::vector<std::int64_t>& positions, std::int64_t numel, Hypothesis h,
+                             const ElementValue& value, const ops::ElementOptions& opt, double& clean,
+                             bool clean_first = false);
+// The same over R's op's output elements with `operands`.
 bool try_narrow_accumulation(const DiagnosisInput& in, Search& s, const ElementTest& t,
                              const std::vector<std::int64_t>& positions, std::int64_t numel, Hypothesis h,
                              const ElementRecompute& R, const ops::ElementOperands& operands,
                              const ops::ElementOptions& opt, double& clean);
+
+// dL/dy of the MSE loss, 2 (y - t) / N, from the reference's stored output and target as its
+// float32 backward forms it: rounded to the case dtype (`rounded`, as a bfloat16/float16 backward
+// pass holds it) or kept in float32 (diagnosis_gradient_accumulation.cpp).
+std::vector<float> mse_dy(const ArrayView& y, const ArrayView& t, DType logical, bool rounded);
 
 // The options of every sampled recompute: the sum starts at the bias (scaled: 0 lost, 2 doubled),
 // as a hand-written `s = b[o]; for ... s += ...` does, in float64 unless `acc` names a narrow
