@@ -431,8 +431,10 @@ print_plan() {  # prints the plan table; returns 2 if a step exceeds STEP_LIMIT_
   echo
   local l1=${n1[*]} l2=${n2[*]}
   echo "Estimated total: $total s."
-  echo "Call 1: $c1 s (${l1// /,})$( ((DEADLINE_PLAN)) && echo ", --deadline $DEADLINE_PLAN s")."
-  ((${#n2[@]})) && echo "Call 2: $c2 s (--steps ${l2// /,})."
+  if ((DEADLINE_PLAN)); then
+    echo "Call 1: $c1 s (${l1// /,}), --deadline $DEADLINE_PLAN s."
+    ((${#n2[@]})) && echo "Call 2: $c2 s (--steps ${l2// /,})."
+  fi
   echo "Estimates, not measurements: H200 rates from reports/gpu/2026-11-27-H200; summary.md records what each command took."
   echo "Subset --only '$ONLY'; timing subset '$TIMING_ONLY'; whole sweep $FULL_DTYPES; three-way '$BIG_ONLY'; reports only are kept under --out."
   return $((bad * 2))
