@@ -94,3 +94,40 @@ TEST(Diagnosis, RoundedInputsAndReorderingNoiseAreNotNarrowAccumulation) {
     EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
   }
 }
+
+// A rounding-sized failure (compare's verdict, DiagnosisInput::rounding_sized) is searched for the
+// narrow arithmetic alone: a narrow accumulator is still named with its format and order, and a
+// layout is never tried — the input read with H and W exchanged, which the full search names, is
+// not named, and no layout family runs.
+TEST(Diagnosis, ARoundingSizedFailureIsSearchedForNarrowArithmeticOnly) {
+  const Conv g = kOdd;
+  const Tensor x = random_tensor({g.N, g.C, g.H, g.W}, 51), w = random_tensor({g.O, g.C / g.G, g.KH, g.KW}, 52);
+  const Tensor ref = conv_narrow(g, x, w, nullptr, [](double v) { return v; }, false);
+  const Tensor narrow =
+      conv_narrow(g, x, w, nullptr, [](double v) { return round_bits(static_cast<float>(v), 8); }, false);
+  DiagnosisInput in = conv_input(g, ref, narrow, x, w, nullptr);
+  in.rounding_sized = true;
+  const auto dx = diagnose(in);
+  ASSERT_NE(dx.named(), nullptr) << dx.summary;
+  EXPECT_EQ(dx.named()->code, "narrow_accumulation") << dx.summary;
+  EXPECT_EQ(dx.named()->params["format"], "bfloat16") << dx.summary;
+  EXPECT_EQ(dx.named()->params["order"], "c,kh,kw") << dx.summary;
+  for (const auto& f : dx.families) EXPECT_EQ(f, "numeric") << dx.summary;
+
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t ww) {
+    return x.get(((n * g.C + c) * g.W + ww) * g.H + h);  // the canonical bytes read as [N, C, W, H]
+  };
+  auto Wt = [&](std::int64_t o, std::int64_t c, std::int64_t u, std::int64_t v) {
+    return w.get(((o * (g.C / g.G) + c) * g.KH + u) * g.KW + v);
+  };
+  const Tensor swapped = g.run(X, Wt, nullptr);
+  DiagnosisInput sw = conv_input(g, ref, swapped, x, w, nullptr);
+  const auto full = diagnose(sw);
+  ASSERT_NE(full.named(), nullptr) << full.summary;
+  ASSERT_EQ(full.named()->code, "hw_swapped") << full.summary;
+  sw.rounding_sized = true;
+  const auto numeric_only = diagnose(sw);
+  EXPECT_EQ(numeric_only.named(), nullptr) << numeric_only.summary;
+  for (const auto& f : numeric_only.families) EXPECT_EQ(f, "numeric") << numeric_only.summary;
+  EXPECT_TRUE(numeric_only.profile.empty()) << numeric_only.profile.dump();
+}

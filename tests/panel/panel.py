@@ -55,21 +55,18 @@ WRONG = {
 }
 # Wrong in the gradients only (the outputs are right): each named gradient must fail on every case
 # of the dtypes, plain and with --oracle (docs/compare.md, "dL/dy's rounding, stored"), and carry
-# the named diagnosis code when there is one. The last field lists entries that compare's
-# rounding-sized verdict answers before any diagnosis search runs (harness/compare/src/
-# compare_bound.cpp: at most 0.1% of the elements over their bound, all within the worst case of
-# rounding): they must still read that way — when one does not, the list is out of date and the
-# test says so, so that the name is then required there too.
+# the named diagnosis code when there is one — also where the failure is rounding-sized (at most
+# 0.1% of the elements over their bound, all within the worst case of rounding: compare then
+# searches the narrow arithmetic alone, harness/compare/src/compare_bound.cpp).
 WRONG_GRADIENT = {
     # matmul's grad_A summed in a bfloat16 accumulator: named as one (narrow_accumulation)
-    "numpy_grad_a_bf16acc": (("numpy", "grad_a_acc"), ("bfloat16",), ("matmul/grad_A",), "narrow_accumulation", ()),
+    "numpy_grad_a_bf16acc": (("numpy", "grad_a_acc"), ("bfloat16",), ("matmul/grad_A",), "narrow_accumulation"),
     # conv2d's grad_weight (over n, oh, ow) and grad_input (im2col + GEMM + col2im) summed in the
     # case dtype's accumulator, bfloat16 and float16: named as one, with its format and order
     "numpy_grad_conv_acc": (("numpy", "grad_conv_acc"), ("bfloat16", "float16"),
-                            ("conv2d/grad_weight", "conv2d/grad_input"), "narrow_accumulation",
-                            ("bfloat16/k0072_ic008/conv2d/grad_input", "bfloat16/k0144_ic016/conv2d/grad_input")),
+                            ("conv2d/grad_weight", "conv2d/grad_input"), "narrow_accumulation"),
     # dL/dy rounded to an 8-bit float (E4M3) before the backward pass: every gradient moves
-    "numpy_dy_fp8": (("numpy", "dy_fp8"), ("bfloat16",), ("matmul/grad_A",), None, ()),
+    "numpy_dy_fp8": (("numpy", "dy_fp8"), ("bfloat16",), ("matmul/grad_A",), None),
 }
 WRONG.update({k: (v[0], v[1]) for k, v in WRONG_GRADIENT.items()})
 # A policy that must accept a wrong variant's float32 checks: policies/tf32.json is how a user says
@@ -234,7 +231,7 @@ def wrong(args):
 
 
 def wrong_gradient(args, reports):
-    _, dtypes, tensors, named, rounding_sized = WRONG_GRADIENT[args.variant]
+    _, dtypes, tensors, named = WRONG_GRADIENT[args.variant]
     for mode, (rc, report) in reports.items():
         failed = failures(report)
         ids = []
@@ -247,17 +244,10 @@ def wrong_gradient(args, reports):
                 die(f"{args.variant} ({mode}): {tensor} passed on {missed or 'no case of ' + str(dtypes)}")
             ids += these
         # A precision mistake must never read as rounding-sized ("no layout or precision mistake"),
-        # on any failing gradient of any dtype, and the named one is named where the variant has it;
-        # except on the listed entries, which must still read rounding-sized.
+        # on any failing gradient of any dtype, and the named one is named where the variant has it.
         for e in report["entries"]:
             said = (e.get("diagnosis") or {}).get("summary", "")
             cleared = "no layout or precision mistake" in said
-            if e["id"] in rounding_sized:
-                if not cleared:
-                    die(f"{args.variant} ({mode}): {e['id']} is listed as answered by compare's rounding-sized "
-                        f"verdict but reads: {said!r} — remove it from WRONG_GRADIENT's list")
-                print(f"  {e['id']} ({mode}): compare's rounding-sized verdict, before any search (listed)")
-                continue
             if e["id"] in failed and e["role"] == "grad" and cleared:
                 die(f"{args.variant} ({mode}): {e['id']}'s diagnosis clears the mistake: {said}")
             profile = (e.get("diagnosis") or {}).get("profile") or {}

@@ -252,6 +252,13 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   // are 6%). A layout mistake moves nearly every element by about its own size, so no layout
   // hypothesis is offered for this (its residual would explain nothing).
   if (r->max_worst_case_over > 1 || r->beyond * 1000 > std::max<std::int64_t>(r->checked, 1)) return std::nullopt;
+  // Arithmetic narrower than declared can be that small too (a bfloat16 running sum over a short
+  // reduction, TF32 operands at a small K): it is named when it reproduces the run and the declared
+  // computation does not.
+  if (opt_.diagnose && (e.role == ops::Role::output || e.role == ops::Role::grad)) {
+    Diagnosis numeric = run_diagnosis(it, e, ref, run, gt, e.stats ? e.stats->near_zero_floor : 0, &scale, true);
+    if (numeric.named()) return numeric;
+  }
   Diagnosis dx;
   std::string nearer;
   if (r->against_exact)

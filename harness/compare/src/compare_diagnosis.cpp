@@ -23,8 +23,9 @@ namespace stdfs = std::filesystem;
 
 Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref,
                                   const Mapped& run, const Gates& gt, double floor,
-                                  const ScaleFile* scale) {
+                                  const ScaleFile* scale, bool rounding_sized) {
   DiagnosisInput in;
+  in.rounding_sized = rounding_sized;
   in.ref = ref.view();
   in.run = run.view();
   in.shape = e.shape;

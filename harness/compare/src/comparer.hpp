@@ -125,8 +125,9 @@ class Comparer {
   // "" when the oracle covered every tensor it was asked for; else the warning naming those it did not.
   std::string oracle_uncovered_warning() const;
   // The per-element error-bound gate (bounds.hpp), against the oracle when one is given; adds its
-  // check and reason to `gr`. Returns the precision-level diagnosis when the failing elements are
-  // a few ULPs of the case dtype on a tiny fraction of the tensor (no layout mistake is that small).
+  // check and reason to `gr`. When the failure is rounding-sized (every element within the worst
+  // case of rounding, a tiny fraction over the bound: no layout mistake is that small), returns
+  // the narrow arithmetic that reproduces it if one does, else says it is rounding-sized.
   std::optional<Diagnosis> check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                              const Mapped& run, const ScaleFile& scale,
                                              const Gates& gt, GateResult& gr);
@@ -134,8 +135,10 @@ class Comparer {
                       DType logical);
   // `scale`: the tensor's error-bound scale when its gate is the bound (nullptr otherwise); the
   // hypotheses are then held to the same per-element bound (DiagnosisInput::bound).
+  // rounding_sized: only the arithmetic that moves values by rounding-sized amounts is searched
+  // (DiagnosisInput::rounding_sized).
   Diagnosis run_diagnosis(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
-                          const Gates& gt, double floor, const ScaleFile* scale);
+                          const Gates& gt, double floor, const ScaleFile* scale, bool rounding_sized = false);
   // The layouts the run declared for every tensor of the op (what the program was handed / wrote).
   static void declared_layouts(const PairItem& it, DiagnosisInput& in);
   // The op's reference inputs (target included), its reference output and geometry.

@@ -104,11 +104,10 @@ Diagnosis diagnose(const DiagnosisInput& in) {
         base.add_at(p, read_value(in.ref, p), read_value(in.run, p), t);
       s.dx.baseline_max_abs = base.max_abs;
     }
-    search_output_side(in, s);
+    if (!in.rounding_sized) search_output_side(in, s);
     search_conv_inputs(in, s);
     search_matmul_inputs(in, s);
-    search_conv_transpose_inputs(in, s);
-    search_gradient_scale(in, s);
+    if (!in.rounding_sized) search_conv_transpose_inputs(in, s), search_gradient_scale(in, s);
     search_gradient_accumulation(in, s);
     // The families judged by the gate's element test (the bytes re-read, the gradient scaled) name
     // a cause only when the run as declared fails that test: when it passes it too (the gate
@@ -131,7 +130,7 @@ Diagnosis diagnose(const DiagnosisInput& in) {
     }
   }
   auto& m = s.dx.matches;
-  if (m.empty() && in.role != ops::Role::loss) s.dx.profile = failure_profile(in);
+  if (m.empty() && in.role != ops::Role::loss && !in.rounding_sized) s.dx.profile = failure_profile(in);
   std::stable_sort(m.begin(), m.end(),
                    [](const Hypothesis& a, const Hypothesis& b) { return a.rank < b.rank; });
   std::set<std::string> kinds;

@@ -35,8 +35,21 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
   ops::ConvParams cp;
   if (!make_params(in, cp)) return;
   ConvLikeSearch S(in, s, cp, "OIHW");
-  s.family("input_layout");
   const ops::ElementOperands declared = S.R.with("input", S.x0, "weight", S.w0);
+  // Numbers: inputs rounded before the products, the running sum kept in a narrow type in the two
+  // usual loop orders. A rounding-sized failure is searched for nothing else.
+  auto numbers = [&] {
+    s.family("numeric");
+    for (Rounding r : roundings_to_try(in.logical)) {
+      Hypothesis h = rounded_inputs_hypothesis(
+          r, "input", "the input and weight",
+          "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
+      S.run(h, Operand{S.xb.view, S.xb.declared, r}, Operand{S.wb.view, S.wb.declared, r}, 1.0);
+    }
+    search_narrow_accumulation(in, s, S.t, S.positions, S.numel, S.R, declared);
+  };
+  if (in.rounding_sized) return numbers();
+  s.family("input_layout");
 
   std::vector<ReadCandidate> reads;  // the commonest read mistakes, for the read + write pairs
   auto read_candidate = [&](const Hypothesis& h, Operand x, Operand w) {
@@ -149,16 +162,8 @@ void search_conv_inputs(const DiagnosisInput& in, Search& s) {
     S.run(h, Operand{S.xb.view, mx}, Operand{S.wb.view, mw}, 1.0);
   }
 
-  // Numbers: inputs rounded before the products, the bias lost or doubled.
-  s.family("numeric");
-  for (Rounding r : roundings_to_try(in.logical)) {
-    Hypothesis h = rounded_inputs_hypothesis(
-        r, "input", "the input and weight",
-        "CUBLAS_DEFAULT_MATH / cudnnSetConvolutionMathType(CUDNN_FMA_MATH), torch.backends.*.allow_tf32 = False");
-    S.run(h, Operand{S.xb.view, S.xb.declared, r}, Operand{S.wb.view, S.wb.declared, r}, 1.0);
-  }
-  // The running sum kept in a narrow type, in the two usual loop orders.
-  search_narrow_accumulation(in, s, S.t, S.positions, S.numel, S.R, declared);
+  numbers();
+  // The bias lost or doubled.
   if (cp.bias) {
     bias_hypotheses([&](Hypothesis h, double scale) { S.run(std::move(h), S.x0, S.w0, scale); });
   }

@@ -18,7 +18,6 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
   if (as.size() != 2 || bs.size() != 2 || as[1] != bs[0] || in.shape[0] != as[0] ||
       in.shape[1] != bs[1])
     return;
-  s.family("input_layout");
   const std::int64_t numel = shape_numel(in.shape);
   const ElementRecompute R(ops::Op::matmul, ops::MatmulParams{as[0], as[1], bs[1]});
   const ElementTest t = recompute_test(in);
@@ -54,6 +53,19 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
                        return R.at(i, abr, recompute_options());
                      }});
   };
+  // Numbers: the operands rounded before the products, the running sum kept in a narrow type,
+  // summed over k in order. A rounding-sized failure is searched for nothing else.
+  auto numbers = [&] {
+    s.family("numeric");
+    for (Rounding r : roundings_to_try(in.logical)) {
+      Hypothesis h = rounded_inputs_hypothesis(r, "A,B", "A and B",
+                                               "CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul.allow_tf32 = False");
+      run(h, ab.declared, bb.declared, r);
+    }
+    search_narrow_accumulation(in, s, t, positions, numel, R, operands(ab.declared, bb.declared, Rounding::none));
+  };
+  if (in.rounding_sized) return numbers();
+  s.family("input_layout");
   const bool a1 = as[0] > 1 && as[1] > 1, b1 = bs[0] > 1 && bs[1] > 1;  // else transposing is a no-op
   if (b1) {
     Hypothesis h;
@@ -101,14 +113,7 @@ void search_matmul_inputs(const DiagnosisInput& in, Search& s) {
     h.fix = "index A as " + da + " and B as " + db;
     run(h, transposed(ab), transposed(bb), Rounding::none);
   }
-  s.family("numeric");
-  for (Rounding r : roundings_to_try(in.logical)) {
-    Hypothesis h = rounded_inputs_hypothesis(r, "A,B", "A and B",
-                                             "CUBLAS_DEFAULT_MATH, torch.backends.cuda.matmul.allow_tf32 = False");
-    run(h, ab.declared, bb.declared, r);
-  }
-  // The running sum kept in a narrow type, summed over k in order.
-  search_narrow_accumulation(in, s, t, positions, numel, R, operands(ab.declared, bb.declared, Rounding::none));
+  numbers();
   if (!any_read_match(s)) search_write_pairs(in, s, reads, declared);  // as in conv2d
 }
 

@@ -131,6 +131,12 @@ struct DiagnosisInput {
   double ref_loss = 0, run_loss = 0;
   std::optional<double> loss_abs, loss_rel;
   bool output_failed = false;
+  // The failure is rounding-sized: every element within the worst case of rounding in the declared
+  // sums, and few of them over the bound (compare's verdict). Only the arithmetic that moves values
+  // by that little is searched — operands rounded (TF32, bfloat16, float16) and a running sum kept
+  // narrow, forward and backward — never a layout, which moves nearly every element by about its
+  // own size.
+  bool rounding_sized = false;
   std::int64_t sample = 4096;
   std::int64_t recompute_sample = 256;  // output positions recomputed per input-side hypothesis
   std::int64_t confirm_all_limit = std::int64_t{1} << 26;  // larger tensors confirm on 1M samples
