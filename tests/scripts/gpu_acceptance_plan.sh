@@ -7,10 +7,7 @@
 #   gpu_acceptance_plan.sh REPO SCRATCH [VALIDATE]   (VALIDATE: a CLI that can generate; optional)
 set -u
 repo=$1 work=$2 validate=${3:-}
-script=$repo/scripts/gpu-acceptance.sh
-rm -rf "$work" && mkdir -p "$work" || exit 2
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/acceptance_checks.sh"
 
 # 1. The default plan: exit 0, every step listed with its estimate <= 480 s, peak disk and what it keeps.
 out=$("$script" --dry-run 2>&1); rc=$?
@@ -106,6 +103,4 @@ if [[ -n $validate && -x $validate ]]; then
   ((n >= 8)) || fail "found only $n --only/--variant patterns in $script"
 fi
 
-rm -rf "$work"
-((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
-echo "gpu-acceptance plan: every check passed"
+checks_done "gpu-acceptance plan"

@@ -17,10 +17,7 @@
 #   gpu_acceptance_v2.sh REPO SCRATCH
 set -u
 repo=$1 work=$2
-script=$repo/scripts/gpu-acceptance.sh
-rm -rf "$work" && mkdir -p "$work" || exit 2
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/acceptance_checks.sh"
 
 plan=$("$script" --dry-run --prebuilt 2>&1); rc=$?
 echo "$plan" >"$work/plan.md"
@@ -232,6 +229,4 @@ grep -qF -- "second call --steps $all" <<<"$dout" && echo "ok: a cut call names 
 grep -q "past --deadline 1 s" "$work/report/summary.md" || fail "summary.md does not say the call stopped at --deadline"
 [[ -f $work/back/summary.md && -f $work/back/verdicts.tsv ]] || fail "--pack-out wrote no summary.md/verdicts.tsv"
 
-rm -rf "$work"
-((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
-echo "gpu-acceptance v2 plan: every check passed"
+checks_done "gpu-acceptance v2 plan"

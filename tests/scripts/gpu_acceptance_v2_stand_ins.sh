@@ -7,10 +7,7 @@
 #   gpu_acceptance_v2_stand_ins.sh REPO SCRATCH
 set -u
 repo=$1 work=$2
-script=$repo/scripts/gpu-acceptance.sh
-rm -rf "$work" && mkdir -p "$work" || exit 2
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/acceptance_checks.sh"
 bin=$work/fake-bin
 mkdir -p "$bin"
 printf '#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-test)"\n' >"$bin/nvidia-smi"
@@ -73,6 +70,4 @@ done
 left=$(find "$work/fw" -mindepth 1 -not -name .summary-stamp | head -5)
 [[ -z $left ]] || fail "the steps left behind: $left"
 
-rm -rf "$work"
-((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
-echo "gpu-acceptance v2 on stand-ins: every check passed"
+checks_done "gpu-acceptance v2 on stand-ins"
