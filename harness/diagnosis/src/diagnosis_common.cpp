@@ -383,7 +383,7 @@ void Search::add(Hypothesis h) {
 namespace validate::compare::detail {
 
 DeclaredRecompute::DeclaredRecompute(const DiagnosisInput& in, std::function<double(std::int64_t)> value)
-    : in_(in), value_(std::move(value)) {
+    : value_(std::move(value)) {
   if (in.bound && in.bound->scale.numel == shape_numel(in.shape)) bound_ = BoundTest::of(*in.bound);
 }
 

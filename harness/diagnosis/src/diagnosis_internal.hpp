@@ -120,7 +120,6 @@ class DeclaredRecompute {
   double at(std::int64_t p);
 
  private:
-  const DiagnosisInput& in_;
   std::function<double(std::int64_t)> value_;
   std::optional<BoundTest> bound_;
   std::unordered_map<std::int64_t, double> cache_;
