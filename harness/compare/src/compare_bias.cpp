@@ -49,12 +49,17 @@ std::optional<RoundingBias> estimate(const PairItem& it, const Entry& e, const A
 
 }  // namespace
 
-void check_rounding_bias(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                         const ArrayView& scale, const BoundOptions& o, GateResult& gr) {
+RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
+                                      const ArrayView& scale, const BoundOptions& o) {
   // What correct stacks may share, and what a correct in-order sum of same-sign terms may lean on
   // its own (accumulation_bias: positive operands spanning 8 decades lean 3e-6 toward zero at n = 4608).
   const double allowed = allowed_bias(o) + accumulation_bias(ref, scale, o);
-  const auto est = estimate(it, e, ref, run, allowed);
+  return {estimate(it, e, ref, run, allowed), allowed};
+}
+
+void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr) {
+  const auto& est = check.estimate;
+  const double allowed = check.allowed;
   // Fewer than 3 independent groups of blocks: no estimate of the noise to hold the bias against.
   if (!est || est->elements < 2 || (est->blocks && est->dof < 2)) return;
   const RoundingBias& b = *est;
