@@ -233,3 +233,22 @@ TEST(RoundingBiasOrder, AccumulationBiasMatchesTheDefinitionBitForBit) {
       EXPECT_EQ(std::memcmp(&got32, &want, sizeof got32), 0) << got32 << " vs " << want;
     }
 }
+
+// compare takes the estimate before its allowance (the accumulation bias is summed beside it):
+// with_allowance must give the z the estimate would have had, early stops included (too few
+// elements, too few groups of blocks).
+TEST(RoundingBiasOrder, AnAllowanceAppliedAfterwardsGivesTheSameZ) {
+  const Data d = rbo_make(20000, 3u, true);
+  const Data small = rbo_make(1, 4u, false);
+  for (double allowed : {0.0, 1e-9, 1e-7, 1e-3}) {
+    rbo_expect_same(with_allowance(rounding_bias(rbo_f32(d.ref), rbo_f32(d.run), INFINITY), allowed),
+                    rounding_bias(rbo_f32(d.ref), rbo_f32(d.run), allowed));
+    rbo_expect_same(with_allowance(rounding_bias(rbo_f32(small.ref), rbo_f32(small.run), INFINITY), allowed),
+                    rounding_bias(rbo_f32(small.ref), rbo_f32(small.run), allowed));
+    for (const Shape& shape : {Shape{200, 100}, Shape{2, 10000}, Shape{4, 5000}}) {
+      const BiasBlocks rows{{0}, 0};
+      rbo_expect_same(with_allowance(rounding_bias(rbo_f32(d.ref), rbo_f32(d.run), shape, rows, INFINITY), allowed),
+                      rounding_bias(rbo_f32(d.ref), rbo_f32(d.run), shape, rows, allowed));
+    }
+  }
+}

@@ -309,6 +309,16 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Sha
   return b;
 }
 
+RoundingBias with_allowance(RoundingBias b, double allowed) {
+  b.z = 0;
+  // Too few independent groups of blocks: the estimate stopped before its z (rounding_bias).
+  if (b.blocks > 0 && b.dof < 2) return b;
+  // Where it stopped for want of elements, relative is 0 and so is z, as it was.
+  const double excess = std::fabs(b.relative) - allowed;
+  if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
+  return b;
+}
+
 double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const BoundOptions& o) {
   if (ref.numel != scale.numel) return 0;
   const double per = 0x1p-24 * std::sqrt(o.n), unit = o.scale_unit;
