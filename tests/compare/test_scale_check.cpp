@@ -62,6 +62,22 @@ TEST(ScaleCheck, Float16ValuesAreReadTimesTheirUnit) {
   EXPECT_EQ(cases::check_scale_values(sv, std::ldexp(1.0, -10), {}, {1, 1.1, true}), "");
 }
 
+// A large scale is checked in slices on every core: the message still names the first bad element
+// of the whole tensor, whichever slice finds one first.
+TEST(ScaleCheck, TheFirstBadElementOfALargeScaleIsNamed) {
+  const std::size_t n = std::size_t(9) << 20;  // several slices of 2^21 elements
+  std::vector<float> s(n, 1.0f), ref(n, 0.5f);
+  const cases::ScaleLimit lim{4, 2.0, true};
+  EXPECT_EQ(cases::check_scale_values(f32(s), 1, f32(ref), lim), "");
+  s[n - 3] = -1.0f;  // the last slice only
+  EXPECT_TRUE(has(cases::check_scale_values(f32(s), 1, f32(ref), lim), "element " + std::to_string(n - 3) + " is -1"));
+  s[(n / 2) + 5] = 3.0f;  // a middle slice, before it
+  EXPECT_TRUE(has(cases::check_scale_values(f32(s), 1, f32(ref), lim),
+                  "element " + std::to_string(n / 2 + 5) + " is 3, above 2"));
+  ref[7] = 100.0f;  // the first slice, first of all: below |ref| / sqrt(n)
+  EXPECT_TRUE(has(cases::check_scale_values(f32(s), 1, f32(ref), lim), "element 7 is 1 where the reference is 100"));
+}
+
 TEST(PolicyElementGates, MinPccAloneIsRefusedAndAnElementTestIsNot) {
   compare::Policy p = compare::Policy::builtin();
   EXPECT_TRUE(p.check_element_gates());

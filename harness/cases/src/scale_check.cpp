@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -109,21 +111,73 @@ void load_block(const StoredValues& v, std::int64_t begin, int n, float* out) {
   }
 }
 
+// f(slice, lo, hi) over [0, n) cut into contiguous slices, one per core, each on its own thread
+// when n is large enough to be worth one (the scale checks read every reference tensor and scale
+// of a compared set, and the op inputs of its ceilings: gigabytes on a sweep). Returns the count.
+template <class F>
+int for_slices(std::int64_t n, std::int64_t grain, F&& f) {
+  const std::int64_t most = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::thread::hardware_concurrency()));
+  const int k = static_cast<int>(std::max<std::int64_t>(1, std::min(most, n / std::max<std::int64_t>(grain, 1))));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < k; ++t) pool.emplace_back([&, t] { f(t, n * t / k, n * (t + 1) / k); });
+  f(0, 0, n / k);
+  for (auto& th : pool) th.join();
+  return k;
+}
+constexpr std::int64_t kSliceGrain = std::int64_t(1) << 21;  // elements per thread at least
+
 // max |x| over the non-NaN values; none when one is infinite (as finite_max_abs of a Tensor).
 std::optional<double> finite_max_abs(const StoredValues& v) {
   constexpr int kBlock = 4096;
-  std::vector<float> b(kBlock);
+  struct Part {
+    float most = 0;
+    bool inf = false;
+  };
+  std::vector<Part> parts(std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  const int k = for_slices(v.numel, kSliceGrain, [&](int slice, std::int64_t lo, std::int64_t hi) {
+    Part p;
+    if (v.storage == DType::float32) {
+      // In place, four lanes at a time (max is exact in any order; NaN compares false).
+      typedef float v4f __attribute__((vector_size(16)));
+      typedef std::int32_t v4i __attribute__((vector_size(16)));
+      const float* f = static_cast<const float*>(v.data);
+      const v4i abs_mask = v4i{} + 0x7fffffff;
+      v4f most = v4f{}, inf_lanes = v4f{};
+      const v4f inf = v4f{} + INFINITY;
+      std::int64_t i = lo;
+      for (; i + 4 <= hi; i += 4) {
+        v4f x;
+        std::memcpy(&x, f + i, sizeof x);
+        const v4f a = (v4f)((v4i)x & abs_mask);
+        most = a > most ? a : most;
+        inf_lanes = a == inf ? inf : inf_lanes;
+      }
+      for (int l = 0; l < 4; ++l) {
+        p.most = most[l] > p.most ? most[l] : p.most;
+        p.inf |= inf_lanes[l] == INFINITY;
+      }
+      for (; i < hi; ++i) {
+        const float a = std::fabs(f[i]);
+        p.inf |= a == INFINITY;
+        p.most = a > p.most ? a : p.most;
+      }
+    } else {
+      std::vector<float> b(kBlock);
+      for (std::int64_t i = lo; i < hi; i += kBlock) {
+        const int n = static_cast<int>(std::min<std::int64_t>(kBlock, hi - i));
+        load_block(v, i, n, b.data());
+        for (int j = 0; j < n; ++j) {
+          const float a = std::fabs(b[j]);
+          p.inf |= a == INFINITY;
+          p.most = a > p.most ? a : p.most;  // NaN compares false
+        }
+      }
+    }
+    parts[static_cast<std::size_t>(slice)] = p;
+  });
   float most = 0;
   bool inf = false;
-  for (std::int64_t i = 0; i < v.numel; i += kBlock) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kBlock, v.numel - i));
-    load_block(v, i, n, b.data());
-    for (int j = 0; j < n; ++j) {
-      const float a = std::fabs(b[j]);
-      inf |= a == INFINITY;
-      most = a > most ? a : most;  // NaN compares false
-    }
-  }
+  for (int t = 0; t < k; ++t) most = std::max(most, parts[static_cast<std::size_t>(t)].most), inf |= parts[static_cast<std::size_t>(t)].inf;
   if (inf) return std::nullopt;
   return static_cast<double>(most);
 }
@@ -224,21 +278,35 @@ std::string check_scale_values(const StoredValues& scale, double unit, const Sto
     return "";
   };
   constexpr int kBlock = 4096;
-  std::vector<float> sb(kBlock), rb(kBlock, 0.0f);
-  for (std::int64_t b = 0; b < scale.numel; b += kBlock) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kBlock, scale.numel - b));
-    load_block(scale, b, n, sb.data());
-    if (floor) load_block(ref, b, n, rb.data());
-    bool bad = false;
-    for (int j = 0; j < n; ++j) {
-      const double s = sb[j] * unit, y = std::fabs(static_cast<double>(rb[j]));
-      // NaN fails every comparison: !(s >= 0) catches it; an infinite |ref| has no floor
-      bad |= !(s >= 0) | !(s <= ceiling) | !(s < INFINITY) | ((y > root_n * s * grow + tiny) & (y < INFINITY));
+  // Blocks [lo, hi) in order: the first element that breaks something, "" when none does. Slices of
+  // blocks run in parallel; the first slice (in element order) with a finding has the first element.
+  auto scan = [&](std::int64_t lo, std::int64_t hi) -> std::string {
+    std::vector<float> sb(kBlock), rb(kBlock, 0.0f);
+    for (std::int64_t b = lo * kBlock; b < std::min(hi * kBlock, scale.numel); b += kBlock) {
+      const int n = static_cast<int>(std::min<std::int64_t>(kBlock, scale.numel - b));
+      load_block(scale, b, n, sb.data());
+      if (floor) load_block(ref, b, n, rb.data());
+      // NaN fails every comparison: !(s >= 0) catches it; an infinite |ref| has no floor. Counted
+      // rather than or-ed, which the compiler vectorizes.
+      std::int64_t bad_count = 0;
+      for (int j = 0; j < n; ++j) {
+        const double s = sb[j] * unit, y = std::fabs(static_cast<double>(rb[j]));
+        const bool fine = (s >= 0) & (s <= ceiling) & (s < INFINITY) & !((y > root_n * s * grow + tiny) & (y < INFINITY));
+        bad_count += fine ? 0 : 1;
+      }
+      const bool bad = bad_count != 0;
+      if (!bad) continue;
+      for (int j = 0; j < n; ++j)
+        if (std::string w = why(b + j, sb[j] * unit, rb[j]); !w.empty()) return w;
     }
-    if (!bad) continue;
-    for (int j = 0; j < n; ++j)
-      if (std::string w = why(b + j, sb[j] * unit, rb[j]); !w.empty()) return w;
-  }
+    return "";
+  };
+  const std::int64_t blocks = (scale.numel + kBlock - 1) / kBlock;
+  std::vector<std::string> found(std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  const int k = for_slices(blocks, kSliceGrain / kBlock,
+                           [&](int slice, std::int64_t lo, std::int64_t hi) { found[static_cast<std::size_t>(slice)] = scan(lo, hi); });
+  for (int t = 0; t < k; ++t)
+    if (!found[static_cast<std::size_t>(t)].empty()) return found[static_cast<std::size_t>(t)];
   return "";
 }
 

@@ -112,6 +112,16 @@ Status Comparer::run() {
     VALIDATE_TRY(check_belongs(r));
   }
   if (oracle_) VALIDATE_TRY(check_oracle(*runs));
+  {
+    // The run tensors in the order they are compared, hashed ahead on a thread of their own.
+    std::vector<std::string> files;
+    for (const auto& r : *runs) {
+      if (variant && !variant->search(r.label)) continue;
+      for (const auto& item : pair_run(ref_, r))
+        if (item.kind == PairItem::Kind::tensor && (!only || matches(*only, item))) files.push_back(item.run_file);
+    }
+    hasher_ = std::make_unique<RunHasher>(std::move(files), std::size_t(1) << 30);
+  }
   for (const auto& r : *runs) {
     if (variant && !variant->search(r.label)) continue;
     report_.variants.push_back(r.label);
@@ -124,6 +134,7 @@ Status Comparer::run() {
       report_.entries.push_back(std::move(e));
     }
   }
+  hasher_.reset();
   if (auto w = oracle_uncovered_warning(); !w.empty()) report_.warnings.push_back(std::move(w));
   for (const auto& r : opt_.policy.unmatched_rules())
     report_.warnings.push_back("policy rule " + r + " matched no tensor of the compared sets: it gates nothing");

@@ -2,6 +2,7 @@
 // "Rounding bias"): the per-element bound sees each element alone, so a tensor stored by truncation,
 // or off by a uniform 0.3% in bfloat16, passes it element by element. Over the tensor the bias
 // stands out of the rounding noise.
+#include <thread>
 #include <type_traits>
 #include <variant>
 
@@ -49,12 +50,23 @@ std::optional<RoundingBias> estimate(const PairItem& it, const Entry& e, const A
 
 }  // namespace
 
-void check_rounding_bias(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                         const ArrayView& scale, const BoundOptions& o, GateResult& gr) {
+RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
+                                      const ArrayView& scale, const BoundOptions& o) {
   // What correct stacks may share, and what a correct in-order sum of same-sign terms may lean on
   // its own (accumulation_bias: positive operands spanning 8 decades lean 3e-6 toward zero at n = 4608).
-  const double allowed = allowed_bias(o) + accumulation_bias(ref, scale, o);
-  const auto est = estimate(it, e, ref, run, allowed);
+  // Two sequential sums, each one core's work: side by side.
+  double accumulated = 0;
+  std::thread acc([&] { accumulated = accumulation_bias(ref, scale, o); });
+  auto est = estimate(it, e, ref, run, INFINITY);
+  acc.join();
+  const double allowed = allowed_bias(o) + accumulated;
+  if (est) est = with_allowance(*est, allowed);
+  return {est, allowed};
+}
+
+void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr) {
+  const auto& est = check.estimate;
+  const double allowed = check.allowed;
   // Fewer than 3 independent groups of blocks: no estimate of the noise to hold the bias against.
   if (!est || est->elements < 2 || (est->blocks && est->dof < 2)) return;
   const RoundingBias& b = *est;

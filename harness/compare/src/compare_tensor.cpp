@@ -154,9 +154,10 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   if (!ref) return invalid(e, "reference: " + ref.message());
   if (auto bad = adopt_reference_shape(it, ref->header.shape, e)) return invalid(e, *bad);
   if (!fs::exists(it.run_file)) return fail(e, "declared in \"produced\" but missing: " + it.run_file);
-  auto run_arr = open_npy(it.run_file);
+  std::optional<RunHasher::Hashed> hashed = hasher_ ? hasher_->take(it.run_file) : std::nullopt;
+  auto run_arr = hashed ? open_npy(std::move(hashed->file)) : open_npy(it.run_file);
   if (!run_arr) return invalid(e, "run: " + run_arr.message());
-  if (!check_run_file(run, it, *ref, *run_arr, e)) return;
+  if (!check_run_file(run, it, *ref, *run_arr, hashed ? &hashed->sha256 : nullptr, e)) return;
   const DType logical = logical_dtype(it, e);
   e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
   if (e.role == ops::Role::loss_curve) return compare_loss_curve(it, *ref, *run_arr, logical, e);
@@ -186,10 +187,12 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
 }
 
 bool Comparer::check_run_file(const RunDirectory& run, const PairItem& it, const Mapped& ref, const Mapped& run_arr,
-                              Entry& e) {
+                              const std::string* digest, Entry& e) {
   // The run's own manifest vouches for every file: an edited or swapped run tensor is caught
   // here even when its numbers happen to pass.
-  if (Status st = check_listed_bytes(run, it.run_rel, run_arr.file.data(), run_arr.file.size()); !st) {
+  if (Status st = digest ? check_listed_digest(run, it.run_rel, *digest)
+                         : check_listed_bytes(run, it.run_rel, run_arr.file.data(), run_arr.file.size());
+      !st) {
     fail(e, st.message());
     return false;
   }

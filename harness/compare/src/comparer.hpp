@@ -10,6 +10,7 @@
 // Internal to validate_compare: nothing here is installed.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,8 @@
 #include "validate/core/npy.hpp"
 #include "validate/core/pattern.hpp"
 #include "validate/metrics/bounds.hpp"
+#include "validate/metrics/rounding_bias.hpp"
+#include "run_hasher.hpp"
 
 namespace validate::compare::detail {
 
@@ -38,6 +41,8 @@ struct Mapped {
 
 // A C-order .npy (Fortran order is refused: reference and run tensors are canonical).
 Result<Mapped> open_npy(const std::string& path);
+// The same of a file already mapped (and advised): errors name mapped.path().
+Result<Mapped> open_npy(MappedFile mapped);
 // Element 0 / element i of a float64, float16 or 4-byte view, as float (NaN for an empty view).
 float scalar_value(const ArrayView& v);
 float value_at(const ArrayView& v, std::int64_t i);
@@ -71,10 +76,17 @@ Result<std::optional<ScaleFile>> open_choice(const PairItem& it, const std::stri
 // diagnosis's element test are given.
 Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt);
 
-// The rounding-bias check (compare_bias.cpp) of an output or a gradient: added to `gr`, with its
-// sentence when the tensor leans toward or away from zero beyond what correct stacks may share.
-void check_rounding_bias(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
-                         const BoundOptions& o, GateResult& gr);
+// The rounding-bias check (compare_bias.cpp) of an output or a gradient, in two steps: the estimate
+// (a pass over the tensor, safe to run beside the error-bound pass), then its check added to `gr`,
+// with its sentence when the tensor leans toward or away from zero beyond what correct stacks may
+// share.
+struct RoundingBiasCheck {
+  std::optional<RoundingBias> estimate;
+  double allowed = 0;
+};
+RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
+                                      const ArrayView& scale, const BoundOptions& o);
+void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr);
 
 class Comparer {
  public:
@@ -93,8 +105,9 @@ class Comparer {
   void invalid(Entry& e, const std::string& msg);
   // compare_tensor's steps. Those returning bool return false when they have given `e` its verdict.
   void compare_tensor(const RunDirectory& run, const PairItem& it, Entry& e);
+  // digest: SHA-256 of run_arr's bytes when the hasher made it (else they are hashed here).
   bool check_run_file(const RunDirectory& run, const PairItem& it, const Mapped& ref, const Mapped& run_arr,
-                      Entry& e);
+                      const std::string* digest, Entry& e);
   void compare_loss_curve(const PairItem& it, const Mapped& ref, const Mapped& run_arr, DType logical, Entry& e);
   // Sets `scale` when the set has one for the tensor's bound gate; else moves the gates to the
   // fixed rtol, with the report's note.
@@ -153,6 +166,7 @@ class Comparer {
   std::vector<cases::RefCase> ref_;
   std::optional<RunDirectory> oracle_;
   const RunDirectory* current_run_ = nullptr;        // the run (or variant) being evaluated
+  std::unique_ptr<RunHasher> hasher_;                // the run tensors, mapped and hashed ahead
   std::set<std::string> oracle_verified_;            // oracle files already hashed and scanned
   std::map<std::string, std::string> oracle_uncovered_;  // entry id -> why the oracle has no value
 };

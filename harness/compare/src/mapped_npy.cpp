@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace validate::compare::detail {
@@ -10,13 +11,19 @@ namespace validate::compare::detail {
 Result<Mapped> open_npy(const std::string& path) {
   auto f = MappedFile::open(path);
   if (!f) return f.status();
+  f->advise_sequential();
+  return open_npy(std::move(*f));
+}
+
+Result<Mapped> open_npy(MappedFile mapped) {
+  std::optional<MappedFile> f(std::move(mapped));
+  const std::string path = f->path();
   auto h = npy::parse_header(f->data(), f->size(), path);
   if (!h) return h.status();
   if (h->fortran_order && h->shape.size() > 1)
     return Error{
         path +
         ": stored in Fortran order; reference and run tensors must be C order (canonical layout)"};
-  f->advise_sequential();
   return Mapped{std::move(*f), std::move(*h)};
 }
 

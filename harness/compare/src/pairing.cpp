@@ -34,12 +34,18 @@ Result<Json> read_listed_json(const RunDirectory& rd, const std::string& rel) {
 }  // namespace
 
 Status check_listed_bytes(const RunDirectory& rd, const std::string& rel, const void* data, std::size_t size) {
+  auto it = rd.files.find(rel);
+  if (it == rd.files.end() || !it->is_object() || !it->contains("sha256"))
+    return check_listed_digest(rd, rel, "");  // names the file as unlisted before hashing anything
+  return check_listed_digest(rd, rel, sha256_hex(data, size));
+}
+
+Status check_listed_digest(const RunDirectory& rd, const std::string& rel, const std::string& got) {
   const std::string path = (stdfs::path(rd.root) / rel).string();
   auto it = rd.files.find(rel);
   if (it == rd.files.end() || !it->is_object() || !it->contains("sha256"))
     return Error{path + ": not listed in the run's manifest.json, so it is not part of the run"};
   const std::string want = (*it)["sha256"].get<std::string>();
-  const std::string got = sha256_hex(data, size);
   if (got != want)
     return Error{path + ": tampered: sha256 " + got.substr(0, 16) + "… but the run's manifest says " +
                  want.substr(0, 16) + "… (edited or replaced after the run)"};

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "metrics_kernel.hpp"
 #include "validate/metrics/ulp.hpp"
 
 namespace validate::compare {
@@ -335,45 +336,29 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
 const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t hi, std::vector<float>& buf) {
   if (scale.storage == DType::float32) return reinterpret_cast<const float*>(scale.data) + lo;
   buf.resize(static_cast<std::size_t>(hi - lo));
-  float16_to_float(reinterpret_cast<const std::uint16_t*>(scale.data) + lo, buf.data(), buf.size());
+  detail::kernels().half_to_float(reinterpret_cast<const std::uint16_t*>(scale.data) + lo, buf.data(),
+                                  static_cast<int>(buf.size()));
   return buf.data();
 }
 
-// The common case, two float32 runs that agree: one branch-free pass the compiler vectorizes over
-// the n elements from pr, pu and ps (the chunk's start). It answers only when no element is beyond
-// its bound and every value is finite; otherwise (false) the chunk takes bound_pass, which names
-// the failing elements.
+// The common case, two float32 runs that agree: one branch-free pass over the n elements from pr,
+// pu and ps (the chunk's start), in the metric kernels' widest vectors (metrics_kernel.inc,
+// bound_fast: the same operations per element on every ISA). It answers only when no element is
+// beyond its bound and every value is finite; otherwise (false) the chunk takes bound_pass, which
+// names the failing elements.
 // pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) widened to float, or null.
 bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
-  const double ud = k.ud, up = k.up, rn = k.rn, ra = k.ra, a = k.a, c = k.c, eta = k.eta, gamma = k.gamma,
-               two = k.two,
-               unit = o.scale_unit,
-               z_unit = choice_factor(o);
-  double max_over = 0, max_wc = 0;
-  std::int64_t beyond = 0;
-  bool finite = true;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double av = pr[i], bv = pu[i], rho = ps[i] * unit, ya = std::fabs(av);
-    const double hu = ud * ya + eta;
-    double bound = two * (a * ya + c * rho) + 2 * hu;
-    if (pz) {  // choice_bound, branch-free: a term that is not a value >= 0 leaves the bound
-      const double z = pz[i] * z_unit, tight = z + kSqrt2 * a * ya + 2 * hu;
-      bound = z >= 0 && tight < bound ? tight : bound;
-    }
-    const double wc = 2 * (gamma * (ya + ra * rho) + up * rn * rho + hu);
-    const double err = std::fabs(bv - av);
-    const double over = err / bound, w = err / wc;
-    max_over = over > max_over ? over : max_over;
-    max_wc = w > max_wc ? w : max_wc;
-    beyond += err > bound;
-    finite &= (err - err == 0) & (rho - rho == 0);  // false for NaN and infinities
-  }
-  if (beyond || !finite) return false;
+  // choice_bound's sqrt(2) a |y| and the worst case's up rn rho, as the scalar bound forms them.
+  const detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
+                                  k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
+  detail::BoundFastOut out;
+  detail::kernels().bound_fast(pr, pu, ps, pz, n, p, out);
+  if (out.beyond || !out.finite) return false;
   r.checked += n;
-  r.max_over = std::max(r.max_over, max_over);
-  r.max_worst_case_over = std::max(r.max_worst_case_over, max_wc);
+  r.max_over = std::max(r.max_over, out.max_over);
+  r.max_worst_case_over = std::max(r.max_worst_case_over, out.max_wc);
   return true;
 }
 

@@ -75,11 +75,28 @@ using BlockFn = void (*)(const float* ref, const float* run, int n, std::int64_t
 using ScanFn = void (*)(const float* ref, std::int64_t n, float& max_abs, std::int64_t& zeros);
 using HalfToFloatFn = void (*)(const std::uint16_t* in, float* out, int n);
 
+// The error-bound check's common case (bounds.cpp, fast_pass): float32 reference and run, a scale
+// (and a stored dL/dy choice term, or null) widened to float, every element's bound and worst case
+// in double. The constants are those of bounds.cpp's BoundConstants; sqrt2_a = sqrt(2) a and
+// up_rn = up rn as fast_pass forms them. Out: the largest err / bound and err / worst case, how
+// many elements are beyond their bound, and whether every error and scale is finite.
+struct BoundFastParams {
+  double ud, up_rn, ra, a, c, eta, gamma, two, unit, z_unit, sqrt2_a;
+};
+struct BoundFastOut {
+  double max_over = 0, max_wc = 0;
+  std::int64_t beyond = 0;
+  bool finite = true;
+};
+using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
+                             const BoundFastParams& k, BoundFastOut& out);
+
 struct KernelTable {
   const char* isa;
   BlockFn block[3];  // logical float32, bfloat16, float16
   ScanFn scan;
   HalfToFloatFn half_to_float;
+  BoundFastFn bound_fast;
 };
 
 const KernelTable& kernels_generic();

@@ -4,23 +4,84 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+
+#include "metrics_kernel.hpp"
 
 namespace validate::compare {
 
 namespace {
 
-// Elements [begin, begin + n) of v as doubles, the values array_element reads: the passes below
-// read a chunk at a time (float16 through the vectorized widening) instead of an element at a time
-// through a switch on the storage, which was most of compare's time on large gradients.
+// The sums are sequential (each added in element order, as the estimate has always been defined:
+// the report prints them to the last digit), so their speed is bounded by the latency of one
+// addition per element. A chunk's terms are computed first, in a loop the compiler vectorizes
+// (selects, not branches: the sign of an error is a coin toss a branch predictor loses half the
+// time); the chains then only add them. An element the estimate leaves out has the terms +0.0,
+// which leave every sum as it is (a sum that starts at +0.0 is never -0.0).
 constexpr int kChunk = 4096;
+
+// The sums of rounding_bias: sum e, sum |r| and, over independent elements, sum e^2, sum e |r|,
+// sum r^2 (e = sign(r) (x - r)), so that sum (e - beta |r|)^2 = see - 2 beta ser + beta^2 srr needs
+// no second pass; and the counts.
+struct Sums {
+  double se = 0, sr = 0, see = 0, ser = 0, srr = 0;
+  std::int64_t n = 0, toward = 0, away = 0;
+};
+
+// The terms of elements [0, n) of a chunk: e and |r| where counted, +0.0 elsewhere; counts into s.
+// Two lanes at a time in GCC vector extensions (the baseline's SSE2), so that no element branches.
+typedef double v2d __attribute__((vector_size(16)));
+typedef std::int64_t v2l __attribute__((vector_size(16)));
+typedef float v2f __attribute__((vector_size(8)));
+template <class T>
+inline v2d load2(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    v2f f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, v2d);
+  } else {
+    v2d d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+  }
+}
+template <class T>
+void terms(const T* rp, const T* xp, int n, double* e, double* a, Sums& s) {
+  const v2l abs_mask = v2l{} + 0x7fffffffffffffffLL;
+  const v2d inf = v2d{} + static_cast<double>(INFINITY), zero = v2d{};
+  v2l cnt = v2l{}, toward = v2l{}, away = v2l{};
+  int i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const v2d r = load2(rp + i), x = load2(xp + i);
+    const v2d ar = (v2d)((v2l)r & abs_mask), ax = (v2d)((v2l)x & abs_mask);
+    const v2l ok = (r != zero) & (ar < inf) & (ax < inf);  // lanes: -1 counted, 0 not
+    const v2d d = r > zero ? x - r : r - x;
+    const v2d ei = ok ? d : zero, ai = ok ? ar : zero;
+    std::memcpy(e + i, &ei, sizeof ei);
+    std::memcpy(a + i, &ai, sizeof ai);
+    cnt -= ok, toward -= ei < zero, away -= ei > zero;
+  }
+  std::int64_t c = cnt[0] + cnt[1], t = toward[0] + toward[1], w = away[0] + away[1];
+  for (; i < n; ++i) {
+    const double r = rp[i], x = xp[i], ar = std::fabs(r);
+    const bool ok = (r != 0) & (ar < INFINITY) & (std::fabs(x) < INFINITY);
+    const double ei = ok ? (r > 0 ? x - r : r - x) : 0.0;
+    e[i] = ei, a[i] = ok ? ar : 0.0;
+    c += ok, t += ei < 0, w += ei > 0;
+  }
+  s.n += c, s.toward += t, s.away += w;
+}
+
+// Elements [begin, begin + n) of v as doubles, the values array_element reads (float16 through the
+// metric kernels' vectorized widening).
 void read_chunk(const ArrayView& v, std::int64_t begin, int n, double* out, float* scratch) {
   switch (v.storage) {
     case DType::float64:
       std::memcpy(out, v.data + begin * 8, static_cast<std::size_t>(n) * 8);
       return;
     case DType::float16:
-      float16_to_float(reinterpret_cast<const std::uint16_t*>(v.data) + begin, scratch, static_cast<std::size_t>(n));
+      detail::kernels().half_to_float(reinterpret_cast<const std::uint16_t*>(v.data) + begin, scratch, n);
       break;
     default:
       std::memcpy(scratch, v.data + begin * 4, static_cast<std::size_t>(n) * 4);
@@ -28,40 +89,28 @@ void read_chunk(const ArrayView& v, std::int64_t begin, int n, double* out, floa
   for (int j = 0; j < n; ++j) out[j] = scratch[j];
 }
 
-// f(a_i, b_i) for i = 0, 1, ... in order (a and b of the same numel): read in place when both are
-// float32, the common case, and a chunk at a time otherwise.
-template <class F>
-void for_each_pair(const ArrayView& a, const ArrayView& b, F&& f) {
-  if (a.storage == DType::float32 && b.storage == DType::float32) {
-    const auto* af = reinterpret_cast<const float*>(a.data);
-    const auto* bf = reinterpret_cast<const float*>(b.data);
-    for (std::int64_t i = 0; i < a.numel; ++i) f(af[i], bf[i]);
+// The terms of elements [begin, begin + n) of ref and run (n <= kChunk) into e and a.
+void chunk_terms(const ArrayView& ref, const ArrayView& run, std::int64_t begin, int n, double* e, double* a,
+                 Sums& s) {
+  if (ref.storage == DType::float32 && run.storage == DType::float32) {
+    terms(reinterpret_cast<const float*>(ref.data) + begin, reinterpret_cast<const float*>(run.data) + begin, n, e, a, s);
     return;
   }
-  std::vector<double> ab(kChunk), bb(kChunk);
-  std::vector<float> scratch(kChunk);
-  for (std::int64_t i = 0; i < a.numel; i += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, a.numel - i));
-    read_chunk(a, i, n, ab.data(), scratch.data());
-    read_chunk(b, i, n, bb.data(), scratch.data());
-    for (int j = 0; j < n; ++j) f(ab[static_cast<std::size_t>(j)], bb[static_cast<std::size_t>(j)]);
-  }
+  thread_local std::vector<double> rb(kChunk), xb(kChunk);
+  thread_local std::vector<float> scratch(kChunk);
+  read_chunk(ref, begin, n, rb.data(), scratch.data());
+  read_chunk(run, begin, n, xb.data(), scratch.data());
+  terms(rb.data(), xb.data(), n, e, a, s);
 }
 
-// The sums one pass gathers: sum e, sum |r|, sum e^2, sum e |r|, sum r^2 (e = sign(r) (x - r)), so
-// that sum (e - beta |r|)^2 = see - 2 beta ser + beta^2 srr needs no second pass.
-struct Sums {
-  double se = 0, sr = 0, see = 0, ser = 0, srr = 0;
-  std::int64_t n = 0, toward = 0, away = 0;
-  void add(double r, double x) {
-    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) return;
-    const double e = r > 0 ? x - r : r - x, a = std::fabs(r);
-    se += e, sr += a, see += e * e, ser += e * a, srr += a * a;
-    ++n;
-    toward += e < 0;
-    away += e > 0;
-  }
-};
+// v where `keep`, +0.0 elsewhere (accumulation_bias).
+inline double masked(double v, bool keep) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  b &= std::uint64_t(0) - keep;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
 
 }  // namespace
 
@@ -69,7 +118,17 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
   RoundingBias b;
   if (ref.numel != run.numel) return b;
   Sums s;
-  for_each_pair(ref, run, [&](double r, double x) { s.add(r, x); });
+  thread_local std::vector<double> e(kChunk), a(kChunk);
+  for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
+    chunk_terms(ref, run, i, n, e.data(), a.data(), s);
+    double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr;
+    for (int k = 0; k < n; ++k) {
+      const double ek = e[static_cast<std::size_t>(k)], ak = a[static_cast<std::size_t>(k)];
+      se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
+    }
+    s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr;
+  }
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
   if (s.n < 2 || s.sr <= 0) return b;
   b.relative = s.se / s.sr;
@@ -157,27 +216,11 @@ struct BlockSums {
   std::int64_t n = 0, toward = 0, away = 0;
 };
 
-// Elements [i0, i0 + run) all lie in block b: `run` is the stride of the block axis with the
-// smallest stride, so the block index is computed once per run, not per element.
-template <class Read>
-void add_run(BlockSums& s, std::size_t b, std::int64_t i0, std::int64_t run, Read read) {
-  double se = 0, sr = 0;
-  for (std::int64_t i = i0; i < i0 + run; ++i) {
-    const auto [r, x] = read(i);
-    if (!(r != 0) || !std::isfinite(r) || !std::isfinite(x)) continue;
-    const double e = r > 0 ? x - r : r - x;
-    se += e, sr += std::fabs(r);
-    ++s.n, s.toward += e < 0, s.away += e > 0;
-  }
-  s.e[b] += se, s.r[b] += sr;
-}
-
 BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl) {
   BlockSums s;
-  // The block of an element: sum over the block axes of its index times the axis's weight, kept up
-  // to date with an odometer over the shape (no division per element).
+  // The block of an element: sum over the block axes of its index times the axis's weight.
   const std::size_t rank = shape.size();
-  std::vector<std::int64_t> w(rank, 0), idx(rank, 0);
+  std::vector<std::int64_t> w(rank, 0);
   std::int64_t count = 1;
   for (std::size_t k = bl.axes.size(); k-- > 0;) {
     const auto a = static_cast<std::size_t>(bl.axes[k]);
@@ -185,29 +228,50 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
   }
   s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
   if (ref.numel == 0) return s;
-  // The current block's two sums are held in registers while consecutive elements stay in it (the
-  // same additions in the same order as adding to memory, without a store and load per element).
-  std::int64_t b = 0, held = 0;
-  double he = 0, hr = 0;
-  for_each_pair(ref, run, [&](double r, double x) {
-    if (b != held) {
-      s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
-      held = b, he = s.e[static_cast<std::size_t>(b)], hr = s.r[static_cast<std::size_t>(b)];
-    }
-    if (r != 0 && std::isfinite(r) && std::isfinite(x)) {
-      const double e = r > 0 ? x - r : r - x;
-      he += e, hr += std::fabs(r);
-      ++s.n, s.toward += e < 0, s.away += e > 0;
-    }
-    for (std::size_t a = rank; a-- > 0;) {
-      if (++idx[a] < shape[a]) {
-        b += w[a];
-        break;
+  // The elements as [outer][j][inner]: j the last block axis, inner every axis after it (a run of
+  // consecutive elements in one block), outer every axis before it (an odometer over those gives
+  // the block of j = 0). Each block's two sums take its elements in index order, as one pass
+  // adding to the block of each element in turn does; the current block's are held in registers
+  // over a run. The counts do not depend on the order: chunk_terms keeps them.
+  std::size_t last = 0;
+  for (int a : bl.axes) last = std::max(last, static_cast<std::size_t>(a));
+  std::int64_t inner = 1;
+  for (std::size_t a = last + 1; a < rank; ++a) inner *= shape[a];
+  const std::int64_t J = shape[last], wj = w[last];
+  std::vector<std::int64_t> idx(last, 0);
+  std::int64_t b0 = 0, j = 0, left = inner;  // the block base of the current outer index, j, elements left in its run
+  double held_e = 0, held_r = 0;             // the current block's sums
+  auto block = [&] { return static_cast<std::size_t>(b0 + j * wj); };
+  Sums counts;
+  thread_local std::vector<double> e(kChunk), a(kChunk);
+  for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
+    chunk_terms(ref, run, i, n, e.data(), a.data(), counts);
+    for (int k = 0; k < n;) {
+      // The rest of the current run, or of the chunk: one block's chain.
+      const int m = static_cast<int>(std::min<std::int64_t>(left, n - k));
+      double he = held_e, hr = held_r;
+      for (int q = k; q < k + m; ++q) he += e[static_cast<std::size_t>(q)], hr += a[static_cast<std::size_t>(q)];
+      held_e = he, held_r = hr;
+      k += m, left -= m;
+      if (left > 0) continue;
+      // The run is over: its block's sums go back, and the next run's block is taken up.
+      s.e[block()] = held_e, s.r[block()] = held_r;
+      left = inner;
+      if (++j == J) {
+        j = 0;
+        for (std::size_t ax = last; ax-- > 0;) {
+          if (++idx[ax] < shape[ax]) {
+            b0 += w[ax];
+            break;
+          }
+          b0 -= w[ax] * (shape[ax] - 1), idx[ax] = 0;
+        }
       }
-      b -= w[a] * (shape[a] - 1), idx[a] = 0;
+      held_e = s.e[block()], held_r = s.r[block()];
     }
-  });
-  s.e[static_cast<std::size_t>(held)] = he, s.r[static_cast<std::size_t>(held)] = hr;
+  }
+  s.n = counts.n, s.toward = counts.toward, s.away = counts.away;
   return s;
 }
 
@@ -245,17 +309,58 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Sha
   return b;
 }
 
+RoundingBias with_allowance(RoundingBias b, double allowed) {
+  b.z = 0;
+  // Too few independent groups of blocks: the estimate stopped before its z (rounding_bias).
+  if (b.blocks > 0 && b.dof < 2) return b;
+  // Where it stopped for want of elements, relative is 0 and so is z, as it was.
+  const double excess = std::fabs(b.relative) - allowed;
+  if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
+  return b;
+}
+
 double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const BoundOptions& o) {
   if (ref.numel != scale.numel) return 0;
-  const double per = 0x1p-24 * std::sqrt(o.n);
+  const double per = 0x1p-24 * std::sqrt(o.n), unit = o.scale_unit;
   double acc = 0, mass = 0;
-  for_each_pair(ref, scale, [&](double r, double sc) {
-    if (!(r != 0) || !std::isfinite(r)) return;
-    double rho = sc * o.scale_unit;
-    if (!std::isfinite(rho)) rho = 0;
-    acc += per * (std::fabs(r) + rho);
-    mass += std::fabs(r);
-  });
+  // Sequential sums, as rounding_bias's: a chunk's terms first (vectorized, masks for the elements
+  // left out, which add +0.0), then the two chains.
+  thread_local std::vector<double> rb(kChunk), sb(kChunk), tb(kChunk), ab(kChunk);
+  thread_local std::vector<float> scratch(kChunk), sf(kChunk);
+  const v2l abs_mask = v2l{} + 0x7fffffffffffffffLL;
+  const v2d inf = v2d{} + static_cast<double>(INFINITY), zero = v2d{}, per2 = v2d{} + per, unit2 = v2d{} + unit;
+  auto terms = [&](const auto* rp, const auto* sp, int n) {
+    int i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const v2d r = load2(rp + i), rho = load2(sp + i) * unit2;
+      const v2d ar = (v2d)((v2l)r & abs_mask), arho = (v2d)((v2l)rho & abs_mask);
+      const v2l ok = (r != zero) & (ar < inf);
+      const v2d t = per2 * (ar + (arho < inf ? rho : zero));
+      const v2d tm = ok ? t : zero, am = ok ? ar : zero;
+      std::memcpy(&tb[static_cast<std::size_t>(i)], &tm, sizeof tm);
+      std::memcpy(&ab[static_cast<std::size_t>(i)], &am, sizeof am);
+    }
+    for (; i < n; ++i) {
+      const double r = rp[i], ar = std::fabs(r), rho = sp[i] * unit;
+      const bool ok = (r != 0) & (ar < INFINITY);
+      const double t = per * (ar + masked(rho, std::fabs(rho) < INFINITY));
+      tb[static_cast<std::size_t>(i)] = masked(t, ok), ab[static_cast<std::size_t>(i)] = masked(ar, ok);
+    }
+    double ac = acc, ma = mass;
+    for (int k = 0; k < n; ++k) ac += tb[static_cast<std::size_t>(k)], ma += ab[static_cast<std::size_t>(k)];
+    acc = ac, mass = ma;
+  };
+  for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
+    if (ref.storage == DType::float32 && scale.storage == DType::float16) {  // the common case
+      detail::kernels().half_to_float(reinterpret_cast<const std::uint16_t*>(scale.data) + i, sf.data(), n);
+      terms(reinterpret_cast<const float*>(ref.data) + i, sf.data(), n);
+      continue;
+    }
+    read_chunk(ref, i, n, rb.data(), scratch.data());
+    read_chunk(scale, i, n, sb.data(), scratch.data());
+    terms(rb.data(), sb.data(), n);
+  }
   return mass > 0 ? acc / mass : 0;
 }
 

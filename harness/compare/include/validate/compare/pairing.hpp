@@ -62,6 +62,8 @@ struct PairItem {
 // edited or swapped after the run fails as tampering, named.
 Status check_listed_bytes(const RunDirectory& run, const std::string& rel, const void* data,
                           std::size_t size);
+// The same check of bytes whose SHA-256 (lower-case hex) is already known.
+Status check_listed_digest(const RunDirectory& run, const std::string& rel, const std::string& sha256);
 
 // The SHA-256 the reference's metadata holds for input `name` of `op` (the tensor's own hash, else
 // input_hashes), "" when it holds none and so cannot prove what a run consumed.

@@ -92,4 +92,9 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Sha
 // normal exceeds kRoundingBiasZ (2.0e-9): 6.0 for many, 6.6 at 100, 8.5 at 30, 24 at 9, 99 at 5.
 double rounding_bias_threshold(double dof);
 
+// `b` (from either rounding_bias) with its z for another allowance, as if it had been computed
+// with `allowed`: the estimate's sums do not depend on it, so it can be taken before the allowance
+// is known (compare sums the accumulation bias that goes into it beside the estimate).
+RoundingBias with_allowance(RoundingBias b, double allowed);
+
 }  // namespace validate::compare
