@@ -112,24 +112,27 @@ Status Comparer::run() {
     VALIDATE_TRY(check_belongs(r));
   }
   if (oracle_) VALIDATE_TRY(check_oracle(*runs));
-  {
-    // The run tensors in the order they are compared, hashed ahead on a thread of their own.
-    std::vector<std::string> files;
-    for (const auto& r : *runs) {
-      if (variant && !variant->search(r.label)) continue;
-      for (const auto& item : pair_run(ref_, r))
-        if (item.kind == PairItem::Kind::tensor && (!only || matches(*only, item))) files.push_back(item.run_file);
-    }
-    hasher_ = std::make_unique<RunHasher>(std::move(files), std::size_t(1) << 30);
-  }
+  // Each selected run's items, in the order they are compared, paired once.
+  std::vector<std::pair<const RunDirectory*, std::vector<PairItem>>> selected;
   for (const auto& r : *runs) {
     if (variant && !variant->search(r.label)) continue;
-    report_.variants.push_back(r.label);
-    for (auto& w : unnamed_result_warnings(r, r.label.empty() ? opt_.run_dir : "variant " + r.label))
+    std::vector<PairItem> items;
+    for (auto& item : pair_run(ref_, r))
+      if (!only || matches(*only, item)) items.push_back(std::move(item));
+    selected.emplace_back(&r, std::move(items));
+  }
+  // Their run tensors, hashed ahead on a thread of their own.
+  std::vector<std::string> files;
+  for (const auto& [r, items] : selected)
+    for (const auto& item : items)
+      if (item.kind == PairItem::Kind::tensor) files.push_back(item.run_file);
+  hasher_ = std::make_unique<RunHasher>(std::move(files), std::size_t(1) << 30);
+  for (const auto& [r, items] : selected) {
+    report_.variants.push_back(r->label);
+    for (auto& w : unnamed_result_warnings(*r, r->label.empty() ? opt_.run_dir : "variant " + r->label))
       report_.warnings.push_back(std::move(w));
-    for (const auto& item : pair_run(ref_, r)) {
-      if (only && !matches(*only, item)) continue;
-      Entry e = evaluate(r, item);
+    for (const auto& item : items) {
+      Entry e = evaluate(*r, item);
       if (opt_.on_entry) opt_.on_entry(e);
       report_.entries.push_back(std::move(e));
     }
