@@ -3,9 +3,9 @@
 reference script works -- PyTorch eager (conv2d / matmul, MSE loss, autograd), numpy.save for
 every tensor, hashlib.sha256 of every file for a manifest and of every input's values for the
 metadata. Same cases (the sweep and defaults of a validate case file), same shapes, float32, on
-every core (torch.set_num_threads(os.cpu_count())), the same BLAS (Debian's python3-torch is the
-same LibTorch 1.13 build). Its RNG is torch's, so its numbers differ from ours; only the work is
-the same.
+every core (torch.set_num_threads(os.cpu_count())), run by run_bench.sh on the same PyTorch as
+the build links (the same LibTorch and BLAS). Its RNG is torch's, so its numbers differ from ours;
+only the work is the same.
 
     peer_generate.py --cases cases/default.json --out DIR
 prints one line: seconds in total and split into inputs, compute, save+hash.

@@ -6,7 +6,6 @@
 # (wall seconds, peak RSS in KB, CPU seconds, and the split each reports), then the ratio peer /
 # ours and ours / our LibTorch compute alone, and the same in CPU time (what carries over from a
 # machine loaded by other jobs). Output goes to a temporary directory, removed at the end.
-# python3-torch is installed here if missing (bench-only: the harness does not need it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -15,11 +14,15 @@ cases=${2:-$root/cases/default.json}
 reps=${3:-1}
 bin=$build/validate
 [[ -x $bin ]] || { echo "build validate first: scripts/build.sh" >&2; exit 2; }
-if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
-  echo "installing python3-torch (bench only)"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get install -y -q --no-install-recommends python3-torch python3-numpy >/dev/null
+# The peer runs on the PyTorch the build links (PyPI's, in .deps/torch-2.11; PEER_PYTHON to pick
+# another), with numpy added to it if missing (bench only: the harness does not need numpy there).
+peer_python=${PEER_PYTHON:-$root/.deps/torch-2.11/bin/python}
+[[ -x $peer_python ]] || { echo "no $peer_python: scripts/install-deps.sh, or set PEER_PYTHON" >&2; exit 2; }
+if ! "$peer_python" -c 'import numpy' 2>/dev/null; then
+  echo "installing numpy into $peer_python's environment (bench only)"
+  "$peer_python" -m pip install -q numpy
 fi
+"$peer_python" -c 'import torch; print("peer: torch", torch.__version__)'
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/validate_genbench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 blas=$(readlink -f "/usr/lib/$(gcc -print-multiarch)/libblas.so.3")
@@ -41,7 +44,7 @@ for ((r = 0; r < reps; ++r)); do
   ocpu=$(echo "$line" | awk '{print $4}')
   comp=$(echo "$line" | sed -n 's/.*LibTorch \([0-9.]*\)s.*/\1/p')
   rm -rf "$tmp/ours"
-  line=$(timed peer /usr/bin/python3 "$here/peer_generate.py" --cases "$cases" --out "$tmp/peer")
+  line=$(timed peer "$peer_python" "$here/peer_generate.py" --cases "$cases" --out "$tmp/peer")
   echo "$line"
   pwall=$(echo "$line" | awk '{print $2}')
   pcpu=$(echo "$line" | awk '{print $4}')

@@ -60,7 +60,7 @@ std::string shape_to_string(const Shape& shape) {
   return s + "]";
 }
 
-void Tensor::AlignedFree::operator()(std::byte* p) const { std::free(p); }
+void Tensor::AlignedFree::operator()(std::byte* p) const { free_buffer(p); }
 
 Tensor::Tensor(DType dtype, Shape shape, Uninit) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = shape_numel(shape_);

@@ -3,6 +3,9 @@
 // LibTorch's default before the reference is computed. Only c10's allocator headers are needed.
 #include "validate/generate/huge_page_allocator.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -17,7 +20,7 @@ namespace validate::generate {
 
 namespace {
 
-void release(void* p) { std::free(p); }
+void release(void* p) { free_buffer(p); }
 
 c10::DataPtr allocate_buffer(std::size_t n) {
   if (n == 0) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};
@@ -50,12 +53,22 @@ struct HugePageAllocator final : AllocateShim<kConstAllocate> {
   }
 };
 
+// The freed buffers kept for reuse: enough for a default-sweep op's largest tensors (the float32
+// sweep maps 8.4 GB fresh without a cache, 2.5 GB keeping 1 GiB, 1.6 GB keeping 2 GiB: its whole
+// working set), and no more than an eighth of the machine's memory.
+std::size_t kept_buffer_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t ram = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+  return std::min(std::size_t(2) << 30, ram / 8);
+}
+
 }  // namespace
 
 void install_huge_page_allocator() {
   static HugePageAllocator allocator;
   static const bool installed = [] {
     c10::SetCPUAllocator(&allocator, /*priority=*/1);
+    set_buffer_cache(kept_buffer_bytes());
     return true;
   }();
   (void)installed;
