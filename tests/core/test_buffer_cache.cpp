@@ -53,11 +53,22 @@ TEST_F(BufferCache, AFreedBufferServesTheNextOfItsSize) {
   free_buffer(q);
 }
 
+TEST_F(BufferCache, AKeptBufferUpToTwiceTheSizeServesWhole) {
+  set_buffer_cache(64 * kMiB);
+  void* big = alloc_buffer(16 * kMiB);
+  free_buffer(big);
+  void* q = alloc_buffer(9 * kMiB);  // a sweep's next case, a little smaller
+  EXPECT_EQ(q, big);
+  fill(q, 16 * kMiB, 2);  // all of it stays the caller's until freed
+  free_buffer(q);
+  EXPECT_EQ(buffer_cache_stats().cached_bytes, 16 * kMiB);
+}
+
 TEST_F(BufferCache, AMuchLargerKeptBufferIsNotHandedToASmallRequest) {
   set_buffer_cache(64 * kMiB);
   void* big = alloc_buffer(40 * kMiB);
   free_buffer(big);
-  void* small = alloc_buffer(8 * kMiB);  // 40 MiB is over a quarter more than 8
+  void* small = alloc_buffer(8 * kMiB);  // 40 MiB is over twice 8
   EXPECT_NE(small, big);
   EXPECT_EQ(buffer_cache_stats().cached_bytes, 40 * kMiB);
   free_buffer(small);

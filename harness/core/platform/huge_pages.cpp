@@ -57,12 +57,13 @@ struct Cache {
     }
   }
   // A buffer of `size` bytes from what is kept, or nullptr: the smallest kept one of at least
-  // `size` and at most a quarter more (a larger one would hold memory the caller does not use);
-  // else the largest smaller one, grown (a sweep's tensors grow case by case).
+  // `size` and at most twice it (a larger one is left for a larger request: mapping a small
+  // buffer fresh costs little, a large one much); else the largest smaller one, grown (its pages
+  // moved to a larger mapping). A sweep's tensors grow or shrink case by case by less than twice.
   void* take(std::size_t size) {
     auto fit = kept.end(), grow = kept.end();
     for (auto it = kept.begin(); it != kept.end(); ++it) {
-      if (it->second >= size && it->second <= size + size / 4) {
+      if (it->second >= size && it->second <= 2 * size) {
         if (fit == kept.end() || it->second < fit->second) fit = it;
       } else if (it->second < size && (grow == kept.end() || it->second > grow->second)) {
         grow = it;
@@ -71,11 +72,15 @@ struct Cache {
     auto pick = fit != kept.end() ? fit : grow;
     if (pick == kept.end()) return nullptr;
     void* p = pick->first;
-    if (pick->second < size) p = map_aligned(size, pick->first, pick->second);
-    if (!p) return nullptr;
-    if (pick->second < size) fresh_bytes += size - pick->second;
+    std::size_t got = pick->second;
+    if (pick == grow) {
+      p = map_aligned(size, pick->first, pick->second);
+      if (!p) return nullptr;
+      fresh_bytes += size - got;
+      got = size;
+    }
     kept_bytes -= pick->second;
-    live.insert_or_assign(p, pick == fit ? pick->second : size);
+    live.insert_or_assign(p, got);
     kept.erase(pick);
     return p;
   }

@@ -53,9 +53,9 @@ struct HugePageAllocator final : AllocateShim<kConstAllocate> {
   }
 };
 
-// The freed buffers kept for reuse: enough for a default-sweep op's largest tensors (the float32
-// sweep maps 8.4 GB fresh without a cache, 2.5 GB keeping 1 GiB, 1.6 GB keeping 2 GiB: its whole
-// working set), and no more than an eighth of the machine's memory.
+// The freed buffers kept for reuse: enough for the default sweep's largest op (the float32 sweep
+// maps 8.4 GB fresh without a cache and 1.9 GB, its working set, keeping 2 GiB), and no more than
+// an eighth of the machine's memory.
 std::size_t kept_buffer_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const std::size_t ram = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
