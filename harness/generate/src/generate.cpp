@@ -305,21 +305,6 @@ std::size_t writer_budget(const std::vector<cases::Case>& list) {
   return std::clamp<std::size_t>(budget, std::size_t(64) << 20, std::size_t(2) << 30);
 }
 
-// The order the cases are computed in: largest working set first (ties in the list's order).
-// What the writer still holds when the last case is computed is then the smallest case's, not the
-// largest's (its tensors hashed and written while nothing else runs): the float32 sweep took
-// 10.7-10.8 s in this order against 12.3-13.0 s smallest first on a 2-core VM. Every case's inputs
-// come from its own stream (inputs.cpp), so the order changes no byte of the set.
-std::vector<std::size_t> largest_first(const std::vector<cases::Case>& list) {
-  std::vector<std::size_t> size(list.size()), order(list.size());
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    order[i] = i;
-    for (const cases::OpInstance& inst : list[i].ops) size[i] = std::max(size[i], working_set(list[i], inst.op()));
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return size[a] > size[b]; });
-  return order;
-}
-
 // What every case of one generate shares.
 struct Generation {
   const GenerateOptions& opt;
@@ -413,7 +398,7 @@ Status finish_set(const Generation& g, const std::vector<cases::Case>& list, con
   return cases::write_manifest(g.opt.out, cases::kReferenceFormat, writer.files(), extra);
 }
 
-// Every case of the list, largest first, into the claimed output directory.
+// Every case of the list, in order, into the claimed output directory.
 Status generate_cases(const Generation& g, const std::vector<cases::Case>& list, const Json& config,
                       Clock::time_point t0, GenerateSummary& sum) {
   const GenerateOptions& opt = g.opt;
@@ -427,8 +412,7 @@ Status generate_cases(const Generation& g, const std::vector<cases::Case>& list,
   // with, which --resume must match.
   VALIDATE_TRY(writer.write_text_now("system_info.json", json_text(system_info(g.dev), 2) + "\n"));
   std::size_t i = 0;
-  for (const std::size_t at : largest_first(list)) {
-    const cases::Case& c = list[at];
+  for (const auto& c : list) {
     ++i;
     const std::string dir = std::string(dtype_name(c.dtype));
     auto tc = Clock::now();
