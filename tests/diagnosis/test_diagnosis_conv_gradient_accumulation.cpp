@@ -57,7 +57,8 @@ const Geo kConvGroups{false, 2, 10, 9, 11, 4, 3, 2, 2, 1, 1, 0, 1, 2, 2};
 const Geo kTranspose{true, 2, 4, 5, 8, 6, 2, 5, 2, 1, 1, 2, 1, 1, 2, 1, 0};
 
 // The products of one gradient element, grouped: one group for a single running sum, one group per
-// kernel tap for col2im (each tap's GEMM over the output channels, then the taps added).
+// kernel tap for col2im (each tap's GEMM over the output channels, then the taps added), one per
+// batch element for per_sample (each sample's GEMM, then the samples added).
 using Terms = std::vector<std::vector<double>>;
 
 struct Case {
@@ -138,7 +139,14 @@ struct Case {
         out.back().push_back(Dy(d, n, o, p, q) * X(n, c, r, s));
       }
     };
-    if (order == "n,oh,ow" || order == "n,h,w") {
+    if (order == "per_sample") {  // one group per batch element, the groups added in batch order
+      out.pop_back();
+      for (i64 n = 0; n < g.N; ++n) {
+        out.emplace_back();
+        for (i64 p = 0; p < P; ++p)
+          for (i64 q = 0; q < Q; ++q) add(n, p, q);
+      }
+    } else if (order == "n,oh,ow" || order == "n,h,w") {
       for (i64 n = 0; n < g.N; ++n)
         for (i64 p = 0; p < P; ++p)
           for (i64 q = 0; q < Q; ++q) add(n, p, q);
@@ -270,6 +278,9 @@ TEST(DiagnosisConvGradient, NarrowAccumulationIsNamedWithTensorFormatAndOrder) {
       {kTranspose, &kF16, "grad_weight", "h,w,n", true},
       {kTranspose, &kBf16, "grad_input", "o,kh,kw", true},
       {kTranspose, &kF16, "grad_input", "kh,kw,o", true},
+      {kConv, &kBf16, "grad_weight", "per_sample", true},
+      {kConvGroups, &kF16, "grad_weight", "per_sample", false},
+      {kTranspose, &kBf16, "grad_weight", "per_sample", true},
   };
   unsigned seed = 100;
   for (const Row& r : rows) {
@@ -315,7 +326,9 @@ TEST(DiagnosisConvGradient, Float32SumsAndRoundedDyAreNotNarrowAccumulation) {
           EXPECT_FALSE(names_code(dx, "narrow_accumulation")) << dx.summary;
           // The accumulators were tried (and turned down), on a run that differs from the reference.
           EXPECT_NE(std::find(dx.families.begin(), dx.families.end(), "numeric"), dx.families.end());
-          if (stack.dy_rounded) EXPECT_GT(dx.baseline_max_abs, 0);
+          if (stack.dy_rounded) {
+            EXPECT_GT(dx.baseline_max_abs, 0);
+          }
         }
         SCOPED_TRACE("correct");
         const auto dx = diagnose(gradient_input(k, ref, ref, tensor, *f));

@@ -136,6 +136,39 @@ bool geometry(const DiagnosisInput& in, bool transposed, Geometry& g) {
          p.output_padding[1] >= 0;
 }
 
+// grad_weight summed per batch element, then the batch's partials added into it one by one: a GEMM
+// per sample (over dL/dy's rows and columns for conv2d, the input's for conv_transpose2d) with
+// beta = 1 into the gradient's buffer, as Caffe-style ports loop over the batch. A narrow type
+// rounds twice there, as in col2im. With one sample it is the (n, oh, ow) sum itself.
+ElementValue per_sample_grad_weight(const Geometry& g, bool transposed, const std::vector<float>& dy,
+                                    const ArrayView& x, const ConvGeometry& geo) {
+  return [&g, transposed, &dy, x, &geo](i64 i, const ops::ElementOptions& opt) {
+    const i64 N = g.xs[0], C = g.xs[1], H = g.xs[2], W = g.xs[3], O = g.ys[1], Ho = g.ys[2], Wo = g.ys[3];
+    const i64 kh = g.ws[2], kw = g.ws[3], b_group = g.ws[1];
+    const i64 og = O / geo.groups, cg = C / geo.groups;
+    const i64 v = i % kw, u = i / kw % kh, bl = i / (kw * kh) % b_group, a = i / (kw * kh * b_group);
+    // conv2d's weight [O, C/g, kh, kw]; conv_transpose2d's [C, O/g, kh, kw].
+    const i64 o = transposed ? a / cg * og + bl : a, c = transposed ? a : a / og * cg + bl;
+    const i64 P = transposed ? H : Ho, Q = transposed ? W : Wo;  // the plane each sample's sum runs over
+    double s = 0;
+    for (i64 n = 0; n < N; ++n) {
+      double part = 0;
+      for (i64 p = 0; p < P; ++p)
+        for (i64 q = 0; q < Q; ++q) {
+          // The other tensor's row and column at this tap.
+          const i64 r = p * geo.stride[0] - geo.padding[0] + u * geo.dilation[0];
+          const i64 t = q * geo.stride[1] - geo.padding[1] + v * geo.dilation[1];
+          if (transposed ? (r < 0 || r >= Ho || t < 0 || t >= Wo) : (r < 0 || r >= H || t < 0 || t >= W)) continue;
+          const i64 xi = transposed ? ((n * C + c) * H + p) * W + q : ((n * C + c) * H + r) * W + t;
+          const i64 di = transposed ? ((n * O + o) * Ho + r) * Wo + t : ((n * O + o) * Ho + p) * Wo + q;
+          part = add(part, static_cast<double>(dy[static_cast<std::size_t>(di)]) * read_value(x, xi), opt);
+        }
+      s = add(s, part, opt);
+    }
+    return s;
+  };
+}
+
 // A gradient written as a convolution: `R`'s op over two operands, the gradient's canonical
 // position mapped to R's output position by `at`.
 template <class At>
@@ -240,6 +273,11 @@ void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s) {
     std::vector<GradientOrder> orders{
         {first, first_words, ops::SumOrder::canonical, as_convolution(*R, operands, at)},
         {second, second_words, ops::SumOrder::channels_inner, as_convolution(*R, operands, at)}};
+    if (!grad_input && N > 1)
+      orders.push_back({"per_sample",
+                        "per batch element a GEMM over the plane, the batch's partials added into grad_weight one "
+                        "by one",
+                        ops::SumOrder::canonical, per_sample_grad_weight(g, transposed, dy, x, geo)});
     if (grad_input && !transposed)
       orders.push_back({"col2im",
                         "im2col + GEMM + col2im: per kernel tap a GEMM over the output channels, the taps added "
