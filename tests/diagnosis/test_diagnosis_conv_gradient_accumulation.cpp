@@ -93,7 +93,7 @@ struct Case {
       auto product = [&](i64 o, i64 oh, i64 ow, i64 u, i64 v) {
         return Dy(d, n, o, oh, ow) * (g.transposed ? Wt(c, o - o0, u, v) : Wt(o, c - c / Cg * Cg, u, v));
       };
-      if (order == "col2im") {
+      if (order == "col2im" || order == "col2im_f32") {
         for (i64 u = 0; u < g.KH; ++u)
           for (i64 v = 0; v < g.KW; ++v) {
             i64 oh, ow;
@@ -139,7 +139,7 @@ struct Case {
         out.back().push_back(Dy(d, n, o, p, q) * X(n, c, r, s));
       }
     };
-    if (order == "per_sample") {  // one group per batch element, the groups added in batch order
+    if (order == "per_sample" || order == "per_sample_f32") {  // a group per batch element, added in order
       out.pop_back();
       for (i64 n = 0; n < g.N; ++n) {
         out.emplace_back();
@@ -184,19 +184,27 @@ Case make_case(const Geo& g, const Format& f, unsigned seed) {
   return k;
 }
 
-// How a stack forms one element from its terms: `add` is its running sum's add.
-double sum(const Terms& terms, const std::function<double(double, double)>& add) {
+// How a stack forms one element from its terms: `add` is its running sum's add; `group_add`, when
+// given, the add within a group (a GEMM's own running sum), `add` then only adding the groups.
+double sum(const Terms& terms, const std::function<double(double, double)>& add,
+           const std::function<double(double, double)>& group_add = nullptr) {
   double s = 0;
   for (const auto& group : terms) {
     double part = 0;
-    for (double p : group) part = add(part, p);
+    for (double p : group) part = (group_add ? group_add : add)(part, p);
     s = terms.size() == 1 ? part : add(s, part);
   }
   return s;
 }
 
+// A float32 add whose result is stored in the narrow format; a float32 add.
+std::function<double(double, double)> narrow_add(const Format& f) {
+  return [f](double s, double p) { return f.round(static_cast<float>(s + p)); };
+}
+double float32_add(double s, double p) { return static_cast<float>(s + p); }
+
 struct Stack {
-  std::string order;
+  std::string order;  // an order ending in _f32: each group's own sum in float32
   bool dy_rounded;                            // dL/dy rounded to the case format first
   std::function<double(double, double)> add;  // the running sum's add
 };
@@ -217,7 +225,8 @@ Tensor gradient(const Case& k, const std::string& tensor, const Format& f, const
         for (double p : group) e += p;
       out.set(i, f.round(e));
     } else {
-      out.set(i, f.round(sum(terms, stack->add)));
+      const bool f32_gemm = stack->order.size() > 4 && stack->order.substr(stack->order.size() - 4) == "_f32";
+      out.set(i, f.round(sum(terms, stack->add, f32_gemm ? float32_add : nullptr)));
     }
   }
   return out;
@@ -227,11 +236,6 @@ Tensor reference(const Case& k, const std::string& tensor, const Format& f) {
   return gradient(k, tensor, f, nullptr);
 }
 
-// A float32 add whose result is stored in the narrow format; a float32 add.
-std::function<double(double, double)> narrow_add(const Format& f) {
-  return [f](double s, double p) { return f.round(static_cast<float>(s + p)); };
-}
-double float32_add(double s, double p) { return static_cast<float>(s + p); }
 
 DiagnosisInput gradient_input(const Case& k, const Tensor& ref, const Tensor& run, const std::string& tensor,
                               const Format& f) {
@@ -281,6 +285,10 @@ TEST(DiagnosisConvGradient, NarrowAccumulationIsNamedWithTensorFormatAndOrder) {
       {kConv, &kBf16, "grad_weight", "per_sample", true},
       {kConvGroups, &kF16, "grad_weight", "per_sample", false},
       {kTranspose, &kBf16, "grad_weight", "per_sample", true},
+      {kConv, &kBf16, "grad_weight", "per_sample_f32", true},
+      {kTranspose, &kF16, "grad_weight", "per_sample_f32", false},
+      {kConv, &kBf16, "grad_input", "col2im_f32", true},
+      {kConvGroups, &kF16, "grad_input", "col2im_f32", false},
   };
   unsigned seed = 100;
   for (const Row& r : rows) {

@@ -78,8 +78,13 @@ double add(double s, double t, const ops::ElementOptions& opt) {
 
 // conv2d's grad_input by im2col + GEMM + col2im (see the top of the file): per tap (kh, kw) in
 // order, the GEMM's sum over the group's output channels, added into the running sum.
-ElementValue col2im_grad_input(const ops::ConvParams& p, const std::vector<float>& dy, const ArrayView& w) {
-  return [&p, &dy, w](i64 i, const ops::ElementOptions& opt) {
+// `gemm_float32`: each GEMM sums in float32 (a narrow-typed GEMM with a float32 compute type) and
+// only the taps' adds are narrow.
+ElementValue col2im_grad_input(const ops::ConvParams& p, const std::vector<float>& dy, const ArrayView& w,
+                               bool gemm_float32) {
+  return [&p, &dy, w, gemm_float32](i64 i, const ops::ElementOptions& opt) {
+    ops::ElementOptions gemm = opt;
+    if (gemm_float32) gemm.accumulation = ops::Accumulation::float32;
     const i64 Ho = p.hout(), Wo = p.wout(), og = p.o / p.groups, cg = p.c / p.groups;
     const i64 x = i % p.w, y = i / p.w % p.h, c = i / (p.w * p.h) % p.c, n = i / (p.w * p.h * p.c);
     const i64 o0 = c / cg * og, cl = c % cg;
@@ -97,7 +102,7 @@ ElementValue col2im_grad_input(const ops::ConvParams& p, const std::vector<float
           part = add(part,
                      static_cast<double>(dy[static_cast<std::size_t>(((n * p.o + o) * Ho + oh) * Wo + ow)]) *
                          read_value(w, ((o * cg + cl) * p.kh + u) * p.kw + v),
-                     opt);
+                     gemm);
         s = add(s, part, opt);
       }
     }
@@ -140,9 +145,12 @@ bool geometry(const DiagnosisInput& in, bool transposed, Geometry& g) {
 // per sample (over dL/dy's rows and columns for conv2d, the input's for conv_transpose2d) with
 // beta = 1 into the gradient's buffer, as Caffe-style ports loop over the batch. A narrow type
 // rounds twice there, as in col2im. With one sample it is the (n, oh, ow) sum itself.
+// `gemm_float32` as for col2im.
 ElementValue per_sample_grad_weight(const Geometry& g, bool transposed, const std::vector<float>& dy,
-                                    const ArrayView& x, const ConvGeometry& geo) {
-  return [&g, transposed, &dy, x, &geo](i64 i, const ops::ElementOptions& opt) {
+                                    const ArrayView& x, const ConvGeometry& geo, bool gemm_float32) {
+  return [&g, transposed, &dy, x, &geo, gemm_float32](i64 i, const ops::ElementOptions& opt) {
+    ops::ElementOptions gemm = opt;
+    if (gemm_float32) gemm.accumulation = ops::Accumulation::float32;
     const i64 N = g.xs[0], C = g.xs[1], H = g.xs[2], W = g.xs[3], O = g.ys[1], Ho = g.ys[2], Wo = g.ys[3];
     const i64 kh = g.ws[2], kw = g.ws[3], b_group = g.ws[1];
     const i64 og = O / geo.groups, cg = C / geo.groups;
@@ -161,7 +169,7 @@ ElementValue per_sample_grad_weight(const Geometry& g, bool transposed, const st
           if (transposed ? (r < 0 || r >= Ho || t < 0 || t >= Wo) : (r < 0 || r >= H || t < 0 || t >= W)) continue;
           const i64 xi = transposed ? ((n * C + c) * H + p) * W + q : ((n * C + c) * H + r) * W + t;
           const i64 di = transposed ? ((n * O + o) * Ho + r) * Wo + t : ((n * O + o) * Ho + p) * Wo + q;
-          part = add(part, static_cast<double>(dy[static_cast<std::size_t>(di)]) * read_value(x, xi), opt);
+          part = add(part, static_cast<double>(dy[static_cast<std::size_t>(di)]) * read_value(x, xi), gemm);
         }
       s = add(s, part, opt);
     }
@@ -273,16 +281,28 @@ void search_conv_gradient_accumulation(const DiagnosisInput& in, Search& s) {
     std::vector<GradientOrder> orders{
         {first, first_words, ops::SumOrder::canonical, as_convolution(*R, operands, at)},
         {second, second_words, ops::SumOrder::channels_inner, as_convolution(*R, operands, at)}};
-    if (!grad_input && N > 1)
+    // Each two-level order twice: the GEMM's running sum narrow too, or float32 with only the
+    // adds into the gradient narrow (a GEMM on narrow data with a float32 compute type).
+    if (!grad_input && N > 1) {
       orders.push_back({"per_sample",
                         "per batch element a GEMM over the plane, the batch's partials added into grad_weight one "
                         "by one",
-                        ops::SumOrder::canonical, per_sample_grad_weight(g, transposed, dy, x, geo)});
-    if (grad_input && !transposed)
+                        ops::SumOrder::canonical, per_sample_grad_weight(g, transposed, dy, x, geo, false)});
+      orders.push_back({"per_sample_f32",
+                        "per batch element a GEMM over the plane summed in float32, the batch's partials added "
+                        "into grad_weight one by one",
+                        ops::SumOrder::canonical, per_sample_grad_weight(g, transposed, dy, x, geo, true)});
+    }
+    if (grad_input && !transposed) {
       orders.push_back({"col2im",
                         "im2col + GEMM + col2im: per kernel tap a GEMM over the output channels, the taps added "
                         "into grad_input in kh, kw order",
-                        ops::SumOrder::canonical, col2im_grad_input(cp, dy, w)});
+                        ops::SumOrder::canonical, col2im_grad_input(cp, dy, w, false)});
+      orders.push_back({"col2im_f32",
+                        "im2col + GEMM + col2im: per kernel tap a GEMM over the output channels summed in float32, "
+                        "the taps added into grad_input in kh, kw order",
+                        ops::SumOrder::canonical, col2im_grad_input(cp, dy, w, true)});
+    }
     double clean = -1;  // residual of the clean recompute, computed before the first hypothesis
     bool named = false;
     for (Rounding acc : accumulators_to_try(in.logical))
