@@ -106,15 +106,17 @@ Result<std::map<std::string, cases::ScaleLimit>> op_scale_limits(const PairItem&
 // case's own inputs allow and at least the floor its reference element puts under it
 // (cases/scale_check.hpp). Anything else is an invalid reference set (exit 2), never a verdict.
 Status check_scale_plausible(const PairItem& it, const std::string& op, const std::string& tensor,
-                             const std::string& file, const Mapped& scale, double unit) {
+                             const std::string& file, const Mapped& scale, double unit, const Mapped* mapped_ref) {
   const ops::OpDef* def = ops::find(op);
   if (!def) return Status::ok();
   auto limits = op_scale_limits(it, def->id());
   if (!limits) return Error{"reference: error-bound scale " + file + ": " + limits.message()};
   const auto lim = limits->find(tensor);
   const std::string ref_file = it.ref->dtype_dir + "/" + it.ref->c.file_name(def->id(), tensor);
-  auto ref = open_npy(ref_file);
-  if (!ref) return Error{"reference: " + ref.message()};
+  Result<Mapped> opened = Mapped{};
+  if (!mapped_ref || mapped_ref->file.path() != ref_file) opened = open_npy(ref_file);
+  if (!opened) return Error{"reference: " + opened.message()};
+  const Mapped* ref = mapped_ref && mapped_ref->file.path() == ref_file ? mapped_ref : &*opened;
   const ArrayView sv = scale.view(), rv = ref->view();
   const std::string bad = cases::check_scale_values(
       {sv.data, sv.storage, sv.numel}, unit,
@@ -129,7 +131,8 @@ Status check_scale_plausible(const PairItem& it, const std::string& op, const st
 }  // namespace
 
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::vector<std::string>& quantities) {
+                                            const Shape& shape, const std::vector<std::string>& quantities,
+                                            const Mapped* mapped_ref) {
   const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str()});
   const Json* sf = entry ? find_path(*entry, {"file"}) : nullptr;
   if (!sf || !sf->is_string()) return std::optional<ScaleFile>();
@@ -149,7 +152,7 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   auto unit = cases::scale_unit(*entry, dt, fmt::format("reference: {}'s metadata, ops.{}.scales.{} ({})",
                                                         it.ref->c.name, op, tensor, f));
   if (!unit) return unit.status();
-  VALIDATE_TRY(check_scale_plausible(it, op, tensor, f, *sm, *unit));
+  VALIDATE_TRY(check_scale_plausible(it, op, tensor, f, *sm, *unit, mapped_ref));
   return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 

@@ -162,7 +162,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
   if (e.role == ops::Role::loss_curve) return compare_loss_curve(it, *ref, *run_arr, logical, e);
   std::optional<ScaleFile> scale;
-  if (!open_bound_scale(it, e, scale)) return;
+  if (!open_bound_scale(it, e, *ref, scale)) return;
   // A checkpoint's atol, rtol and max_ulp grow as sqrt(1 + k); its bound carries its steps itself.
   if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
   const Gates& gt = *e.gates;
@@ -221,7 +221,7 @@ void Comparer::compare_loss_curve(const PairItem& it, const Mapped& ref, const M
 // Per-element error bounds (bounds.hpp) for outputs, gradients and training checkpoints: the
 // set's scale of this tensor. A set made before scales existed is gated by the old fixed rtol,
 // with a note; so are an Adam trajectory's checkpoints, which have none.
-bool Comparer::open_bound_scale(const PairItem& it, Entry& e, std::optional<ScaleFile>& scale) {
+bool Comparer::open_bound_scale(const PairItem& it, Entry& e, const Mapped& ref, std::optional<ScaleFile>& scale) {
   const bool checkpoint = e.role == ops::Role::checkpoint;
   const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad || checkpoint;
   if (!e.gates->bound || !bounded_role) return true;
@@ -229,7 +229,7 @@ bool Comparer::open_bound_scale(const PairItem& it, Entry& e, std::optional<Scal
       checkpoint ? std::vector<std::string>{cases::kCheckpointBoundQuantity}
       : e.role == ops::Role::grad ? std::vector<std::string>{cases::kGradientBoundQuantity, "rss_products"}
                                   : std::vector<std::string>{"rss_products"};
-  auto sm = open_scale(it, e.op_name(), it.tensor, e.shape, quantities);
+  auto sm = open_scale(it, e.op_name(), it.tensor, e.shape, quantities, &ref);
   if (!sm) {
     invalid(e, sm.message());
     return false;

@@ -63,8 +63,11 @@ struct ScaleFile {
   double unit = 1;  // scale = stored value * unit
   std::string quantity;
 };
+// `mapped_ref`: the tensor's reference when the caller has it mapped already (read in place, not
+// mapped again, when it is that file).
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::vector<std::string>& quantities);
+                                            const Shape& shape, const std::vector<std::string>& quantities,
+                                            const Mapped* mapped_ref = nullptr);
 // The end of an entry's bound model (as reports print it) when its gate used the stored dL/dy choice.
 inline const std::string kChoiceModelSuffix = " + dL/dy's rounding, stored";
 // A bfloat16/float16 gradient's stored dL/dy choice term (ops.<op>.scales.<tensor>.choice): nullopt
@@ -111,7 +114,7 @@ class Comparer {
   void compare_loss_curve(const PairItem& it, const Mapped& ref, const Mapped& run_arr, DType logical, Entry& e);
   // Sets `scale` when the set has one for the tensor's bound gate; else moves the gates to the
   // fixed rtol, with the report's note.
-  bool open_bound_scale(const PairItem& it, Entry& e, std::optional<ScaleFile>& scale);
+  bool open_bound_scale(const PairItem& it, Entry& e, const Mapped& ref, std::optional<ScaleFile>& scale);
   void compare_scalar(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt, Entry& e);
   void fail_shape_mismatch(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt,
                            const ScaleFile* bound_scale, Entry& e);
