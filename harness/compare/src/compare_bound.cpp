@@ -185,9 +185,27 @@ Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, con
   return opts;
 }
 
+namespace {
+
+// Whether two option sets agree on everything the rounding-bias estimate reads of them (the
+// allowance's dtype and operand rounding, the accumulation's n and scale unit).
+bool same_bias_inputs(const BoundOptions& a, const BoundOptions& b) {
+  return a.dtype == b.dtype && a.operand_u == b.operand_u && a.n == b.n && a.scale_unit == b.scale_unit;
+}
+
+}  // namespace
+
+std::optional<PendingBias> Comparer::start_bias(const PairItem& it, const Entry& e, const Mapped& ref,
+                                                const Mapped& run, const ScaleFile& scale, const Gates& gt) {
+  if (e.role != ops::Role::output && e.role != ops::Role::grad) return std::nullopt;
+  auto opts = scale_bound_options(it, e, scale, gt);
+  if (!opts) return std::nullopt;
+  return PendingBias{*opts, start_rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), *opts)};
+}
+
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const ScaleFile& scale,
-                                                     const Gates& gt, GateResult& gr) {
+                                                     const Gates& gt, GateResult& gr, PendingBias* pending) {
   auto opts = scale_bound_options(it, e, scale, gt);
   if (!opts) {
     invalid(e, opts.message());
@@ -222,11 +240,12 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   const ArrayView cv = choice ? choice->map.view() : ArrayView{};
   if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += kChoiceModelSuffix, e.bound_used_choice = true;
   // The rounding-bias estimate is a sequential sum over the tensor (its figures are defined by that
-  // order), one core's work for as long as the bound pass takes on all of them: it runs beside it.
-  RoundingBiasCheck bias;
-  std::thread bias_pass([&] { bias = rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), o); });
+  // order), one core's work: started beside the metrics when it could be, else beside the bound pass.
+  std::future<RoundingBiasCheck> bias_pass;
+  const bool started = pending && same_bias_inputs(pending->o, o);
+  if (!started) bias_pass = start_rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), o);
   auto r = check_bounds(ref.view(), run.view(), scale.map.view(), *exact ? &xv : nullptr, o, 5, opt_.threads);
-  bias_pass.join();
+  const RoundingBiasCheck bias = started ? pending->result.get() : bias_pass.get();
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());
     return std::nullopt;

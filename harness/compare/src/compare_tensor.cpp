@@ -170,6 +170,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   if (e.role == ops::Role::loss || e.shape.empty()) return compare_scalar(it, *ref, *run_arr, gt, e);
   const ScaleFile* bound_scale = scale && gt.bound ? &*scale : nullptr;
   if (run_arr->header.shape != e.shape) return fail_shape_mismatch(it, *ref, *run_arr, gt, bound_scale, e);
+  // Its sequential pass runs beside the metrics' (joined before the maps close, on every return).
+  std::optional<PendingBias> pending_bias = bound_scale ? start_bias(it, e, *ref, *run_arr, *bound_scale, gt) : std::nullopt;
   if (!compute_tensor_metrics(it, *ref, *run_arr, gt, logical, e)) return;
   const TensorStats& s = *e.stats;
 
@@ -177,7 +179,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
                                      run_arr->view());
   std::optional<Diagnosis> named_diagnosis;  // a check that names its mistake
   if (bound_scale) {
-    if (auto dx = check_error_bound(it, e, *ref, *run_arr, *bound_scale, gt, gr)) named_diagnosis = std::move(*dx);
+    if (auto dx = check_error_bound(it, e, *ref, *run_arr, *bound_scale, gt, gr, pending_bias ? &*pending_bias : nullptr))
+      named_diagnosis = std::move(*dx);
     if (e.verdict == Verdict::invalid) return;
   }
   if (e.role == ops::Role::checkpoint) add_checkpoint_checks(it, gt, gr, named_diagnosis);

@@ -9,6 +9,7 @@
 //   tensor_gates.cpp       check_tensor_gates: the gate checks and the sentence for each failure
 // Internal to validate_compare: nothing here is installed.
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,9 +88,19 @@ struct RoundingBiasCheck {
   std::optional<RoundingBias> estimate;
   double allowed = 0;
 };
-RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                                      const ArrayView& scale, const BoundOptions& o);
+// The estimate, on a thread of its own: its sums are sequential chains, one core's work for as long
+// as the metric and bound passes take on all of them. `it` and the three views must outlive the
+// result; what it needs of `e` is copied.
+std::future<RoundingBiasCheck> start_rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref,
+                                                         const ArrayView& run, const ArrayView& scale,
+                                                         const BoundOptions& o);
 void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr);
+// An estimate started before the tensor's metrics, with the options it was started with (the
+// error-bound check takes it when its own options agree on what the estimate reads of them).
+struct PendingBias {
+  BoundOptions o;
+  std::future<RoundingBiasCheck> result;
+};
 
 class Comparer {
  public:
@@ -146,7 +157,11 @@ class Comparer {
   // the narrow arithmetic that reproduces it if one does, else says it is rounding-sized.
   std::optional<Diagnosis> check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                              const Mapped& run, const ScaleFile& scale,
-                                             const Gates& gt, GateResult& gr);
+                                             const Gates& gt, GateResult& gr, PendingBias* pending);
+  // The rounding-bias estimate of a bound-gated output or gradient, started now (nullopt when its
+  // options cannot be formed here: the error-bound check then reports why, as before).
+  std::optional<PendingBias> start_bias(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                                        const ScaleFile& scale, const Gates& gt);
   void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
                       DType logical);
   // `scale`: the tensor's error-bound scale when its gate is the bound (nullptr otherwise); the
