@@ -88,8 +88,10 @@ struct BoundFastOut {
   std::int64_t beyond = 0;
   bool finite = true;
 };
-using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
-                             const BoundFastParams& k, BoundFastOut& out);
+// px: the run's own algorithm term of each element (BoundOptions::run_extra, from the chunk's start),
+// or null; added to the bound and, as bound_pass forms it, to the worst case. Not with pz.
+using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, const float* pz, const double* px,
+                             std::int64_t n, const BoundFastParams& k, BoundFastOut& out);
 
 // rounding_bias.cpp's per-element terms of a float32 reference r and run x (n elements): e = sign(r)
 // (x - r) and |r| where the element is weighed (r nonzero, both finite), +0.0 elsewhere; counts[0..2]
