@@ -162,22 +162,30 @@ class Terms {
   std::vector<float> sf_;
 };
 
+// A chunk's terms added to the estimate's five sums and, with Acc, accumulation_bias's two, each in
+// element order (independent chains: their additions' latencies overlap). A function of its own,
+// so that every chain stays in a register (inlined into the loop over chunks, one was kept in
+// memory, a store and a load inside its chain).
+template <bool Acc>
+__attribute__((noinline)) void add_chunk(const double* e, const double* a, const double* t, const double* m, int n,
+                                         Sums& s, AccSums& acc) {
+  double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr, ac = acc.acc, ma = acc.mass;
+  for (int k = 0; k < n; ++k) {
+    const double ek = e[k], ak = a[k];
+    se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
+    if constexpr (Acc) ac += t[k], ma += m[k];
+  }
+  s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr, acc.acc = ac, acc.mass = ma;
+}
+
 // The estimate's sums over independent elements, in element order; with Acc, accumulation_bias's
-// two chains in the same loop (independent chains: their additions' latencies overlap).
+// two chains beside them.
 template <bool Acc>
 void independent_sums(Terms& tm, std::int64_t numel, Sums& s, AccSums& acc) {
   for (std::int64_t i = 0; i < numel; i += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
     tm.chunk(i, n, s);
-    const double* e = tm.e.data();
-    const double* a = tm.a.data();
-    double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr, ac = acc.acc, ma = acc.mass;
-    for (int k = 0; k < n; ++k) {
-      const double ek = e[k], ak = a[k];
-      se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
-      if constexpr (Acc) ac += tm.t[static_cast<std::size_t>(k)], ma += tm.m[static_cast<std::size_t>(k)];
-    }
-    s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr, acc.acc = ac, acc.mass = ma;
+    add_chunk<Acc>(tm.e.data(), tm.a.data(), tm.t.data(), tm.m.data(), n, s, acc);
   }
 }
 
@@ -318,12 +326,12 @@ BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const Bi
     for (int k = 0; k < n;) {
       // The rest of the current run, or of the chunk: one block's chain.
       const int m = static_cast<int>(std::min<std::int64_t>(left, n - k));
-      double he = held_e, hr = held_r;
+      double he = held_e, hr = held_r, a1 = ac, m1 = ma;  // short-lived copies: registers
       for (int q = k; q < k + m; ++q) {
         he += e[q], hr += a[q];
-        if constexpr (Acc) ac += t[q], ma += am[q];
+        if constexpr (Acc) a1 += t[q], m1 += am[q];
       }
-      held_e = he, held_r = hr;
+      held_e = he, held_r = hr, ac = a1, ma = m1;
       k += m, left -= m;
       if (left > 0) continue;
       // The run is over: its block's sums go back, and the next run's block is taken up.
