@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "validate/cases/scale_check.hpp"
+#include "validate/core/dtype.hpp"
 #include "validate/compare/policy.hpp"
 
 using namespace validate;
@@ -76,6 +77,28 @@ TEST(ScaleCheck, TheFirstBadElementOfALargeScaleIsNamed) {
                   "element " + std::to_string(n / 2 + 5) + " is 3, above 2"));
   ref[7] = 100.0f;  // the first slice, first of all: below |ref| / sqrt(n)
   EXPECT_TRUE(has(cases::check_scale_values(f32(s), 1, f32(ref), lim), "element 7 is 1 where the reference is 100"));
+}
+
+// float16 scales are widened eight (or more) at a time: every positive pattern in order, each
+// ceiling a pattern's own value, names the next pattern first (subnormals, the first normal, 1,
+// the largest finite); the infinities and NaNs after them are named as such.
+TEST(ScaleCheck, EveryFloat16PatternIsReadAsItsValue) {
+  std::vector<std::uint16_t> h(0x7c00);
+  for (std::size_t k = 0; k < h.size(); ++k) h[k] = static_cast<std::uint16_t>(k);
+  const cases::StoredValues sv{h.data(), DType::float16, static_cast<std::int64_t>(h.size())};
+  for (std::uint16_t k : {std::uint16_t(1), std::uint16_t(0x3fe), std::uint16_t(0x3ff), std::uint16_t(0x400),
+                          std::uint16_t(0x3bff), std::uint16_t(0x3c00), std::uint16_t(0x7bfe)}) {
+    const double ceiling = validate::float16_bits_to_float(k);
+    const std::string got = cases::check_scale_values(sv, 1, {}, {1, ceiling, false});
+    EXPECT_TRUE(has(got, "element " + std::to_string(k + 1) + " is ")) << k << ": " << got;
+  }
+  EXPECT_EQ(cases::check_scale_values(sv, 1, {}, {1, std::nullopt, false}), "");
+  for (std::uint16_t bad : {std::uint16_t(0x7c00), std::uint16_t(0x7e01), std::uint16_t(0x8001), std::uint16_t(0xfc00)}) {
+    std::vector<std::uint16_t> one = h;
+    one[5000] = bad;
+    const cases::StoredValues ov{one.data(), DType::float16, static_cast<std::int64_t>(one.size())};
+    EXPECT_TRUE(has(cases::check_scale_values(ov, 1, {}, {1, std::nullopt, false}), "element 5000 is ")) << bad;
+  }
 }
 
 TEST(PolicyElementGates, MinPccAloneIsRefusedAndAnElementTestIsNot) {

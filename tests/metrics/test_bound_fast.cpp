@@ -111,3 +111,50 @@ TEST(BoundFast, Float32OutputMatchesTheScalarDefinitionBitForBit) {
 TEST(BoundFast, Bfloat16GradientWithChoiceMatchesTheScalarDefinitionBitForBit) {
   for (std::size_t n : {1u, 9u, 16u, 262144u, 300007u}) bf_check(DType::bfloat16, true, n, 5u + static_cast<unsigned>(n));
 }
+
+// A run that declares its own algorithm adds a term per element (BoundOptions::run_extra) to its
+// side of the bound: the fast pass adds it as the scalar pass does (to the bound, and to the worst
+// case as (side + extra) - side), on every ISA.
+TEST(BoundFast, TheRunsAlgorithmTermMatchesTheScalarDefinitionBitForBit) {
+  for (std::size_t n : {1u, 9u, 262144u, 300007u}) {
+    std::mt19937 gen(3u + static_cast<unsigned>(n));
+    std::normal_distribution<float> d(0, 1);
+    std::vector<float> ref(n), run(n), scale(n);
+    std::vector<double> extra(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ref[i] = d(gen);
+      scale[i] = 0.5f + std::fabs(d(gen));
+      extra[i] = std::fabs(static_cast<double>(d(gen))) * 1e-5;
+      const double off = std::clamp(static_cast<double>(d(gen)), -1.5, 1.5) * 0.5 * extra[i];
+      run[i] = ref[i] + static_cast<float>(off);  // often beyond the plain bound, within bound + extra
+    }
+    std::vector<std::uint16_t> scale_bits;
+    scale = bf_through_half(scale, scale_bits);
+    BoundOptions o;
+    o.n = 72;
+    o.lambda = 8;
+    o.scale_unit = 0x1p-4;
+    o.run_extra = extra.data();
+    const double kU = 0x1p-24, kSqrt2 = 1.4142135623730951, rn = std::sqrt(o.n);
+    const double eta = o.n * 0x1p-150 + 0x1p-150, a = o.lambda * kU * rn, c = o.lambda * kU + a;
+    const double gamma = o.n * kU / (1 - o.n * kU);
+    Expected e;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double av = ref[i], bv = run[i], rho = scale[i] * o.scale_unit, ya = std::fabs(av);
+      const double hu = kU * ya + eta, stat = a * ya + c * rho, side = stat + hu;
+      const double bound = kSqrt2 * stat + 2 * hu + extra[i];
+      const double wc = 2 * (gamma * (ya + rn * rho) + kU * rn * rho + hu) + ((side + extra[i]) - side);
+      const double err = std::fabs(bv - av);
+      e.max_over = std::max(e.max_over, err / bound);
+      e.max_wc = std::max(e.max_wc, err / wc);
+    }
+    for (int threads : {1, 2}) {
+      auto r = check_bounds(bf_view(ref), bf_view(run), bf_view(scale_bits), nullptr, o, 5, threads);
+      ASSERT_TRUE(r) << r.message();
+      ASSERT_EQ(r->beyond, 0);
+      EXPECT_EQ(std::memcmp(&r->max_over, &e.max_over, sizeof(double)), 0) << r->max_over << " vs " << e.max_over;
+      EXPECT_EQ(std::memcmp(&r->max_worst_case_over, &e.max_wc, sizeof(double)), 0)
+          << r->max_worst_case_over << " vs " << e.max_wc;
+    }
+  }
+}

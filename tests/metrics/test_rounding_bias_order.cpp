@@ -252,3 +252,35 @@ TEST(RoundingBiasOrder, AnAllowanceAppliedAfterwardsGivesTheSameZ) {
     }
   }
 }
+
+// compare takes the estimate and the accumulation bias in one pass over the tensor: each must be the
+// definition's, bit for bit, over independent elements and over blocks, with a float16 or float32
+// scale, and through the separate functions where the pass does not apply (a float64 run).
+TEST(RoundingBiasOrder, TheEstimateAndTheAccumulationInOnePassMatchTheDefinitions) {
+  BoundOptions o;
+  o.n = 4608;
+  o.scale_unit = 0x1p-10;
+  auto same_double = [](double got, double want) { EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << got << " vs " << want; };
+  const std::vector<std::pair<Shape, BiasBlocks>> layouts = {
+      {{300, 37}, {{1}, 0}}, {{4, 6, 9, 11}, {{0, 2}, 2}}, {{2, 3, 4, 5000}, {{2}, 0}}, {{1, 4099}, {{1}, 0}}};
+  for (bool specials : {false, true})
+    for (const auto& [shape, blocks] : layouts) {
+      const Data d = rbo_make(shape_numel(shape), 11u + static_cast<unsigned>(shape.back()) + specials, specials);
+      std::vector<float> scale32(d.scale.size());
+      for (std::size_t i = 0; i < scale32.size(); ++i) scale32[i] = float16_bits_to_float(d.scale[i]);
+      const double want_acc = def_accumulation(rbo_f32(d.ref), rbo_f16(d.scale), o);
+      for (const ArrayView& scale : {rbo_f16(d.scale), rbo_f32(scale32)}) {
+        const auto one = rounding_bias_and_accumulation(rbo_f32(d.ref), rbo_f32(d.run), scale, o, shape, nullptr, 1e-9);
+        rbo_expect_same(one.bias, def_independent(rbo_f32(d.ref), rbo_f32(d.run), 1e-9));
+        same_double(one.accumulated, want_acc);
+        const auto blk = rounding_bias_and_accumulation(rbo_f32(d.ref), rbo_f32(d.run), scale, o, shape, &blocks, 1e-9);
+        rbo_expect_same(blk.bias, def_blocks(rbo_f32(d.ref), rbo_f32(d.run), shape, blocks, 1e-9));
+        same_double(blk.accumulated, want_acc);
+      }
+      std::vector<double> run64(d.run.begin(), d.run.end());
+      const ArrayView r64{reinterpret_cast<const std::byte*>(run64.data()), DType::float64, shape_numel(shape)};
+      const auto apart = rounding_bias_and_accumulation(rbo_f32(d.ref), r64, rbo_f16(d.scale), o, shape, &blocks, 1e-9);
+      rbo_expect_same(apart.bias, def_blocks(rbo_f32(d.ref), r64, shape, blocks, 1e-9));
+      same_double(apart.accumulated, want_acc);
+    }
+}

@@ -125,6 +125,9 @@ int for_slices(std::int64_t n, std::int64_t grain, F&& f) {
   return k;
 }
 constexpr std::int64_t kSliceGrain = std::int64_t(1) << 21;  // elements per thread at least
+// Elements ahead that the passes over mapped files prefetch: the hardware prefetcher stops at each
+// 4 KiB page, so a pass that leaves it to the hardware waits on memory at the start of every page.
+constexpr int kAhead = 2048;
 
 // max |x| over the non-NaN values; none when one is infinite (as finite_max_abs of a Tensor).
 std::optional<double> finite_max_abs(const StoredValues& v) {
@@ -146,6 +149,7 @@ std::optional<double> finite_max_abs(const StoredValues& v) {
       const v4f inf = v4f{} + INFINITY;
       std::int64_t i = lo;
       for (; i + 4 <= hi; i += 4) {
+        if (((i - lo) & 15) == 0) __builtin_prefetch(f + i + kAhead, 0, 3);
         v4f x;
         std::memcpy(&x, f + i, sizeof x);
         const v4f a = (v4f)((v4i)x & abs_mask);
@@ -252,6 +256,84 @@ Result<std::map<std::string, ScaleLimit>> scale_limits(const RefCase& rc, Op op)
   return out;
 }
 
+namespace {
+
+// The limits one scale element is held to (check_scale_values): s = stored value times unit, y = |ref|.
+struct ValueTest {
+  double unit, ceiling, root_n, grow, tiny;
+};
+
+// float16_to_float of one element, inline so that the counting loops below vectorize with it.
+inline float half_value(std::uint16_t bits) {
+  const std::uint32_t h = bits, em = h & 0x7fffu, sign = (h & 0x8000u) << 16;
+  const float sub = static_cast<float>(static_cast<std::int32_t>(em)) * 0x1p-24f;
+  std::uint32_t sb;
+  std::memcpy(&sb, &sub, 4);
+  std::uint32_t b = em < 0x400u ? sb : (em << 13) + 0x38000000u;
+  b = em >= 0x7c00u ? 0x7f800000u | ((em & 0x3ffu) << 13) : b;
+  b |= sign;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// The element test of check_scale_values over a block, built for the widest vectors the CPU has
+// and never contracted (a fused multiply-add would move the floor's rounding). NaN fails every
+// comparison: !(s >= 0) catches it; an infinite |ref| has no floor.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define VALIDATE_SCALE_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#else
+#define VALIDATE_SCALE_CLONES
+#endif
+typedef float vf8 __attribute__((vector_size(32)));
+typedef std::int32_t vi8 __attribute__((vector_size(32)));
+typedef std::uint32_t vu8 __attribute__((vector_size(32)));
+// float16_to_float, eight lanes at a time (in one body: a helper would be compiled for the
+// baseline, its vectors split into scalars before inlining).
+VALIDATE_SCALE_CLONES void widen_half(const std::uint16_t* h, float* out, int n) {
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    if ((j & 31) == 0) __builtin_prefetch(h + j + kAhead, 0, 3);
+    typedef std::uint16_t vh8 __attribute__((vector_size(16)));
+    vh8 raw;
+    std::memcpy(&raw, h + j, sizeof raw);
+    const vu8 bits = __builtin_convertvector(raw, vu8);
+    const vu8 em = bits & 0x7fffu, sign = (bits & 0x8000u) << 16;
+    const vf8 sub = __builtin_convertvector((vi8)em, vf8) * 0x1p-24f;
+    vu8 b = em < 0x400u ? (vu8)sub : (em << 13) + 0x38000000u;
+    b = em >= 0x7c00u ? (0x7f800000u | ((em & 0x3ffu) << 13)) : b;
+    b |= sign;
+    std::memcpy(out + j, &b, sizeof b);
+  }
+  for (; j < n; ++j) out[j] = half_value(h[j]);
+}
+// How many of n elements break something: sixteen at a time, each group's loop vectorized by the
+// compiler (written out here: a helper without this function's options is not inlined into it),
+// the last group padded with elements that fit (0 against 0).
+VALIDATE_SCALE_CLONES std::int64_t count_unfit(const float* f, const float* r, int n, const ValueTest& v) {
+  float f_tail[16] = {}, r_tail[16] = {};
+  std::int64_t bad = 0;
+  for (int j = 0; j < n; j += 16) {
+    const float *fp = f + j, *rp = r + j;
+    if (n - j < 16) {
+      std::memcpy(f_tail, fp, static_cast<std::size_t>(n - j) * sizeof(float));
+      std::memcpy(r_tail, rp, static_cast<std::size_t>(n - j) * sizeof(float));
+      fp = f_tail, rp = r_tail;
+    }
+    __builtin_prefetch(f + j + kAhead, 0, 3);
+    __builtin_prefetch(r + j + kAhead, 0, 3);
+    for (int l = 0; l < 16; ++l) {
+      const double s = fp[l] * v.unit, y = std::fabs(static_cast<double>(rp[l]));
+      const bool fits = (s >= 0) & (s <= v.ceiling) & (s < INFINITY) &
+                        !((y > v.root_n * s * v.grow + v.tiny) & (y < INFINITY));
+      bad += fits ? 0 : 1;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
 std::string check_scale_values(const StoredValues& scale, double unit, const StoredValues& ref, const ScaleLimit& limit) {
   const bool floor = limit.floor && ref.data && ref.numel == scale.numel;
   const double root_n = std::sqrt(limit.n);
@@ -278,26 +360,25 @@ std::string check_scale_values(const StoredValues& scale, double unit, const Sto
     return "";
   };
   constexpr int kBlock = 4096;
+  const ValueTest test{unit, ceiling, root_n, grow, tiny};
   // Blocks [lo, hi) in order: the first element that breaks something, "" when none does. Slices of
   // blocks run in parallel; the first slice (in element order) with a finding has the first element.
+  // Float32 and float16 are read in place; anything else through float32 copies.
   auto scan = [&](std::int64_t lo, std::int64_t hi) -> std::string {
     std::vector<float> sb(kBlock), rb(kBlock, 0.0f);
     for (std::int64_t b = lo * kBlock; b < std::min(hi * kBlock, scale.numel); b += kBlock) {
       const int n = static_cast<int>(std::min<std::int64_t>(kBlock, scale.numel - b));
-      load_block(scale, b, n, sb.data());
-      if (floor) load_block(ref, b, n, rb.data());
-      // NaN fails every comparison: !(s >= 0) catches it; an infinite |ref| has no floor. Counted
-      // rather than or-ed, which the compiler vectorizes.
-      std::int64_t bad_count = 0;
-      for (int j = 0; j < n; ++j) {
-        const double s = sb[j] * unit, y = std::fabs(static_cast<double>(rb[j]));
-        const bool fine = (s >= 0) & (s <= ceiling) & (s < INFINITY) & !((y > root_n * s * grow + tiny) & (y < INFINITY));
-        bad_count += fine ? 0 : 1;
-      }
-      const bool bad = bad_count != 0;
-      if (!bad) continue;
+      const float* rp = rb.data();  // zeros without a floor: |ref| 0 is under every floor
+      if (floor && ref.storage == DType::float32) rp = static_cast<const float*>(ref.data) + b;
+      else if (floor) load_block(ref, b, n, rb.data());
+      const float* sp = sb.data();
+      if (scale.storage == DType::float16) widen_half(static_cast<const std::uint16_t*>(scale.data) + b, sb.data(), n);
+      else if (scale.storage == DType::float32) sp = static_cast<const float*>(scale.data) + b;
+      else load_block(scale, b, n, sb.data());
+      const std::int64_t bad_count = count_unfit(sp, rp, n, test);
+      if (bad_count == 0) continue;
       for (int j = 0; j < n; ++j)
-        if (std::string w = why(b + j, sb[j] * unit, rb[j]); !w.empty()) return w;
+        if (std::string w = why(b + j, sp[j] * unit, rp[j]); !w.empty()) return w;
     }
     return "";
   };

@@ -2,7 +2,7 @@
 // "Rounding bias"): the per-element bound sees each element alone, so a tensor stored by truncation,
 // or off by a uniform 0.3% in bfloat16, passes it element by element. Over the tensor the bias
 // stands out of the rounding noise.
-#include <thread>
+#include <future>
 #include <type_traits>
 #include <variant>
 
@@ -33,35 +33,35 @@ std::pair<std::int64_t, std::int64_t> kernel_rows(const PairItem& it) {
   return kd;
 }
 
-// The estimate of `e`: over independent elements for an output; over the blocks of elements that
-// share dL/dy elements for a gradient (its errors are correlated through dL/dy: one rounded dL/dy
+// The grouping of `e`'s errors: none for an output (independent elements); for a gradient the blocks
+// of elements that share dL/dy elements (its errors are correlated through dL/dy: one rounded dL/dy
 // element moves a whole row of grad_A, every channel of grad_input at its positions, so the standard
 // error of independent elements understates its noise: the float64 oracle's bfloat16 grad_A of the
 // smoke set leans 4.3 such standard errors). nullopt for a tensor with no known grouping.
-std::optional<RoundingBias> estimate(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                                     double allowed) {
-  if (e.role == ops::Role::output) return rounding_bias(ref, run, allowed);
+std::optional<std::optional<BiasBlocks>> grouping(const PairItem& it, const Entry& e) {
+  if (e.role == ops::Role::output) return std::optional<BiasBlocks>();
   if (e.role != ops::Role::grad) return std::nullopt;
   const auto [kh, dil] = kernel_rows(it);
-  const auto blocks = gradient_blocks(it.tensor, e.axes, kh, dil);
+  auto blocks = gradient_blocks(it.tensor, e.axes, kh, dil);
   if (!blocks) return std::nullopt;
-  return rounding_bias(ref, run, e.shape, *blocks, allowed);
+  return std::optional<BiasBlocks>(std::move(*blocks));
 }
 
 }  // namespace
 
-RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                                      const ArrayView& scale, const BoundOptions& o) {
+std::future<RoundingBiasCheck> start_rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref,
+                                                         const ArrayView& run, const ArrayView& scale,
+                                                         const BoundOptions& o) {
   // What correct stacks may share, and what a correct in-order sum of same-sign terms may lean on
   // its own (accumulation_bias: positive operands spanning 8 decades lean 3e-6 toward zero at n = 4608).
-  // Two sequential sums, each one core's work: side by side.
-  double accumulated = 0;
-  std::thread acc([&] { accumulated = accumulation_bias(ref, scale, o); });
-  auto est = estimate(it, e, ref, run, INFINITY);
-  acc.join();
-  const double allowed = allowed_bias(o) + accumulated;
-  if (est) est = with_allowance(*est, allowed);
-  return {est, allowed};
+  // The estimate's sums and the accumulation's are sequential chains over the same elements: one
+  // pass takes them side by side.
+  return std::async(std::launch::async, [group = grouping(it, e), shape = e.shape, ref, run, scale, o] {
+    if (!group) return RoundingBiasCheck{std::nullopt, allowed_bias(o) + accumulation_bias(ref, scale, o)};
+    const auto both = rounding_bias_and_accumulation(ref, run, scale, o, shape, *group ? &**group : nullptr, INFINITY);
+    const double allowed = allowed_bias(o) + both.accumulated;
+    return RoundingBiasCheck{with_allowance(both.bias, allowed), allowed};
+  });
 }
 
 void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr) {

@@ -106,15 +106,17 @@ Result<std::map<std::string, cases::ScaleLimit>> op_scale_limits(const PairItem&
 // case's own inputs allow and at least the floor its reference element puts under it
 // (cases/scale_check.hpp). Anything else is an invalid reference set (exit 2), never a verdict.
 Status check_scale_plausible(const PairItem& it, const std::string& op, const std::string& tensor,
-                             const std::string& file, const Mapped& scale, double unit) {
+                             const std::string& file, const Mapped& scale, double unit, const Mapped* mapped_ref) {
   const ops::OpDef* def = ops::find(op);
   if (!def) return Status::ok();
   auto limits = op_scale_limits(it, def->id());
   if (!limits) return Error{"reference: error-bound scale " + file + ": " + limits.message()};
   const auto lim = limits->find(tensor);
   const std::string ref_file = it.ref->dtype_dir + "/" + it.ref->c.file_name(def->id(), tensor);
-  auto ref = open_npy(ref_file);
-  if (!ref) return Error{"reference: " + ref.message()};
+  Result<Mapped> opened = Mapped{};
+  if (!mapped_ref || mapped_ref->file.path() != ref_file) opened = open_npy(ref_file);
+  if (!opened) return Error{"reference: " + opened.message()};
+  const Mapped* ref = mapped_ref && mapped_ref->file.path() == ref_file ? mapped_ref : &*opened;
   const ArrayView sv = scale.view(), rv = ref->view();
   const std::string bad = cases::check_scale_values(
       {sv.data, sv.storage, sv.numel}, unit,
@@ -129,7 +131,8 @@ Status check_scale_plausible(const PairItem& it, const std::string& op, const st
 }  // namespace
 
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::vector<std::string>& quantities) {
+                                            const Shape& shape, const std::vector<std::string>& quantities,
+                                            const Mapped* mapped_ref) {
   const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str()});
   const Json* sf = entry ? find_path(*entry, {"file"}) : nullptr;
   if (!sf || !sf->is_string()) return std::optional<ScaleFile>();
@@ -149,7 +152,7 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
   auto unit = cases::scale_unit(*entry, dt, fmt::format("reference: {}'s metadata, ops.{}.scales.{} ({})",
                                                         it.ref->c.name, op, tensor, f));
   if (!unit) return unit.status();
-  VALIDATE_TRY(check_scale_plausible(it, op, tensor, f, *sm, *unit));
+  VALIDATE_TRY(check_scale_plausible(it, op, tensor, f, *sm, *unit, mapped_ref));
   return std::optional<ScaleFile>(ScaleFile{std::move(*sm), *unit, sq->get<std::string>()});
 }
 
@@ -182,9 +185,27 @@ Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, con
   return opts;
 }
 
+namespace {
+
+// Whether two option sets agree on everything the rounding-bias estimate reads of them (the
+// allowance's dtype and operand rounding, the accumulation's n and scale unit).
+bool same_bias_inputs(const BoundOptions& a, const BoundOptions& b) {
+  return a.dtype == b.dtype && a.operand_u == b.operand_u && a.n == b.n && a.scale_unit == b.scale_unit;
+}
+
+}  // namespace
+
+std::optional<PendingBias> Comparer::start_bias(const PairItem& it, const Entry& e, const Mapped& ref,
+                                                const Mapped& run, const ScaleFile& scale, const Gates& gt) {
+  if (e.role != ops::Role::output && e.role != ops::Role::grad) return std::nullopt;
+  auto opts = scale_bound_options(it, e, scale, gt);
+  if (!opts) return std::nullopt;
+  return PendingBias{*opts, start_rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), *opts)};
+}
+
 std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                                      const Mapped& run, const ScaleFile& scale,
-                                                     const Gates& gt, GateResult& gr) {
+                                                     const Gates& gt, GateResult& gr, PendingBias* pending) {
   auto opts = scale_bound_options(it, e, scale, gt);
   if (!opts) {
     invalid(e, opts.message());
@@ -219,11 +240,12 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   const ArrayView cv = choice ? choice->map.view() : ArrayView{};
   if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += kChoiceModelSuffix, e.bound_used_choice = true;
   // The rounding-bias estimate is a sequential sum over the tensor (its figures are defined by that
-  // order), one core's work for as long as the bound pass takes on all of them: it runs beside it.
-  RoundingBiasCheck bias;
-  std::thread bias_pass([&] { bias = rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), o); });
+  // order), one core's work: started beside the metrics when it could be, else beside the bound pass.
+  std::future<RoundingBiasCheck> bias_pass;
+  const bool started = pending && same_bias_inputs(pending->o, o);
+  if (!started) bias_pass = start_rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), o);
   auto r = check_bounds(ref.view(), run.view(), scale.map.view(), *exact ? &xv : nullptr, o, 5, opt_.threads);
-  bias_pass.join();
+  const RoundingBiasCheck bias = started ? pending->result.get() : bias_pass.get();
   if (!r) {
     invalid(e, it.run_file + ": " + r.message());
     return std::nullopt;

@@ -162,7 +162,7 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   e.gates = opt_.policy.resolve(TensorKey{it.dtype, *it.op, e.role, it.tensor});
   if (e.role == ops::Role::loss_curve) return compare_loss_curve(it, *ref, *run_arr, logical, e);
   std::optional<ScaleFile> scale;
-  if (!open_bound_scale(it, e, scale)) return;
+  if (!open_bound_scale(it, e, *ref, scale)) return;
   // A checkpoint's atol, rtol and max_ulp grow as sqrt(1 + k); its bound carries its steps itself.
   if (e.role == ops::Role::checkpoint) e.gates = checkpoint_gates(*e.gates, it.tensor);
   const Gates& gt = *e.gates;
@@ -170,6 +170,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
   if (e.role == ops::Role::loss || e.shape.empty()) return compare_scalar(it, *ref, *run_arr, gt, e);
   const ScaleFile* bound_scale = scale && gt.bound ? &*scale : nullptr;
   if (run_arr->header.shape != e.shape) return fail_shape_mismatch(it, *ref, *run_arr, gt, bound_scale, e);
+  // Its sequential pass runs beside the metrics' (joined before the maps close, on every return).
+  std::optional<PendingBias> pending_bias = bound_scale ? start_bias(it, e, *ref, *run_arr, *bound_scale, gt) : std::nullopt;
   if (!compute_tensor_metrics(it, *ref, *run_arr, gt, logical, e)) return;
   const TensorStats& s = *e.stats;
 
@@ -177,7 +179,8 @@ void Comparer::compare_tensor(const RunDirectory& run, const PairItem& it, Entry
                                      run_arr->view());
   std::optional<Diagnosis> named_diagnosis;  // a check that names its mistake
   if (bound_scale) {
-    if (auto dx = check_error_bound(it, e, *ref, *run_arr, *bound_scale, gt, gr)) named_diagnosis = std::move(*dx);
+    if (auto dx = check_error_bound(it, e, *ref, *run_arr, *bound_scale, gt, gr, pending_bias ? &*pending_bias : nullptr))
+      named_diagnosis = std::move(*dx);
     if (e.verdict == Verdict::invalid) return;
   }
   if (e.role == ops::Role::checkpoint) add_checkpoint_checks(it, gt, gr, named_diagnosis);
@@ -221,7 +224,7 @@ void Comparer::compare_loss_curve(const PairItem& it, const Mapped& ref, const M
 // Per-element error bounds (bounds.hpp) for outputs, gradients and training checkpoints: the
 // set's scale of this tensor. A set made before scales existed is gated by the old fixed rtol,
 // with a note; so are an Adam trajectory's checkpoints, which have none.
-bool Comparer::open_bound_scale(const PairItem& it, Entry& e, std::optional<ScaleFile>& scale) {
+bool Comparer::open_bound_scale(const PairItem& it, Entry& e, const Mapped& ref, std::optional<ScaleFile>& scale) {
   const bool checkpoint = e.role == ops::Role::checkpoint;
   const bool bounded_role = e.role == ops::Role::output || e.role == ops::Role::grad || checkpoint;
   if (!e.gates->bound || !bounded_role) return true;
@@ -229,7 +232,7 @@ bool Comparer::open_bound_scale(const PairItem& it, Entry& e, std::optional<Scal
       checkpoint ? std::vector<std::string>{cases::kCheckpointBoundQuantity}
       : e.role == ops::Role::grad ? std::vector<std::string>{cases::kGradientBoundQuantity, "rss_products"}
                                   : std::vector<std::string>{"rss_products"};
-  auto sm = open_scale(it, e.op_name(), it.tensor, e.shape, quantities);
+  auto sm = open_scale(it, e.op_name(), it.tensor, e.shape, quantities, &ref);
   if (!sm) {
     invalid(e, sm.message());
     return false;

@@ -9,6 +9,7 @@
 //   tensor_gates.cpp       check_tensor_gates: the gate checks and the sentence for each failure
 // Internal to validate_compare: nothing here is installed.
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,8 +64,11 @@ struct ScaleFile {
   double unit = 1;  // scale = stored value * unit
   std::string quantity;
 };
+// `mapped_ref`: the tensor's reference when the caller has it mapped already (read in place, not
+// mapped again, when it is that file).
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
-                                            const Shape& shape, const std::vector<std::string>& quantities);
+                                            const Shape& shape, const std::vector<std::string>& quantities,
+                                            const Mapped* mapped_ref = nullptr);
 // The end of an entry's bound model (as reports print it) when its gate used the stored dL/dy choice.
 inline const std::string kChoiceModelSuffix = " + dL/dy's rounding, stored";
 // A bfloat16/float16 gradient's stored dL/dy choice term (ops.<op>.scales.<tensor>.choice): nullopt
@@ -84,9 +88,19 @@ struct RoundingBiasCheck {
   std::optional<RoundingBias> estimate;
   double allowed = 0;
 };
-RoundingBiasCheck rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref, const ArrayView& run,
-                                      const ArrayView& scale, const BoundOptions& o);
+// The estimate, on a thread of its own: its sums are sequential chains, one core's work for as long
+// as the metric and bound passes take on all of them. `it` and the three views must outlive the
+// result; what it needs of `e` is copied.
+std::future<RoundingBiasCheck> start_rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref,
+                                                         const ArrayView& run, const ArrayView& scale,
+                                                         const BoundOptions& o);
 void add_rounding_bias(const RoundingBiasCheck& check, GateResult& gr);
+// An estimate started before the tensor's metrics, with the options it was started with (the
+// error-bound check takes it when its own options agree on what the estimate reads of them).
+struct PendingBias {
+  BoundOptions o;
+  std::future<RoundingBiasCheck> result;
+};
 
 class Comparer {
  public:
@@ -111,7 +125,7 @@ class Comparer {
   void compare_loss_curve(const PairItem& it, const Mapped& ref, const Mapped& run_arr, DType logical, Entry& e);
   // Sets `scale` when the set has one for the tensor's bound gate; else moves the gates to the
   // fixed rtol, with the report's note.
-  bool open_bound_scale(const PairItem& it, Entry& e, std::optional<ScaleFile>& scale);
+  bool open_bound_scale(const PairItem& it, Entry& e, const Mapped& ref, std::optional<ScaleFile>& scale);
   void compare_scalar(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt, Entry& e);
   void fail_shape_mismatch(const PairItem& it, const Mapped& ref, const Mapped& run_arr, const Gates& gt,
                            const ScaleFile* bound_scale, Entry& e);
@@ -143,7 +157,11 @@ class Comparer {
   // the narrow arithmetic that reproduces it if one does, else says it is rounding-sized.
   std::optional<Diagnosis> check_error_bound(const PairItem& it, Entry& e, const Mapped& ref,
                                              const Mapped& run, const ScaleFile& scale,
-                                             const Gates& gt, GateResult& gr);
+                                             const Gates& gt, GateResult& gr, PendingBias* pending);
+  // The rounding-bias estimate of a bound-gated output or gradient, started now (nullopt when its
+  // options cannot be formed here: the error-bound check then reports why, as before).
+  std::optional<PendingBias> start_bias(const PairItem& it, const Entry& e, const Mapped& ref, const Mapped& run,
+                                        const ScaleFile& scale, const Gates& gt);
   void compare_oracle(const PairItem& it, Entry& e, const Mapped& ref, const Mapped& run,
                       DType logical);
   // `scale`: the tensor's error-bound scale when its gate is the bound (nullptr otherwise); the

@@ -346,15 +346,16 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 // bound_fast: the same operations per element on every ISA). It answers only when no element is
 // beyond its bound and every value is finite; otherwise (false) the chunk takes bound_pass, which
 // names the failing elements.
-// pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) widened to float, or null.
-bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
+// pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) widened to float, or null; px: the
+// run's algorithm terms from the chunk's start (BoundOptions::run_extra), or null.
+bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, const double* px, std::int64_t n,
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
   // choice_bound's sqrt(2) a |y| and the worst case's up rn rho, as the scalar bound forms them.
   const detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
                                   k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
   detail::BoundFastOut out;
-  detail::kernels().bound_fast(pr, pu, ps, pz, n, p, out);
+  detail::kernels().bound_fast(pr, pu, ps, pz, px, n, p, out);
   if (out.beyond || !out.finite) return false;
   r.checked += n;
   r.max_over = std::max(r.max_over, out.max_over);
@@ -390,7 +391,11 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
         const bool choice_f = o.choice && (o.choice->storage == DType::float32 || o.choice->storage == DType::float16);
         thread_local std::vector<float> widened_choice;
         const float* pz = choice_f ? scale_floats(*o.choice, lo, hi, widened_choice) : nullptr;
-        if (!exact && !o.run_extra && (!o.choice || choice_f) && fast_pass(pr + lo, pu + lo, ps, pz, hi - lo, o, part))
+        // The run's algorithm term is added as bound_pass adds it; beside a stored choice term
+        // bound_pass alone forms the bound (its sqrt(2) a |y| is rounded another way).
+        const double* px = o.run_extra ? o.run_extra + lo : nullptr;
+        if (!exact && (!o.choice || choice_f) && !(px && o.choice) &&
+            fast_pass(pr + lo, pu + lo, ps, pz, px, hi - lo, o, part))
           continue;
         bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },
                    [pu](std::int64_t i) { return static_cast<double>(pu[i]); },

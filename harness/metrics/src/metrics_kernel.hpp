@@ -88,8 +88,18 @@ struct BoundFastOut {
   std::int64_t beyond = 0;
   bool finite = true;
 };
-using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, const float* pz, std::int64_t n,
-                             const BoundFastParams& k, BoundFastOut& out);
+// px: the run's own algorithm term of each element (BoundOptions::run_extra, from the chunk's start),
+// or null; added to the bound and, as bound_pass forms it, to the worst case. Not with pz.
+using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, const float* pz, const double* px,
+                             std::int64_t n, const BoundFastParams& k, BoundFastOut& out);
+
+// rounding_bias.cpp's per-element terms of a float32 reference r and run x (n elements): e = sign(r)
+// (x - r) and |r| where the element is weighed (r nonzero, both finite), +0.0 elsewhere; counts[0..2]
+// += weighed, e < 0, e > 0. With a scale s (widened to float; null: none), accumulation_bias's terms
+// too: t = per (|r| + rho) (rho = s unit, 0 where not finite) and m = |r| where r is nonzero and
+// finite, +0.0 elsewhere. The same double operations per element on every ISA.
+using BiasTermsFn = void (*)(const float* r, const float* x, const float* s, int n, double per, double unit,
+                             double* e, double* a, double* t, double* m, std::int64_t* counts);
 
 struct KernelTable {
   const char* isa;
@@ -97,6 +107,7 @@ struct KernelTable {
   ScanFn scan;
   HalfToFloatFn half_to_float;
   BoundFastFn bound_fast;
+  BiasTermsFn bias_terms;
 };
 
 const KernelTable& kernels_generic();

@@ -93,7 +93,11 @@ void read_chunk(const ArrayView& v, std::int64_t begin, int n, double* out, floa
 void chunk_terms(const ArrayView& ref, const ArrayView& run, std::int64_t begin, int n, double* e, double* a,
                  Sums& s) {
   if (ref.storage == DType::float32 && run.storage == DType::float32) {
-    terms(reinterpret_cast<const float*>(ref.data) + begin, reinterpret_cast<const float*>(run.data) + begin, n, e, a, s);
+    std::int64_t c[3] = {0, 0, 0};
+    detail::kernels().bias_terms(reinterpret_cast<const float*>(ref.data) + begin,
+                                 reinterpret_cast<const float*>(run.data) + begin, nullptr, n, 0, 0, e, a, nullptr,
+                                 nullptr, c);
+    s.n += c[0], s.toward += c[1], s.away += c[2];
     return;
   }
   thread_local std::vector<double> rb(kChunk), xb(kChunk);
@@ -112,23 +116,81 @@ inline double masked(double v, bool keep) {
   return v;
 }
 
-}  // namespace
+// accumulation_bias's two sums, when they are carried beside the estimate's.
+struct AccSums {
+  double acc = 0, mass = 0;
+};
 
-RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double allowed) {
-  RoundingBias b;
-  if (ref.numel != run.numel) return b;
-  Sums s;
-  thread_local std::vector<double> e(kChunk), a(kChunk);
-  for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
-    chunk_terms(ref, run, i, n, e.data(), a.data(), s);
-    double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr;
-    for (int k = 0; k < n; ++k) {
-      const double ek = e[static_cast<std::size_t>(k)], ak = a[static_cast<std::size_t>(k)];
-      se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
-    }
-    s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr;
+// A chunk's terms: the estimate's (e, a) and, given a scale, accumulation_bias's (t, m) from the
+// same reads of the reference (float32 reference and run: fused(); anything else takes the
+// functions one at a time).
+class Terms {
+ public:
+  Terms(const ArrayView& ref, const ArrayView& run) : ref_(ref), run_(run) {}
+  Terms(const ArrayView& ref, const ArrayView& run, const ArrayView& scale, const BoundOptions& o)
+      : ref_(ref), run_(run), scale_(&scale), per_(0x1p-24 * std::sqrt(o.n)), unit_(o.scale_unit),
+        t(kChunk), m(kChunk), sf_(kChunk) {}
+  static bool fused(const ArrayView& ref, const ArrayView& run, const ArrayView& scale) {
+    return ref.storage == DType::float32 && run.storage == DType::float32 &&
+           (scale.storage == DType::float32 || scale.storage == DType::float16) && ref.numel == run.numel &&
+           ref.numel == scale.numel;
   }
+  void chunk(std::int64_t begin, int n, Sums& s) {
+    if (!scale_) return chunk_terms(ref_, run_, begin, n, e.data(), a.data(), s);
+    const float* sp = reinterpret_cast<const float*>(scale_->data) + begin;
+    if (scale_->storage == DType::float16) {
+      detail::kernels().half_to_float(reinterpret_cast<const std::uint16_t*>(scale_->data) + begin, sf_.data(), n);
+      sp = sf_.data();
+    }
+    std::int64_t c[3] = {0, 0, 0};
+    detail::kernels().bias_terms(reinterpret_cast<const float*>(ref_.data) + begin,
+                                 reinterpret_cast<const float*>(run_.data) + begin, sp, n, per_, unit_, e.data(),
+                                 a.data(), t.data(), m.data(), c);
+    s.n += c[0], s.toward += c[1], s.away += c[2];
+  }
+  std::vector<double> e = std::vector<double>(kChunk), a = std::vector<double>(kChunk);
+
+ private:
+  ArrayView ref_, run_;
+  const ArrayView* scale_ = nullptr;
+  double per_ = 0, unit_ = 0;
+
+ public:
+  std::vector<double> t, m;
+
+ private:
+  std::vector<float> sf_;
+};
+
+// A chunk's terms added to the estimate's five sums and, with Acc, accumulation_bias's two, each in
+// element order (independent chains: their additions' latencies overlap). A function of its own,
+// so that every chain stays in a register (inlined into the loop over chunks, one was kept in
+// memory, a store and a load inside its chain).
+template <bool Acc>
+__attribute__((noinline)) void add_chunk(const double* e, const double* a, const double* t, const double* m, int n,
+                                         Sums& s, AccSums& acc) {
+  double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr, ac = acc.acc, ma = acc.mass;
+  for (int k = 0; k < n; ++k) {
+    const double ek = e[k], ak = a[k];
+    se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
+    if constexpr (Acc) ac += t[k], ma += m[k];
+  }
+  s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr, acc.acc = ac, acc.mass = ma;
+}
+
+// The estimate's sums over independent elements, in element order; with Acc, accumulation_bias's
+// two chains beside them.
+template <bool Acc>
+void independent_sums(Terms& tm, std::int64_t numel, Sums& s, AccSums& acc) {
+  for (std::int64_t i = 0; i < numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
+    tm.chunk(i, n, s);
+    add_chunk<Acc>(tm.e.data(), tm.a.data(), tm.t.data(), tm.m.data(), n, s, acc);
+  }
+}
+
+RoundingBias independent_estimate(const Sums& s, double allowed) {
+  RoundingBias b;
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
   if (s.n < 2 || s.sr <= 0) return b;
   b.relative = s.se / s.sr;
@@ -137,6 +199,17 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double al
   const double excess = std::fabs(b.relative) - allowed;
   if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
   return b;
+}
+
+}  // namespace
+
+RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, double allowed) {
+  if (ref.numel != run.numel) return RoundingBias{};
+  Sums s;
+  AccSums unused;
+  Terms tm(ref, run);
+  independent_sums<false>(tm, ref.numel, s, unused);
+  return independent_estimate(s, allowed);
 }
 
 namespace {
@@ -216,7 +289,9 @@ struct BlockSums {
   std::int64_t n = 0, toward = 0, away = 0;
 };
 
-BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl) {
+// With Acc, accumulation_bias's two chains are carried in the same loops, in element order.
+template <bool Acc>
+BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const BiasBlocks& bl, AccSums& acc) {
   BlockSums s;
   // The block of an element: sum over the block axes of its index times the axis's weight.
   const std::size_t rank = shape.size();
@@ -227,7 +302,7 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
     w[a] = count, count *= shape[a];
   }
   s.e.assign(static_cast<std::size_t>(count), 0), s.r.assign(static_cast<std::size_t>(count), 0);
-  if (ref.numel == 0) return s;
+  if (numel == 0) return s;
   // The elements as [outer][j][inner]: j the last block axis, inner every axis after it (a run of
   // consecutive elements in one block), outer every axis before it (an odometer over those gives
   // the block of j = 0). Each block's two sums take its elements in index order, as one pass
@@ -243,16 +318,20 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
   double held_e = 0, held_r = 0;             // the current block's sums
   auto block = [&] { return static_cast<std::size_t>(b0 + j * wj); };
   Sums counts;
-  thread_local std::vector<double> e(kChunk), a(kChunk);
-  for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
-    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
-    chunk_terms(ref, run, i, n, e.data(), a.data(), counts);
+  double ac = acc.acc, ma = acc.mass;
+  for (std::int64_t i = 0; i < numel; i += kChunk) {
+    const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
+    tm.chunk(i, n, counts);
+    const double *e = tm.e.data(), *a = tm.a.data(), *t = tm.t.data(), *am = tm.m.data();
     for (int k = 0; k < n;) {
       // The rest of the current run, or of the chunk: one block's chain.
       const int m = static_cast<int>(std::min<std::int64_t>(left, n - k));
-      double he = held_e, hr = held_r;
-      for (int q = k; q < k + m; ++q) he += e[static_cast<std::size_t>(q)], hr += a[static_cast<std::size_t>(q)];
-      held_e = he, held_r = hr;
+      double he = held_e, hr = held_r, a1 = ac, m1 = ma;  // short-lived copies: registers
+      for (int q = k; q < k + m; ++q) {
+        he += e[q], hr += a[q];
+        if constexpr (Acc) a1 += t[q], m1 += am[q];
+      }
+      held_e = he, held_r = hr, ac = a1, ma = m1;
       k += m, left -= m;
       if (left > 0) continue;
       // The run is over: its block's sums go back, and the next run's block is taken up.
@@ -272,18 +351,24 @@ BlockSums block_sums(const ArrayView& ref, const ArrayView& run, const Shape& sh
     }
   }
   s.n = counts.n, s.toward = counts.toward, s.away = counts.away;
+  acc.acc = ac, acc.mass = ma;
   return s;
 }
 
 }  // namespace
 
-RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl,
-                           double allowed) {
-  RoundingBias b;
-  if (ref.numel != run.numel || ref.numel != shape_numel(shape) || bl.axes.empty()) return b;
+namespace {
+
+// Whether the blocked estimate has anything to sum (else it is the empty estimate).
+bool blocks_fit(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl) {
+  if (ref.numel != run.numel || ref.numel != shape_numel(shape) || bl.axes.empty()) return false;
   for (int a : bl.axes)
-    if (a < 0 || static_cast<std::size_t>(a) >= shape.size()) return b;
-  const BlockSums s = block_sums(ref, run, shape, bl);
+    if (a < 0 || static_cast<std::size_t>(a) >= shape.size()) return false;
+  return true;
+}
+
+RoundingBias blocked_estimate(const BlockSums& s, const Shape& shape, const BiasBlocks& bl, double allowed) {
+  RoundingBias b;
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
   double se = 0, sr = 0;
   for (std::size_t k = 0; k < s.e.size(); ++k) se += s.e[k], sr += s.r[k], b.blocks += s.r[k] > 0;
@@ -307,6 +392,37 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Sha
   const double excess = std::fabs(b.relative) - allowed;
   if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
   return b;
+}
+
+}  // namespace
+
+RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& bl,
+                           double allowed) {
+  if (!blocks_fit(ref, run, shape, bl)) return RoundingBias{};
+  Terms tm(ref, run);
+  AccSums unused;
+  return blocked_estimate(block_sums<false>(tm, ref.numel, shape, bl, unused), shape, bl, allowed);
+}
+
+BiasAndAccumulation rounding_bias_and_accumulation(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+                                                   const BoundOptions& o, const Shape& shape,
+                                                   const BiasBlocks* blocks, double allowed) {
+  const bool fit = !blocks || blocks_fit(ref, run, shape, *blocks);
+  if (!fit || !Terms::fused(ref, run, scale))
+    return {blocks ? rounding_bias(ref, run, shape, *blocks, allowed) : rounding_bias(ref, run, allowed),
+            accumulation_bias(ref, scale, o)};
+  Terms tm(ref, run, scale, o);
+  AccSums acc;
+  BiasAndAccumulation out;
+  if (blocks) {
+    out.bias = blocked_estimate(block_sums<true>(tm, ref.numel, shape, *blocks, acc), shape, *blocks, allowed);
+  } else {
+    Sums s;
+    independent_sums<true>(tm, ref.numel, s, acc);
+    out.bias = independent_estimate(s, allowed);
+  }
+  out.accumulated = acc.mass > 0 ? acc.acc / acc.mass : 0;
+  return out;
 }
 
 RoundingBias with_allowance(RoundingBias b, double allowed) {

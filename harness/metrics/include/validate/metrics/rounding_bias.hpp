@@ -88,6 +88,17 @@ std::optional<BiasBlocks> gradient_blocks(const std::string& tensor, const std::
 // 1) independent groups, variance times G / (G - 1), dof G - 1. z 0 with fewer than 3 groups.
 RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Shape& shape, const BiasBlocks& blocks,
                            double allowed);
+// rounding_bias (over `blocks` when given, else over independent elements) and accumulation_bias of
+// one tensor, their sums taken in one pass over it where the storages allow (float32 reference and
+// run, a float32 or float16 scale): the same sums, each in element order, so the same figures as the
+// two functions.
+struct BiasAndAccumulation {
+  RoundingBias bias;
+  double accumulated = 0;
+};
+BiasAndAccumulation rounding_bias_and_accumulation(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
+                                                   const BoundOptions& o, const Shape& shape,
+                                                   const BiasBlocks* blocks, double allowed);
 // The z a Student t with `dof` degrees of freedom exceeds (either sign) with the probability a
 // normal exceeds kRoundingBiasZ (2.0e-9): 6.0 for many, 6.6 at 100, 8.5 at 30, 24 at 9, 99 at 5.
 double rounding_bias_threshold(double dof);
