@@ -17,6 +17,21 @@ namespace validate {
 
 inline constexpr std::size_t kHugeBufferBytes = std::size_t(4) << 20;
 
+// Under AddressSanitizer every buffer comes from the allocator it instruments (redzones around
+// each, use after free caught): mappings of our own would hide the largest tensors from it, so
+// such a build has no cache and set_buffer_cache changes nothing.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kBufferCacheBuilt = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kBufferCacheBuilt = false;
+#else
+inline constexpr bool kBufferCacheBuilt = true;
+#endif
+#else
+inline constexpr bool kBufferCacheBuilt = true;
+#endif
+
 // A buffer of at least n bytes (n > 0), 64-byte aligned; nullptr when memory is exhausted (after
 // the cache, if any, was given back). Released with free_buffer.
 void* alloc_buffer(std::size_t n);
