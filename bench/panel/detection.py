@@ -19,7 +19,13 @@ gives the smallest failing eps found (resolution: --steps halvings of the 9 deca
 The gate measured is that of the binary given with --validate, so the same command run with two
 builds compares two gates.
 
+With --declare OP:TENSOR=ALGORITHM (comma-separated), the clean run's record declares that algorithm
+for those results (what an exec layout file's "algorithms" or the cuDNN runner records), so the bound
+measured is the algorithm's model (docs/compare.md, "Algorithm-aware bounds"): how much a declared
+Winograd, FFT or split-K computation costs in detection power. The values stay the oracle's.
+
 usage: detection.py --validate BIN --ref SET --work DIR [--cases REGEX] [--tensors NAMES] [--steps N]
+                    [--declare OP:TENSOR=ALGORITHM,...]
 """
 import argparse
 import hashlib
@@ -65,6 +71,28 @@ def rehash(run, rel):
     os.replace(p + ".tmp", p)
 
 
+def declare(run, rel, algorithms):
+    """Writes `algorithms` ({op: {tensor: name}}) into the run record `rel` and rehashes it."""
+    p = os.path.join(run, rel)
+    record = json.load(open(p))
+    for op, tensors in algorithms.items():
+        if op in record["ops"]:
+            record["ops"][op].setdefault("info", {}).setdefault("algorithms", {}).update(tensors)
+    with open(p, "w") as f:
+        json.dump(record, f)
+    rehash(run, rel)
+
+
+def parse_declare(text):
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        m = re.fullmatch(r"(\w+):(\w+)=([\w:]+)", item.strip())
+        if not m:
+            die(f"--declare: {item!r} is not OP:TENSOR=ALGORITHM")
+        out.setdefault(m.group(1), {})[m.group(2)] = m.group(3)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--validate", required=True, help="the validate binary whose gate is measured")
@@ -74,7 +102,9 @@ def main():
     ap.add_argument("--tensors", default="output,grad_input,grad_weight,grad_bias,grad_A,grad_B")
     ap.add_argument("--ops", default="conv2d,matmul")
     ap.add_argument("--steps", type=int, default=10, help="bisection steps over log10 eps in [-9, 0]")
+    ap.add_argument("--declare", help="OP:TENSOR=ALGORITHM,...: the algorithms the clean run declares")
     args = ap.parse_args()
+    algorithms = parse_declare(args.declare)
     tensors, ops = args.tensors.split(","), args.ops.split(",")
     manifest = json.load(open(os.path.join(args.ref, "manifest.json")))
     cells = sorted({os.path.dirname(f) + "/" + re.sub(r"_metadata\.json$", "", os.path.basename(f))
@@ -83,7 +113,8 @@ def main():
     if not cells:
         die(f"no case of {args.ref} matches {args.cases!r}")
     os.makedirs(args.work, exist_ok=True)
-    print(f"# gate of {args.validate}; ref {args.ref}; eps resolution 10^(9/2^{args.steps})")
+    print(f"# gate of {args.validate}; ref {args.ref}; eps resolution 10^(9/2^{args.steps})"
+          + (f"; declared {args.declare}" if algorithms else ""))
     print("| dtype | case | K | op | tensor | numel | elem_max | elem_median | row | tensor |")
     print("|---|---|---:|---|---|---:|---:|---:|---:|---:|", flush=True)
     for cell in cells:
@@ -94,6 +125,8 @@ def main():
         if sh(args.validate, "run", "--backend", "oracle", "--progress", "0", "--ref", args.ref, "--out", run,
               "--only", f"^{dtype}/{case}$", log=run + ".log"):
             die(f"oracle run of {cell} failed: {open(run + '.log').read()[-1500:]}")
+        if algorithms:
+            declare(run, f"{dtype}/{case}_run.json", algorithms)
         for op in ops:
             if op not in meta.get("ops", {}):
                 continue
