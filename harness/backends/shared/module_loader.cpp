@@ -71,8 +71,8 @@ Result<const ModuleHost*> open_module(const std::string& name, const std::string
     // LibTorch's OpenMP threads (libgomp, which reads this as the module loads it) spin after
     // every parallel region before they sleep. With as many threads as cores, that spinning took
     // a fifth of generate's CPU samples from its writer threads (3 of 18 CPU-s on the float32
-    // sweep). A policy the user set is kept.
-    if (!std::getenv("OMP_WAIT_POLICY")) ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+    // sweep). A policy the user set is kept (no overwrite).
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) return Error{fmt::format("cannot load {}: {}", path.string(), dlerror())};
     using EntryFn = const ModuleEntry* (*)();

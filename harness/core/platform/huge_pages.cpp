@@ -15,8 +15,6 @@ namespace {
 
 constexpr std::size_t kHuge = std::size_t(2) << 20;
 
-constexpr bool kSanitized = !kBufferCacheBuilt;
-
 // A fresh mapping of `size` bytes (a multiple of 2 MiB) at a 2 MiB boundary, advised onto huge
 // pages; nullptr when memory is exhausted. `from`, when given, is a kept mapping of `from_size`
 // bytes whose pages move to the start of the new one (mremap: no copy, no zeroing; only the
@@ -96,7 +94,7 @@ Cache& cache() {
 }  // namespace
 
 void* alloc_buffer(std::size_t n) {
-  if (n < kHugeBufferBytes || kSanitized) return std::aligned_alloc(64, (n + 63) / 64 * 64);
+  if (n < kHugeBufferBytes || !kBufferCacheBuilt) return std::aligned_alloc(64, (n + 63) / 64 * 64);
   const std::size_t size = (n + kHuge - 1) / kHuge * kHuge;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.m);
@@ -116,7 +114,7 @@ void* alloc_buffer(std::size_t n) {
 
 void free_buffer(void* p) {
   // A large buffer is 2 MiB aligned: anything else is a small block, never in the cache's books.
-  if (!p || kSanitized || reinterpret_cast<std::uintptr_t>(p) % kHuge != 0) return std::free(p);
+  if (!p || !kBufferCacheBuilt || reinterpret_cast<std::uintptr_t>(p) % kHuge != 0) return std::free(p);
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.m);

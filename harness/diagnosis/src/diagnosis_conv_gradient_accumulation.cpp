@@ -76,6 +76,14 @@ double add(double s, double t, const ops::ElementOptions& opt) {
   return s + t;
 }
 
+// The options of a two-level order's inner GEMM: the gradient's own, or with `float32` its running
+// sum in float32 (a GEMM on narrow data with a float32 compute type), only the outer adds narrow.
+ops::ElementOptions gemm_options(const ops::ElementOptions& opt, bool float32) {
+  ops::ElementOptions gemm = opt;
+  if (float32) gemm.accumulation = ops::Accumulation::float32;
+  return gemm;
+}
+
 // conv2d's grad_input by im2col + GEMM + col2im (see the top of the file): per tap (kh, kw) in
 // order, the GEMM's sum over the group's output channels, added into the running sum.
 // `gemm_float32`: each GEMM sums in float32 (a narrow-typed GEMM with a float32 compute type) and
@@ -83,8 +91,7 @@ double add(double s, double t, const ops::ElementOptions& opt) {
 ElementValue col2im_grad_input(const ops::ConvParams& p, const std::vector<float>& dy, const ArrayView& w,
                                bool gemm_float32) {
   return [&p, &dy, w, gemm_float32](i64 i, const ops::ElementOptions& opt) {
-    ops::ElementOptions gemm = opt;
-    if (gemm_float32) gemm.accumulation = ops::Accumulation::float32;
+    const ops::ElementOptions gemm = gemm_options(opt, gemm_float32);
     const i64 Ho = p.hout(), Wo = p.wout(), og = p.o / p.groups, cg = p.c / p.groups;
     const i64 x = i % p.w, y = i / p.w % p.h, c = i / (p.w * p.h) % p.c, n = i / (p.w * p.h * p.c);
     const i64 o0 = c / cg * og, cl = c % cg;
@@ -149,8 +156,7 @@ bool geometry(const DiagnosisInput& in, bool transposed, Geometry& g) {
 ElementValue per_sample_grad_weight(const Geometry& g, bool transposed, const std::vector<float>& dy,
                                     const ArrayView& x, const ConvGeometry& geo, bool gemm_float32) {
   return [&g, transposed, &dy, x, &geo, gemm_float32](i64 i, const ops::ElementOptions& opt) {
-    ops::ElementOptions gemm = opt;
-    if (gemm_float32) gemm.accumulation = ops::Accumulation::float32;
+    const ops::ElementOptions gemm = gemm_options(opt, gemm_float32);
     const i64 N = g.xs[0], C = g.xs[1], H = g.xs[2], W = g.xs[3], O = g.ys[1], Ho = g.ys[2], Wo = g.ys[3];
     const i64 kh = g.ws[2], kw = g.ws[3], b_group = g.ws[1];
     const i64 og = O / geo.groups, cg = C / geo.groups;
