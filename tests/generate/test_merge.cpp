@@ -117,8 +117,9 @@ TEST_F(MergeSets, ShardsGivenInAnyOrderMergeToTheUnshardedSet) {
   EXPECT_EQ(rels, case_files(dir() + "/full"));
   // Per case 7 matmul files and their 3 error-bound scales (output, grad_A, grad_B), a metadata
   // file and 9 conv files with 4 scales (7 and 3 for g2, which has no bias); each bfloat16 and
-  // float16 gradient also has its dL/dy choice term: 5 per such case, 4 for the bfloat16 g2 case.
-  EXPECT_EQ(rels.size(), 6u * (9 + 4 + 7 + 3 + 1) + 2u * (7 + 3 + 7 + 3 + 1) + 3u * 5 + 4u);
+  // float16 gradient also has its dL/dy choice term: 5 per such case, 4 for the bfloat16 g2 case;
+  // and each such conv output with a bias its bias-after term: 1 per such case, none for g2.
+  EXPECT_EQ(rels.size(), 6u * (9 + 4 + 7 + 3 + 1) + 2u * (7 + 3 + 7 + 3 + 1) + 3u * (5 + 1) + 4u);
   for (const auto& rel : rels)
     EXPECT_EQ(slurp(out("merged/" + rel)), slurp(dir() + "/full/" + rel)) << rel;
 

@@ -330,3 +330,50 @@ TEST_P(GeneratorVsFloat64, ChoiceTermHoldsTheKeptVersusRoundedMove) {
   check("grad_A", M, K, [&](auto, auto k, auto n) { return B.get(k * N + n); }, [&](auto m, auto, auto n) { return m * N + n; });
   check("grad_B", K, N, [&](auto k, auto, auto m) { return A.get(m * K + k); }, [&](auto, auto n, auto m) { return m * N + n; });
 }
+
+// An output's stored bias-after term (docs/compare.md, "The bias added after the sum, stored"),
+// against float64 sums from the definition on the odd conv2d case (batch 2, every axis a different
+// size): W covers the other route's stored output, round(round(s) + bias), against the reference's
+// at every element, s the exact sum; its flip allowance (one ULP of round(s) and of the output) is
+// taken only near a rounding boundary of s; and the routes do differ somewhere (the term is not 0).
+TEST_P(GeneratorVsFloat64, BiasAfterTermHoldsTheOtherRoute) {
+  const DType dt = GetParam();
+  auto c = odd_case(dt);
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  auto out = generate::torch_compute(c, cases::Op::conv2d, view, *dev, nullptr, nullptr, /*scales=*/true);
+  ASSERT_TRUE(out) << out.message();
+  if (dt == DType::float32) {
+    EXPECT_EQ(out->count("output_choice"), 0u);  // nothing is rounded to the case dtype
+    return;
+  }
+  ASSERT_EQ(out->count("output_choice"), 1u);
+  const auto& p = c.params<cases::ConvParams>();
+  ASSERT_GT(p.n, 1);
+  const auto r = conv64(p, in.at("input"), in.at("weight"), nullptr, in.at("target"));  // s: no bias
+  const Tensor &y = out->at("output"), &w = out->at("output_choice"), &b = in.at("bias");
+  ASSERT_EQ(w.numel(), y.numel());
+  const int digits = dt == DType::bfloat16 ? 8 : 11, emin = dt == DType::bfloat16 ? -126 : -14;
+  auto ulp = [&](double v) { return std::ldexp(1.0, std::max(std::ilogb(std::abs(v)), emin) - (digits - 1)); };
+  const std::int64_t plane = p.hout() * p.wout();
+  int uncovered = 0, moved = 0, allowed = 0, too_wide = 0;
+  for (std::int64_t i = 0; i < y.numel(); ++i) {
+    const double s = r.y[static_cast<size_t>(i)], bias = b.get((i / plane) % p.o);
+    const double rs = round_digits(s, digits, emin);
+    const double after = round_digits(static_cast<double>(static_cast<float>(rs + bias)), digits, emin);
+    const double move = std::abs(after - y.get(i)), wi = w.get(i);
+    uncovered += wi < move;
+    moved += move > 0;
+    allowed += wi > move;
+    // A flip of round(s) moves the other route by at most one ULP of round(s) and one of the
+    // output; the allowance is that step, and generate's float32 s may itself sit across it.
+    too_wide += wi > move + 2 * (ulp(rs) + ulp(std::abs(after) + ulp(rs)));
+  }
+  EXPECT_EQ(uncovered, 0) << "elements whose bias-after term is below the other route's move";
+  EXPECT_GT(moved, 0) << "the two routes agree everywhere: the test cannot fail";
+  EXPECT_EQ(too_wide, 0);
+  EXPECT_LT(allowed * 10, y.numel()) << allowed << " of " << y.numel() << " elements carry a flip allowance";
+}

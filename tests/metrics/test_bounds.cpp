@@ -322,6 +322,68 @@ TEST(Bounds, ABiasAddedAfterTheSumAddsOneRoundingOfTheSum) {
   EXPECT_EQ(check_bounds(view(ref), view(run), view(scale), nullptr, o)->beyond, 0);
 }
 
+// A stored bias-after term W (BoundOptions::after; docs/compare.md, "The bias added after the sum,
+// stored") replaces the blanket u_d (|y| + max |bias|): two stacks are held to max(the fused
+// route's bound, W), with an oracle a run farther from exact than the reference to
+// max(one side's bound, W + |ref - exact|); a W that is NaN or negative raises nothing, and none
+// raises the bound above the blanket term's (a stored term never loosens the gate). 20 elements:
+// the vector pass (bound_fast) and the scalar one (bound_pass) both decide some.
+TEST(Bounds, AStoredBiasAfterTermHoldsThatRouteInsteadOfTheBlanketTerm) {
+  const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 10 * std::ldexp(1.0, -150);
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.n = 10;
+  o.added_after = 0.5;
+  const double y = 0.25, step = std::ldexp(1.0, -9);  // bfloat16's spacing at 0.25
+  const double fused = std::sqrt(2.0) * 8 * (u * std::sqrt(10.0) * (y + 1) + u * 1) + 2 * (ud * y + eta);  // ~1.96e-3
+  const double blanket = std::sqrt(2.0) * 8 * (u * std::sqrt(10.0) * (y + 1) + u * 1) + 2 * (2 * ud * y + ud * 0.5 + eta);
+  EXPECT_DOUBLE_EQ(two_stack_bound(y, 1, o), blanket);  // ~7.8e-3: four ULPs pass it
+  const std::size_t n = 20;
+  std::vector<float> ref(n, static_cast<float>(y)), scale(n, 1.0f), run(n), w(n, 0.0f);
+  // Every element one ULP off but for 1 and 2 (two ULPs) and 5 (five); W = two ULPs at 2 (that
+  // route's move), NaN at 3 and -1 at 4 (both one ULP off: the fused bound still passes them), 1.0
+  // at 5 (capped at the blanket bound, which five ULPs exceed).
+  for (std::size_t i = 0; i < n; ++i) run[i] = static_cast<float>(y + (i == 1 || i == 2 ? 2 : i == 5 ? 5 : 1) * step);
+  w[2] = static_cast<float>(2 * step), w[3] = NAN, w[4] = -1.0f, w[5] = 1.0f;
+  const ArrayView wv = view(w);
+  o.after = &wv;
+  EXPECT_DOUBLE_EQ(two_stack_bound(y, 1, o), fused);  // the blanket term is gone
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 2), 2 * step);
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 3), fused);
+  EXPECT_DOUBLE_EQ(after_term(o, 4), 0.0);
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 5), blanket);
+  auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o, 5);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->beyond, 2);  // element 1: two ULPs where neither route moves the output; 5
+  EXPECT_EQ(r->worst[0].index, 1);
+  EXPECT_NEAR(r->worst[0].bound, fused, 1e-15);
+  EXPECT_EQ(r->worst[1].index, 5);
+  EXPECT_NEAR(r->worst[1].bound, blanket, 1e-15);
+  // Without elements 1 and 5 every chunk passes in the vector pass, element 2 by its W alone.
+  run[1] = run[5] = static_cast<float>(y + step);
+  auto fast = check_bounds(view(ref), view(run), view(scale), nullptr, o, 5);
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(fast->beyond, 0);
+  EXPECT_NEAR(fast->max_over, 1.0, 1e-12);  // element 2 sits on its W
+  o.after = nullptr;
+  run[1] = static_cast<float>(y + 2 * step);
+  run[5] = static_cast<float>(y + 5 * step);
+  EXPECT_EQ(check_bounds(view(ref), view(run), view(scale), nullptr, o)->beyond, 1);  // 5 fails the blanket too
+  run[5] = static_cast<float>(y + step);
+  EXPECT_EQ(check_bounds(view(ref), view(run), view(scale), nullptr, o)->beyond, 0);  // the blanket passes it
+  // With an oracle 1e-4 above the reference and the run on the reference elsewhere: element 2 (two
+  // ULPs - 1e-4 from exact) passes on W + |ref - exact| (capped at that route's one-side bound,
+  // 3.9e-3), element 1 does not (one side's bound is u_d |y| = 9.8e-4 and its statistical part).
+  o.after = &wv;
+  const std::vector<double> exact(n, y + 1e-4);
+  const ArrayView xv = view(exact);
+  for (std::size_t i = 0; i < n; ++i) run[i] = i == 1 || i == 2 ? run[i] : static_cast<float>(y);
+  auto three = check_bounds(view(ref), view(run), view(scale), &xv, o, 5);
+  ASSERT_TRUE(three);
+  ASSERT_EQ(three->beyond, 1);
+  EXPECT_EQ(three->worst[0].index, 1);
+}
+
 TEST(Bounds, TF32OperandsWidenTheProductTerm) {
   // operand_u = 2^-11: each product errs by up to 2 u_t + u_t^2 more; a gradient counts it twice
   // (its own operands, and dL/dy carrying the forward's error).

@@ -27,13 +27,17 @@ Deliberately wrong (the panel's negative controls):
   dy_fp8        blas_dyround, but dL/dy rounded to an 8-bit float (E4M3: 4 significand bits,
                 scaled per tensor by a power of two so its largest magnitude fits, as FP8 training
                 scales it) before the backward pass
+  bias_trunc    bias_after, but the sum converted to the case dtype by truncation (its low bits
+                dropped, a hand-written float32 -> bfloat16 conversion) before the bias is added;
+                the sum with the bias rounded to nearest as usual
 """
 import os
 import sys
 
 import numpy as np
 
-VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans", "grad_a_acc", "grad_conv_acc", "dy_fp8")
+VARIANTS = ("blas", "blas_dyround", "bias_after", "f64", "tf32", "wtrans", "grad_a_acc", "grad_conv_acc", "dy_fp8",
+            "bias_trunc")
 # (significand bits including the implicit one, smallest normal exponent) of each dtype.
 FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14), "tf32": (11, -126),
            "e4m3": (4, -6)}
@@ -55,6 +59,15 @@ def round_to(x, fmt):
     _, e = np.frexp(x)
     quantum = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
     return np.rint(x / quantum) * quantum
+
+
+def truncate_to(x, fmt):
+    """x with its bits below `fmt`'s significand dropped (rounded toward zero), as float64."""
+    p, emin = FORMATS[fmt]
+    x = np.asarray(x, dtype=np.float64)
+    _, e = np.frexp(x)
+    quantum = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
+    return np.trunc(x / quantum) * quantum
 
 
 def env_int(name):
@@ -149,6 +162,8 @@ def conv2d(d, dtype, ar, dyround):
     if g["BIAS"]:
         if ar.variant == "bias_after":      # the sum stored in the case dtype, then the bias added
             y = ar.arr(round_to(y, dtype))
+        elif ar.variant == "bias_trunc":    # ... stored by truncation
+            y = ar.arr(truncate_to(y, dtype))
         y += ar.arr(load(d, "bias"))
     y = y.reshape(N, HO, WO, O)
     loss, dy = loss_and_dy(ar, y, t, dtype, dyround)
@@ -210,9 +225,9 @@ def main():
     ar = Arith(variant)
     op = os.environ.get("VALIDATE_OP")
     if op == "conv2d":
-        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8"))
+        conv2d(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8", "bias_trunc"))
     elif op == "matmul":
-        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8"))
+        matmul(d, dtype, ar, variant in ("blas_dyround", "bias_after", "grad_a_acc", "grad_conv_acc", "dy_fp8", "bias_trunc"))
     else:
         fail(f"VALIDATE_OP={op!r}: the panel computes conv2d and matmul")
 

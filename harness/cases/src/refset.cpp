@@ -61,7 +61,9 @@ Json case_metadata(const Case& c, const std::map<std::string, TensorRecord>& rec
       if (it->second.unit_log2) scales[t.name]["unit_log2"] = *it->second.unit_log2;
       if (has_partial_sums(c, op, t)) scales[t.name]["partial_sums"] = partial_sums_mark();
       if (auto ch = records.find(c.file_name(op, t.name + "_choice")); ch != records.end()) {
-        Json cj = {{"file", ch->first}, {"sha256", ch->second.sha256}, {"quantity", kChoiceQuantity}};
+        Json cj = {{"file", ch->first},
+                   {"sha256", ch->second.sha256},
+                   {"quantity", t.role == Role::output ? kBiasAfterQuantity : kChoiceQuantity}};
         if (ch->second.unit_log2) cj["unit_log2"] = *ch->second.unit_log2;
         scales[t.name]["choice"] = cj;
       }

@@ -157,24 +157,43 @@ Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::strin
 }
 
 Result<std::optional<ScaleFile>> open_choice(const PairItem& it, const std::string& op, const std::string& tensor,
-                                             const Shape& shape) {
+                                             const Shape& shape, ops::Role role) {
   const Json* entry = find_path(it.ref->metadata, {"ops", op.c_str(), "scales", tensor.c_str(), "choice"});
   if (!entry) return std::optional<ScaleFile>();
+  const bool output = role == ops::Role::output;
+  const char* quantity = output ? cases::kBiasAfterQuantity : cases::kChoiceQuantity;
+  const char* what = output ? "bias-after term" : "dL/dy choice term";
   const std::string where = fmt::format("reference: {}'s metadata, ops.{}.scales.{}.choice", it.ref->c.name, op, tensor);
   const Json* sf = find_path(*entry, {"file"});
   const Json* sq = find_path(*entry, {"quantity"});
-  if (!sf || !sf->is_string() || !sq || !sq->is_string() || sq->get<std::string>() != cases::kChoiceQuantity)
-    return Error{fmt::format("{}: needs \"file\" and \"quantity\": \"{}\"", where, cases::kChoiceQuantity)};
+  if (!sf || !sf->is_string() || !sq || !sq->is_string() || sq->get<std::string>() != quantity)
+    return Error{fmt::format("{}: needs \"file\" and \"quantity\": \"{}\"", where, quantity)};
   const std::string f = (stdfs::path(it.ref_file).parent_path() / sf->get<std::string>()).string();
   auto m = open_npy(f);
-  if (!m) return Error{"reference: dL/dy choice term: " + m.message()};
+  if (!m) return Error{fmt::format("reference: {}: {}", what, m.message())};
   const DType dt = m->header.dtype;
   if (m->header.shape != shape || (dt != DType::float32 && dt != DType::float16))
-    return Error{fmt::format("reference: dL/dy choice term {} has shape {} ({}), expected float16 or float32 {}", f,
+    return Error{fmt::format("reference: {} {} has shape {} ({}), expected float16 or float32 {}", what, f,
                              shape_to_string(m->header.shape), dtype_name(dt), shape_to_string(shape))};
   auto unit = cases::scale_unit(*entry, dt, where + " (" + f + ")");
   if (!unit) return unit.status();
-  return std::optional<ScaleFile>(ScaleFile{std::move(*m), *unit, cases::kChoiceQuantity});
+  return std::optional<ScaleFile>(ScaleFile{std::move(*m), *unit, quantity});
+}
+
+bool stored_choice_applies(const Entry& e, const AlgorithmBound& alg, const BoundOptions& o) {
+  if (o.operand_u != 0) return false;
+  if (e.role == ops::Role::grad) return !alg.carried_output;
+  // An output's bias-after flips were bounded at lambda 8 with the direct sum's error.
+  return e.role == ops::Role::output && o.added_after > 0 && alg.extra.empty() && o.lambda <= kStoredChoiceLambda;
+}
+
+void use_stored_choice(Entry& e, const ArrayView& stored, double unit, BoundOptions& o) {
+  if (e.role == ops::Role::output) {
+    o.after = &stored, o.after_unit = unit, e.bound_model += kBiasAfterModelSuffix;
+  } else {
+    o.choice = &stored, o.choice_unit = unit, e.bound_model += kChoiceModelSuffix;
+  }
+  e.bound_used_choice = true;
 }
 
 Result<BoundOptions> scale_bound_options(const PairItem& it, const Entry& e, const ScaleFile& scale, const Gates& gt) {
@@ -226,11 +245,12 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     return std::nullopt;
   }
   const ArrayView xv = *exact ? (*exact)->view(false) : ArrayView{};
-  // A bfloat16/float16 gradient's stored dL/dy choice: only where its flips were bounded for this
-  // run, a direct-sum output on unrounded operands (BoundOptions::choice).
+  // A bfloat16/float16 gradient's stored dL/dy choice, or an output's stored bias-after term: only
+  // where their flips were bounded for this run, a direct-sum output on unrounded operands
+  // (BoundOptions::choice, BoundOptions::after).
   std::optional<ScaleFile> choice;
-  if (e.role == ops::Role::grad && !alg->carried_output && o.operand_u == 0) {
-    auto ch = open_choice(it, e.op_name(), it.tensor, e.shape);
+  if (stored_choice_applies(e, *alg, o)) {
+    auto ch = open_choice(it, e.op_name(), it.tensor, e.shape, *e.role);
     if (!ch) {
       invalid(e, ch.message());
       return std::nullopt;
@@ -238,7 +258,7 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
     choice = std::move(*ch);
   }
   const ArrayView cv = choice ? choice->map.view() : ArrayView{};
-  if (choice) o.choice = &cv, o.choice_unit = choice->unit, e.bound_model += kChoiceModelSuffix, e.bound_used_choice = true;
+  if (choice) use_stored_choice(e, cv, choice->unit, o);
   // The rounding-bias estimate is a sequential sum over the tensor (its figures are defined by that
   // order), one core's work: started beside the metrics when it could be, else beside the bound pass.
   std::future<RoundingBiasCheck> bias_pass;

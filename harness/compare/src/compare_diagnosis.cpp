@@ -46,11 +46,13 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
     if (auto o = scale_bound_options(it, e, *scale, gt)) {
       in.bound = DiagnosisInput::ElementBound{scale->map.view(), *o};
       if (e.bound_used_choice)
-        if (auto ch = open_choice(it, e.op_name(), it.tensor, e.shape); ch && *ch) {
+        if (auto ch = open_choice(it, e.op_name(), it.tensor, e.shape, *e.role); ch && *ch) {
           choice = std::move(**ch);
           choice_view = choice->map.view();
-          in.bound->options.choice = &choice_view;
-          in.bound->options.choice_unit = choice->unit;
+          if (*e.role == ops::Role::output)
+            in.bound->options.after = &choice_view, in.bound->options.after_unit = choice->unit;
+          else
+            in.bound->options.choice = &choice_view, in.bound->options.choice_unit = choice->unit;
         }
     }
   if (floor <= 0) {  // shape mismatch: no metric pass ran

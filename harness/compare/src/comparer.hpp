@@ -69,12 +69,25 @@ struct ScaleFile {
 Result<std::optional<ScaleFile>> open_scale(const PairItem& it, const std::string& op, const std::string& tensor,
                                             const Shape& shape, const std::vector<std::string>& quantities,
                                             const Mapped* mapped_ref = nullptr);
-// The end of an entry's bound model (as reports print it) when its gate used the stored dL/dy choice.
+// The end of an entry's bound model (as reports print it) when its gate used the stored dL/dy
+// choice, or an output's stored bias-after term.
 inline const std::string kChoiceModelSuffix = " + dL/dy's rounding, stored";
-// A bfloat16/float16 gradient's stored dL/dy choice term (ops.<op>.scales.<tensor>.choice): nullopt
-// when the set lists none; an error naming the file when the entry or the file is unusable.
+inline const std::string kBiasAfterModelSuffix = " + the bias added after, stored";
+// The lambda generate bounds an output's bias-after flips at (torch_scales.cpp); a larger `bound`
+// keeps the noise model's term for that route.
+inline constexpr double kStoredChoiceLambda = 8;
+// A bfloat16/float16 gradient's stored dL/dy choice term, or an output's stored bias-after term
+// (`role`), ops.<op>.scales.<tensor>.choice: nullopt when the set lists none; an error naming the
+// file when the entry or the file is unusable.
 Result<std::optional<ScaleFile>> open_choice(const PairItem& it, const std::string& op, const std::string& tensor,
-                                             const Shape& shape);
+                                             const Shape& shape, ops::Role role);
+struct AlgorithmBound;
+// Whether the gate of `e` takes its stored term (open_choice): a gradient whose output is the
+// direct sum's, an output with a bias whose run declares the direct sum (or split-K) at lambda <= 8,
+// neither with rounded operands.
+bool stored_choice_applies(const Entry& e, const AlgorithmBound& alg, const BoundOptions& o);
+// Puts the stored term into `o` (BoundOptions::choice or ::after) and names it in e's bound model.
+void use_stored_choice(Entry& e, const ArrayView& stored, double unit, BoundOptions& o);
 // The options of `e`'s error-bound gate with its scale (bound_options, the scale's unit, and a
 // gradient scale split into its two parts when its quantity says so): what check_bounds and the
 // diagnosis's element test are given.

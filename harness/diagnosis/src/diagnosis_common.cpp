@@ -42,11 +42,15 @@ BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
   BoundTest t;
   t.scale = b.scale;
   t.unit = b.options.scale_unit;
-  const double c = two_stack_bound(0, 0, b.options);
+  // The linear terms serve the scaled values (scaled()), which no stored term describes: an
+  // output's bias-after route keeps its noise-model term there.
+  BoundOptions linear = b.options;
+  linear.after = nullptr;
+  const double c = two_stack_bound(0, 0, linear);
   t.constant = c;
-  t.per_ref = two_stack_bound(1, 0, b.options) - c;
-  t.per_scale = two_stack_bound(0, 1, b.options) - c;
-  if (b.options.choice) t.choice = b.options;
+  t.per_ref = two_stack_bound(1, 0, linear) - c;
+  t.per_scale = two_stack_bound(0, 1, linear) - c;
+  if (b.options.choice || b.options.after) t.choice = b.options;  // per element: two_stack_bound_at
   return t;
 }
 

@@ -143,7 +143,8 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
       if (!std::isfinite(s)) s = 0;
       const double two_sides = two_stack_bound_at(a, s, in.bound->options, p);
       unit = two_sides;
-      max_worst = std::max(max_worst, ae / (2 * worst_case_bound(a, s, in.bound->options)));
+      const double worst = std::max(2 * worst_case_bound(a, s, in.bound->options), after_term(in.bound->options, p));
+      max_worst = std::max(max_worst, ae / worst);
     }
     const double over = unit > 0 ? ae / unit : (ae > 0 ? INFINITY : 0);
     r.push_back(unit > 0 ? e / unit : 0);

@@ -70,6 +70,10 @@ struct ChoiceTerms {
   // A bias added after the stored sum (conv2d, conv_transpose2d): the float32 sum s = y - bias,
   // the output that route stores, round(round(s) + bias), and its dL/dy (undefined: no bias).
   at::Tensor sum, after, dy_after;
+  // Whether the stored output is round(y32) itself (a case computed in float32): only then is the
+  // output's bias-after term W (`after_term`, docs/compare.md) the other route's distance from it.
+  bool fused_reference = false;
+  at::Tensor after_term;
   std::map<std::string, at::Tensor> dg, spread;  // per gradient leaf: |Dg|, then Z
 };
 

@@ -285,6 +285,8 @@ Result<std::map<std::string, Tensor>> torch_compute(const cases::Case& c, cases:
           out.emplace(t.name + "_choice", timed([&] {
                         return adopt_from_torch(choice->spread.at(t.name.substr(5)).contiguous(), DType::float32);
                       }));
+        if (t.role == cases::Role::output && choice && choice->after_term.defined())  // the bias added after
+          out.emplace(t.name + "_choice", timed([&] { return adopt_from_torch(choice->after_term.contiguous(), DType::float32); }));
       }
     }
   } catch (const c10::Error& e) {

@@ -66,6 +66,7 @@ ChoiceTerms choice_deterministic(const ops::OpParams& params, const ops::TorchLe
   at::Tensor z = sum ? *sum : ops::torch_forward(params, lin);
   c.y32 = z.detach();
   c.stored = y.detach().to(at::kFloat);
+  c.fused_reference = sum != nullptr;
   const double two_n = 2.0 / static_cast<double>(c.stored.numel());
   c.dy = (c.stored - target) * two_n;
   const at::Tensor rounded = round_to(c.dy, d);  // the reference's dL/dy
@@ -124,9 +125,16 @@ void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Te
   at::Tensor spread = c.dy.abs();
   if (c.sum.defined()) {  // the bias added after the stored sum: round(s) may flip, then the output
     const at::Tensor s_rounded = round_to(c.sum, d);
-    const at::Tensor step = (grid_spacing(s_rounded, d).above + grid_spacing(c.after, d).above) * two_n;
-    f = at::maximum(f, route(inside_distance(c.sum, s_rounded, d) <= window(c.sum), step, c.dy_after));
+    // s = y32 - bias carries that subtraction's rounding and y32's own beside the sum's.
+    const at::Tensor s_flips = inside_distance(c.sum, s_rounded, d) <= window(c.sum) + 2 * u * (c.y32.abs() + c.sum.abs());
+    const at::Tensor s_step = grid_spacing(s_rounded, d).above;
+    const at::Tensor out_step = s_step + grid_spacing(c.after.abs() + s_step, d).above;
+    f = at::maximum(f, route(s_flips, out_step * two_n, c.dy_after));
     spread = at::maximum(spread, c.dy_after.abs());
+    // The output's own term W: the other route's stored output against the reference's, and
+    // where another stack's round(s) may differ from this one's, one ULP of it and of the output.
+    if (c.fused_reference)
+      c.after_term = (c.after - c.stored).abs() + at::where(s_flips, out_step, at::zeros_like(out_step));
   }
   const at::Tensor a = spread + f + c.D;  // c.D: the largest |move| of any route
   const at::Tensor up = f.square() + (2 * n_max * u * u) * a.square();

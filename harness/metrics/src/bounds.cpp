@@ -74,12 +74,15 @@ double rounding_floor(DType d, double n) {
 
 // The roundings of the stored result that no lambda scales, as per_abs_y |y| + constant: u_d |y|
 // (the result), with a bias added after the sum u_d (|y| + max |bias|) more (the sum stored before
-// the addition), and the underflow floor eta.
+// the addition; not with the stored bias-after term, which holds that route instead), and the
+// underflow floor eta.
+// `blanket`: with the noise model's term for the bias added after even where a stored term holds
+// that route (the cap of that term: after_cap).
 struct StoredRounding {
   double per_abs_y, constant;
-  explicit StoredRounding(const BoundOptions& o)
+  explicit StoredRounding(const BoundOptions& o, bool blanket = false)
       : per_abs_y(unit_roundoff(o.dtype)), constant(rounding_floor(o.dtype, o.n)) {
-    if (o.added_after > 0) constant += per_abs_y * o.added_after, per_abs_y *= 2;
+    if (o.added_after > 0 && (!o.after || blanket)) constant += per_abs_y * o.added_after, per_abs_y *= 2;
   }
 };
 
@@ -218,6 +221,8 @@ namespace {
 // alone, c = lambda, and the worst case the same.
 struct BoundConstants {
   double ud, up, rn, ra, a, c, eta, gamma;
+  // The stored rounding with the bias-after route's noise-model term (StoredRounding's blanket).
+  double ud_b = 0, eta_b = 0;
   // Two stacks: the statistical parts' factor, sqrt(2) (root-sum-square); 2 for a checkpoint's
   // scale, a two-stack bound already (2 lambda scale).
   double two = kSqrt2;
@@ -226,8 +231,9 @@ struct BoundConstants {
       ud = 0, rn = 1, ra = 1, a = 0, c = o.lambda, eta = 0, gamma = 0, up = o.lambda, two = 2;
       return;
     }
-    const StoredRounding s(o);
+    const StoredRounding s(o), b(o, true);
     ud = s.per_abs_y, eta = s.constant, up = product_unit(o), rn = std::sqrt(o.n), ra = summed_magnitude_per_scale(o);
+    ud_b = b.per_abs_y, eta_b = b.constant;
     a = o.lambda * kU * rn, c = o.lambda * up + (o.split_gradient ? 0 : a);
     const double nu = o.n * kU;
     gamma = nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
@@ -254,8 +260,19 @@ double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions&
 
 }  // namespace
 
+double after_term(const BoundOptions& o, std::int64_t i) {
+  if (!o.after) return 0;
+  const double w = array_element(*o.after, i) * o.after_unit;
+  return w >= 0 && std::isfinite(w) ? w : 0.0;
+}
+
 double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i) {
   const double noise = two_stack_bound(y, rho, o);
+  if (o.after && !o.per_lambda) {
+    BoundOptions blanket = o;
+    blanket.after = nullptr;
+    return std::max(noise, std::min(after_term(o, i), two_stack_bound(y, rho, blanket)));
+  }
   if (!o.choice || o.per_lambda) return noise;
   const SideParts p = side_parts(y, rho, o), at_zero = side_parts(0, rho, o);
   const double acc_y = o.lambda * (p.statistical - at_zero.statistical);  // lambda u sqrt(n) |y|
@@ -301,6 +318,10 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
         // from it is also held to the stored choice's two-stack bound against the reference.
         err = std::fabs(bv - *x);
         bound = std::max(run_side, std::fabs(av - *x));
+        // The other route's output lies within W of the reference's, so within W + |ref - exact|
+        // of the exact value, and within that route's noise-model bound (the cap).
+        if (o.after)
+          bound = std::max(bound, std::min(after_term(o, i) + std::fabs(av - *x), stat + k.ud_b * ya + k.eta_b + extra));
         const double apart = std::fabs(bv - av);
         if (o.choice && err > std::fabs(av - *x)) {
           const double tight = choice_bound(*o.choice, i, o, a * ya, hu, extra);
@@ -314,11 +335,15 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
       err = std::fabs(bv - av);
       bound = two * stat + 2 * hu + extra;
       if (o.choice) bound = std::min(bound, choice_bound(*o.choice, i, o, a * ya, hu, extra));
+      // The bias added after the stored sum: the other route's stored output, W from the
+      // reference's, never more than that route's noise-model bound.
+      if (o.after) bound = std::max(bound, std::min(after_term(o, i), two * stat + 2 * (k.ud_b * ya + k.eta_b) + extra));
     }
     ++r.checked;
     const double over = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
     if (over > r.max_over) r.max_over = over;
-    const double wc = sides * (gamma * (ya + ra * rho) + up * rn * rho + hu) + (run_side - side);
+    double wc = sides * (gamma * (ya + ra * rho) + up * rn * rho + hu) + (run_side - side);
+    if (o.after) wc = std::max(wc, after_term(o, i) + (x ? std::fabs(av - *x) : 0.0));
     if (wc > 0 && err / wc > r.max_worst_case_over) r.max_worst_case_over = err / wc;
     if (err <= bound) continue;
     ++r.beyond;
@@ -346,14 +371,16 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 // bound_fast: the same operations per element on every ISA). It answers only when no element is
 // beyond its bound and every value is finite; otherwise (false) the chunk takes bound_pass, which
 // names the failing elements.
-// pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) widened to float, or null; px: the
-// run's algorithm terms from the chunk's start (BoundOptions::run_extra), or null.
+// pz: the chunk's stored dL/dy choice terms (BoundOptions::choice) or bias-after terms
+// (BoundOptions::after) widened to float, or null; px: the run's algorithm terms from the chunk's
+// start (BoundOptions::run_extra), or null.
 bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, const double* px, std::int64_t n,
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
   // choice_bound's sqrt(2) a |y| and the worst case's up rn rho, as the scalar bound forms them.
-  const detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
-                                  k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
+  detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
+                            k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
+  if (o.after) p.z_unit = o.after_unit, p.z_floor = true, p.ud_b = k.ud_b, p.eta_b = k.eta_b;
   detail::BoundFastOut out;
   detail::kernels().bound_fast(pr, pu, ps, pz, px, n, p, out);
   if (out.beyond || !out.finite) return false;
@@ -368,7 +395,7 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, const float* p
 Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, const ArrayView& scale,
                                  const ArrayView* exact, const BoundOptions& o, std::size_t keep, int threads) {
   if (ref.numel != run.numel || scale.numel != ref.numel || (exact && exact->numel != ref.numel) ||
-      (o.choice && o.choice->numel != ref.numel))
+      (o.choice && o.choice->numel != ref.numel) || (o.after && o.after->numel != ref.numel))
     return Error{"error-bound check: element counts differ"};
   if (keep == 0) keep = 1;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -388,13 +415,15 @@ Result<BoundResult> check_bounds(const ArrayView& ref, const ArrayView& run, con
         thread_local std::vector<float> widened;
         const float *pr = reinterpret_cast<const float*>(ref.data), *pu = reinterpret_cast<const float*>(run.data),
                     *ps = scale_floats(scale, lo, hi, widened);  // element lo at ps[0]
-        const bool choice_f = o.choice && (o.choice->storage == DType::float32 || o.choice->storage == DType::float16);
+        // A stored term (a gradient's dL/dy choice or an output's bias-after term; never both).
+        const ArrayView* stored = o.after ? o.after : o.choice;
+        const bool stored_f = stored && (stored->storage == DType::float32 || stored->storage == DType::float16);
         thread_local std::vector<float> widened_choice;
-        const float* pz = choice_f ? scale_floats(*o.choice, lo, hi, widened_choice) : nullptr;
-        // The run's algorithm term is added as bound_pass adds it; beside a stored choice term
-        // bound_pass alone forms the bound (its sqrt(2) a |y| is rounded another way).
+        const float* pz = stored_f ? scale_floats(*stored, lo, hi, widened_choice) : nullptr;
+        // The run's algorithm term is added as bound_pass adds it; beside a stored term bound_pass
+        // alone forms the bound (its sqrt(2) a |y| is rounded another way).
         const double* px = o.run_extra ? o.run_extra + lo : nullptr;
-        if (!exact && (!o.choice || choice_f) && !(px && o.choice) &&
+        if (!exact && (!stored || stored_f) && !(px && stored) && !(o.after && o.choice) &&
             fast_pass(pr + lo, pu + lo, ps, pz, px, hi - lo, o, part))
           continue;
         bound_pass([pr](std::int64_t i) { return static_cast<double>(pr[i]); },

@@ -80,8 +80,13 @@ using HalfToFloatFn = void (*)(const std::uint16_t* in, float* out, int n);
 // in double. The constants are those of bounds.cpp's BoundConstants; sqrt2_a = sqrt(2) a and
 // up_rn = up rn as fast_pass forms them. Out: the largest err / bound and err / worst case, how
 // many elements are beyond their bound, and whether every error and scale is finite.
+// z_floor: pz holds an output's stored bias-after term W instead (BoundOptions::after): the bound
+// is raised to W capped by the noise model's bound of that route (two stat + 2 (ud_b |y| + eta_b)),
+// the worst case to W (a W that is not a finite value >= 0 raises nothing).
 struct BoundFastParams {
   double ud, up_rn, ra, a, c, eta, gamma, two, unit, z_unit, sqrt2_a;
+  bool z_floor = false;
+  double ud_b = 0, eta_b = 0;
 };
 struct BoundFastOut {
   double max_over = 0, max_wc = 0;

@@ -25,6 +25,10 @@ inline constexpr const char* kGradientBoundQuantity = "rss_gradient_terms";
 // gradient's move between dL/dy kept and rounded, plus the rare flips' root term at lambda 8
 // (metrics/bounds.hpp, BoundOptions::choice; docs/compare.md).
 inline constexpr const char* kChoiceQuantity = "dy_choice_two_stack";
+// A bfloat16/float16 output's stored bias-after term W (ops.<op>.scales.output.choice, ops whose
+// bias may be added after the stored sum): the other route's stored output against the
+// reference's, plus the rare flips of round(sum) (metrics/bounds.hpp, BoundOptions::after).
+inline constexpr const char* kBiasAfterQuantity = "bias_after_two_stack";
 // An op with a user's tensor has its scales widened by the measured partial sums of its sums
 // (ops.<op>.scales.<tensor>.partial_sums: the chunks per nesting; docs/compare.md, "Partial sums on
 // the data at hand"), and no dL/dy choice term.

@@ -15,7 +15,8 @@
 // half the case dtype's subnormal spacing plus n half float32 subnormal spacings (underflow).
 // An output whose op adds a term after the sum (a bias) may also be rounded to the case dtype
 // before that addition (cuDNN's cudnnAddTensor after cudnnConvolutionForward, LibTorch on CUDA):
-// one more rounding of s = y - bias, at most u_d |s| <= u_d (|y| + max |bias|), added to b.
+// one more rounding of s = y - bias, at most u_d |s| <= u_d (|y| + max |bias|), added to b, or,
+// where the set stores that route's output (BoundOptions::after), held to it instead.
 // Two correct stacks differ by at most sqrt(2) lambda (statistical part) + 2 (deterministic part):
 // their rounding errors are independent, so the lambda terms of the two sides add in
 // root-sum-square; with a float64 oracle the run alone is held to b against the exact value, so a
@@ -70,6 +71,17 @@ struct BoundOptions {
   // the choice's flips were bounded with the direct sum's float32 output error.
   const ArrayView* choice = nullptr;
   double choice_unit = 1;
+  // A bfloat16/float16 output's stored bias-after term W (the set's "output_choice", float16 times
+  // after_unit; generate computes it at lambda 8 from its float32 sum s): how far the output the
+  // other route stores, round(round(s) + bias), lies from the reference's round(s + bias), plus
+  // ULP(round(s)) + ULP of that output where s lies near enough to a rounding boundary of the case
+  // dtype for another stack's round(s) to differ. It replaces added_after: two correct stacks differ
+  // by at most max(the fused route's bound, W); with an oracle, a run farther from the exact value
+  // than the reference by at most W more (docs/compare.md, "The bias added after the sum, stored").
+  // Not for a run whose output is another algorithm's or whose operands are rounded, nor at
+  // lambda > 8: the flips were bounded with the direct sum's float32 error at lambda 8.
+  const ArrayView* after = nullptr;
+  double after_unit = 1;
 };
 
 // The bound of one side at an element with reference value y and scale rho (one stack's error
@@ -81,8 +93,13 @@ double side_bound(double y, double rho, const BoundOptions& o);
 // root-sum-square, and both sides' stored roundings: sqrt(2) lambda statistical + 2 deterministic.
 double two_stack_bound(double y, double rho, const BoundOptions& o);
 // The same at element i of a tensor whose options carry a stored dL/dy choice (o.choice): the
-// smaller of that and the choice's bound, as the gate takes it.
+// smaller of that and the choice's bound, as the gate takes it; with a stored bias-after term
+// (o.after), the larger of that term and the fused route's bound.
 double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i);
+// The stored bias-after term W at element i (o.after), 0 without one and where it is not a finite
+// value >= 0 (the fused route's bound then stands alone: a broken term never loosens the gate). The
+// worst case of that route is W itself: the gate's worst-case figure is raised to it.
+double after_term(const BoundOptions& o, std::int64_t i);
 // side_bound = lambda * statistical + deterministic: the many accumulation and product roundings
 // (their root-sum-square per unit lambda) and the one or two roundings of the stored result.
 struct SideParts {
