@@ -377,3 +377,68 @@ TEST_P(GeneratorVsFloat64, BiasAfterTermHoldsTheOtherRoute) {
   EXPECT_EQ(too_wide, 0);
   EXPECT_LT(allowed * 10, y.numel()) << allowed << " of " << y.numel() << " elements carry a flip allowance";
 }
+
+// With 2/N a power of two (here N = 8 x 16 outputs) dL/dy = 2 (y - t) / N is exact in float32, so
+// its rounding to the case dtype is the same in every stack that rounds to nearest even, ties
+// included: the stored choice term then carries no allowance for dL/dy near a rounding boundary.
+// Against float64 sums on a matmul with M, K, N all different: Z holds the exact kept-versus-
+// rounded move, and its root term stays under what the output's flips and the float32 sums alone
+// allow, although some dL/dy values are exact ties.
+TEST_P(GeneratorVsFloat64, ChoiceTermHasNoTieAllowanceWhenDlDyIsExact) {
+  const DType dt = GetParam();
+  if (dt == DType::float32) GTEST_SKIP() << "no dL/dy is rounded to float32";
+  auto c = odd_case(dt);
+  auto& mp = c.params<cases::MatmulParams>();
+  mp.m = 8, mp.k = 12, mp.n = 16;
+  auto dev = generate::open_torch_device("cpu", false);
+  ASSERT_TRUE(dev);
+  auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev, nullptr, nullptr, /*scales=*/true);
+  ASSERT_TRUE(out) << out.message();
+  const std::int64_t M = mp.m, K = mp.k, N = mp.n;
+  const Tensor &A = in.at("A"), &B = in.at("B"), &t = in.at("target"), &y = out->at("output");
+  const Tensor& z = out->at("grad_A_choice");
+  const int digits = dt == DType::bfloat16 ? 8 : 11, emin = dt == DType::bfloat16 ? -126 : -14;
+  const double u = std::ldexp(1.0, -24), n_out = static_cast<double>(M * N);
+  auto ulp = [&](double v) { return std::ldexp(1.0, std::max(std::ilogb(std::abs(v)), emin) - (digits - 1)); };
+  std::vector<double> D(static_cast<size_t>(M * N)), cap2(D.size());
+  int ties = 0;
+  const double n_max = std::max(static_cast<double>(N), static_cast<double>(M));
+  for (std::int64_t i = 0; i < M * N; ++i) {
+    const double dy = (y.get(i) - t.get(i)) * (2.0 / n_out);  // exact: 2/N is a power of two
+    const double r = round_digits(dy, digits, emin);
+    D[static_cast<size_t>(i)] = r - dy;
+    ties += dy != r && std::abs(std::abs(dy - r) - ulp(dy) / 2) < 1e-30 * ulp(dy);
+    // An output that may round the other way (its exact sum within 1.5 times generate's window of
+    // a rounding boundary: a superset of generate's float32 test): dL/dy moves by (2/N) ULP(y)
+    // and its rounding by one ULP. No allowance for a dL/dy at or near a boundary.
+    double v = 0, rho2 = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double p = A.get((i / N) * K + k) * B.get(k * N + i % N);
+      v += p, rho2 += p * p;
+    }
+    const double window = 2 * 8 * u * (std::sqrt(K + 1.0) * (std::abs(v) + std::sqrt(rho2)) + std::sqrt(rho2));
+    const double yi = y.get(i), to_boundary = ulp(yi) / 2 - std::abs(v - yi);  // yi: v rounded
+    const bool flips = to_boundary <= 1.5 * window + ulp(yi) / 4 * (std::abs(yi) == std::ldexp(1.0, std::ilogb(std::abs(yi))));
+    const double f_cap = 2 * u * std::abs(dy) + (flips ? 2 / n_out * ulp(yi) + ulp(std::abs(dy) + 2 / n_out * ulp(yi)) : 0.0);
+    const double a_cap = std::abs(dy) + f_cap + std::abs(D[static_cast<size_t>(i)]);
+    cap2[static_cast<size_t>(i)] = f_cap * f_cap + 2 * n_max * u * u * a_cap * a_cap;
+  }
+  EXPECT_GT(ties, 0) << "no dL/dy is an exact tie: the test cannot fail";
+  int below = 0, over = 0;
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t k = 0; k < K; ++k) {
+      double dg = 0, hi = 0;  // grad_A[m, k] = sum_n dy[m, n] B[k, n]
+      for (std::int64_t n = 0; n < N; ++n) {
+        const double x = B.get(k * N + n);
+        dg += D[static_cast<size_t>(m * N + n)] * x, hi += cap2[static_cast<size_t>(m * N + n)] * x * x;
+      }
+      const double zi = z.get(m * K + k);
+      below += zi < std::abs(dg) * (1 - 1e-5);
+      over += zi - std::abs(dg) > 8 * std::sqrt(hi) * (1 + 1e-3);
+    }
+  EXPECT_EQ(below, 0) << "elements whose choice term is below the exact |Dg|";
+  EXPECT_EQ(over, 0) << "elements whose root term exceeds the flips and sums alone";
+}

@@ -299,7 +299,10 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   // the size, not a count of ULPs (16 float32 ULPs are far inside a K = 72 bound; 16 bfloat16 ULPs
   // are 6%). A layout mistake moves nearly every element by about its own size, so no layout
   // hypothesis is offered for this (its residual would explain nothing).
-  if (r->max_worst_case_over > 1 || r->beyond * 1000 > std::max<std::int64_t>(r->checked, 1)) return std::nullopt;
+  // A gradient held to its stored dL/dy choice is beyond what the declared computation can do
+  // wherever it fails (the noise model's worst case says nothing there): never rounding-sized.
+  if (o.choice || r->max_worst_case_over > 1 || r->beyond * 1000 > std::max<std::int64_t>(r->checked, 1))
+    return std::nullopt;
   // Arithmetic narrower than declared can be that small too (a bfloat16 running sum over a short
   // reduction, TF32 operands at a small K): it is named when it reproduces the run and the declared
   // computation does not.

@@ -109,13 +109,20 @@ void choice_statistical(ChoiceTerms& c, const ops::TorchLeaves& sq, const at::Te
   auto window = [&](const at::Tensor& v) {
     return 2 * kChoiceLambda * u * (std::sqrt(k) * (v.abs() + rho_y) + rho_y) + 2 * k * std::ldexp(1.0, -150);
   };
+  // With 2/N a power of two, 2 (y - t) / N from a stored output is exact in float32 in any order
+  // (y - t is exact wherever its rounding could reach a boundary of the case dtype: both lie on
+  // its grid), so every stack that rounds to nearest even rounds it alike, ties included (a
+  // fifth of bfloat16 dL/dy values are exact ties); only below float32's normal range may it not.
+  int two_n_exp = 0;
+  const bool exact_dy = std::frexp(two_n, &two_n_exp) == 0.5;
   // One route: `v` the float32 value the stack rounds to the stored output `out` (dL/dy from
   // it: dy). Where v may round the other way dL/dy moves by `step` (2/N the output's ULPs) and
-  // its own rounding by one ULP; a dL/dy within float32 noise of a boundary moves one ULP; its
-  // float32 evaluation 2 u |dy| everywhere.
+  // its own rounding by one ULP; a dL/dy within float32 noise of a boundary moves one ULP (none
+  // is, when dL/dy is exact); its float32 evaluation 2 u |dy| everywhere.
   auto route = [&](const at::Tensor& v_flips, const at::Tensor& step, const at::Tensor& dy) {
     const at::Tensor rounded = round_to(dy, d);
-    const at::Tensor dy_flips = inside_distance(dy, rounded, d) <= 4 * u * dy.abs() + std::ldexp(1.0, -149);
+    at::Tensor dy_flips = inside_distance(dy, rounded, d) <= 4 * u * dy.abs() + std::ldexp(1.0, -149);
+    if (exact_dy) dy_flips = dy_flips & (dy.abs() < std::ldexp(1.0, -100));
     const at::Tensor ulp_dy = grid_spacing(rounded.abs() + step, d).above;
     const at::Tensor zero = at::zeros_like(ulp_dy);
     return 2 * u * dy.abs() + at::where(v_flips, step + ulp_dy, zero) + at::where(dy_flips, ulp_dy, zero);
