@@ -144,8 +144,9 @@ TEST_F(Exec, MissingDeclaredGradientsFail) {
 }
 
 bool process_gone(int pid) {
-  // Gone, or a zombie nobody has reaped yet: either way it no longer runs.
-  for (int i = 0; i < 200; ++i) {
+  // Gone, or a zombie nobody has reaped yet: either way it no longer runs. Up to 10 s: a loaded
+  // machine (CI runs the sanitizer build beside this one) may be slow to deliver the kill.
+  for (int i = 0; i < 1000; ++i) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!stat || !std::getline(stat, line)) return true;
@@ -170,7 +171,7 @@ TEST_F(Exec, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_NE(res.message.find("timed out after 1 s"), std::string::npos) << res.message;
   EXPECT_NE(res.message.find("stderr: waiting"), std::string::npos) << res.message;
   EXPECT_GE(s, 0.9);
-  EXPECT_LT(s, 5.0);
+  EXPECT_LT(s, 20.0);  // cut at 1 s, not at the program's 30 s (with room for a loaded machine)
   const int child = std::atoi(slurp(tmp / "w/hang/child.pid").c_str());
   ASSERT_GT(child, 0);
   EXPECT_TRUE(process_gone(child)) << "the program's background child survived the timeout";
@@ -188,7 +189,8 @@ TEST_F(Exec, ProcessesLeftBehindAreKilledAndWorkFilesRemoved) {
   const auto in = make_inputs(c, cases::Op::matmul, 2);
   const auto t0 = std::chrono::steady_clock::now();
   auto res = run(*r, c, cases::Op::matmul, in, tmp / "w/bg");
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  // Not waiting for the background child's 30 s (with room for a loaded machine).
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
   ASSERT_EQ(res.outcome, RunOutcome::ok) << res.message;
   EXPECT_TRUE(process_gone(std::atoi(slurp(tmp / "w/bg/child.pid").c_str())));
   // keep_work=false: tensors gone, case.json and the logs kept.
