@@ -264,6 +264,17 @@ double round_digits(double x, int digits, int emin) {
   return std::nearbyint(x / q) * q;
 }
 
+// The op of case c on its seed-42 inputs `in`, computed on the CPU with its error-bound scales
+// and stored choice terms.
+Result<std::map<std::string, Tensor>> computed_with_scales(const cases::Case& c, cases::Op op,
+                                                           const std::map<std::string, Tensor>& in) {
+  auto dev = generate::open_torch_device("cpu", false);
+  if (!dev) return dev.status();
+  std::map<std::string, const Tensor*> view;
+  for (auto& [k, v] : in) view[k] = &v;
+  return generate::torch_compute(c, op, view, *dev, nullptr, nullptr, /*scales=*/true);
+}
+
 }  // namespace
 
 // A bfloat16/float16 gradient's stored dL/dy choice term (docs/compare.md, "dL/dy's rounding,
@@ -274,12 +285,8 @@ double round_digits(double x, int digits, int emin) {
 TEST_P(GeneratorVsFloat64, ChoiceTermHoldsTheKeptVersusRoundedMove) {
   const DType dt = GetParam();
   auto c = odd_case(dt);
-  auto dev = generate::open_torch_device("cpu", false);
-  ASSERT_TRUE(dev);
-  auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
-  std::map<std::string, const Tensor*> view;
-  for (auto& [k, v] : in) view[k] = &v;
-  auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev, nullptr, nullptr, /*scales=*/true);
+  const auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+  auto out = computed_with_scales(c, cases::Op::matmul, in);
   ASSERT_TRUE(out) << out.message();
   if (dt == DType::float32) {
     EXPECT_EQ(out->count("grad_A_choice"), 0u);  // nothing is rounded to the case dtype
@@ -339,12 +346,8 @@ TEST_P(GeneratorVsFloat64, ChoiceTermHoldsTheKeptVersusRoundedMove) {
 TEST_P(GeneratorVsFloat64, BiasAfterTermHoldsTheOtherRoute) {
   const DType dt = GetParam();
   auto c = odd_case(dt);
-  auto dev = generate::open_torch_device("cpu", false);
-  ASSERT_TRUE(dev);
-  auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
-  std::map<std::string, const Tensor*> view;
-  for (auto& [k, v] : in) view[k] = &v;
-  auto out = generate::torch_compute(c, cases::Op::conv2d, view, *dev, nullptr, nullptr, /*scales=*/true);
+  const auto in = generate::make_inputs(c, cases::Op::conv2d, 42, generate::Fill::random);
+  auto out = computed_with_scales(c, cases::Op::conv2d, in);
   ASSERT_TRUE(out) << out.message();
   if (dt == DType::float32) {
     EXPECT_EQ(out->count("output_choice"), 0u);  // nothing is rounded to the case dtype
@@ -390,12 +393,8 @@ TEST_P(GeneratorVsFloat64, ChoiceTermHasNoTieAllowanceWhenDlDyIsExact) {
   auto c = odd_case(dt);
   auto& mp = c.params<cases::MatmulParams>();
   mp.m = 8, mp.k = 12, mp.n = 16;
-  auto dev = generate::open_torch_device("cpu", false);
-  ASSERT_TRUE(dev);
-  auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
-  std::map<std::string, const Tensor*> view;
-  for (auto& [k, v] : in) view[k] = &v;
-  auto out = generate::torch_compute(c, cases::Op::matmul, view, *dev, nullptr, nullptr, /*scales=*/true);
+  const auto in = generate::make_inputs(c, cases::Op::matmul, 42, generate::Fill::random);
+  auto out = computed_with_scales(c, cases::Op::matmul, in);
   ASSERT_TRUE(out) << out.message();
   const std::int64_t M = mp.m, K = mp.k, N = mp.n;
   const Tensor &A = in.at("A"), &B = in.at("B"), &t = in.at("target"), &y = out->at("output");

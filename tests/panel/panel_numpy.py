@@ -48,26 +48,28 @@ def fail(message):
     sys.exit(2)
 
 
-def round_to(x, fmt):
-    """Rounds to the nearest value of `fmt` with ties to even, as float64 (one rounding).
+def on_grid(x, fmt, to_integer):
+    """x (as float64) brought onto `fmt`'s grid by to_integer (np.rint: nearest, ties to even;
+    np.trunc: toward zero).
 
     The quantum of x is 2^(e - p + 1) for its binade e (never below the smallest normal's, so
-    subnormals round on the fixed subnormal grid); x / quantum is exact, np.rint rounds half to
-    even. Values are far from overflow in every case of the sets."""
+    subnormals round on the fixed subnormal grid); x / quantum is exact. Values are far from
+    overflow in every case of the sets."""
     p, emin = FORMATS[fmt]
     x = np.asarray(x, dtype=np.float64)
     _, e = np.frexp(x)
     quantum = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
-    return np.rint(x / quantum) * quantum
+    return to_integer(x / quantum) * quantum
+
+
+def round_to(x, fmt):
+    """Rounds to the nearest value of `fmt` with ties to even, as float64 (one rounding)."""
+    return on_grid(x, fmt, np.rint)
 
 
 def truncate_to(x, fmt):
     """x with its bits below `fmt`'s significand dropped (rounded toward zero), as float64."""
-    p, emin = FORMATS[fmt]
-    x = np.asarray(x, dtype=np.float64)
-    _, e = np.frexp(x)
-    quantum = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
-    return np.trunc(x / quantum) * quantum
+    return on_grid(x, fmt, np.trunc)
 
 
 def env_int(name):
