@@ -115,3 +115,37 @@ TEST(Generate, DirectIoWritesTheSameBytes) {
   ASSERT_TRUE(rep) << rep.message();
   EXPECT_TRUE(rep->ok());
 }
+
+// --resume keeps every file of a finished case in the manifest, the stored choice terms included
+// (a bfloat16 conv output's bias-after term, each bfloat16 gradient's dL/dy choice): a resumed set
+// lists the same files as the run it resumed, and verifies.
+TEST(Generate, ResumeListsEveryFileOfTheCasesItKeeps) {
+  validate::testing::TempDir tmp("resume");
+  const std::string dir = tmp.path();
+  const std::string cf = write_case_file(dir);
+  std::ostringstream log;
+  auto a = generate::generate(options(cf, dir + "/a"), log);
+  ASSERT_TRUE(a) << a.message();
+  auto listed = [&] {
+    std::vector<std::string> files;
+    auto m = read_json(dir + "/a/manifest.json");
+    EXPECT_TRUE(m) << m.message();
+    if (m)
+      for (const auto& [rel, entry] : (*m)["files"].items()) files.push_back(rel);
+    return files;
+  };
+  const auto before = listed();
+  const auto outputs = std::count_if(before.begin(), before.end(), [](const std::string& f) {
+    return f.find("_conv2d_output_choice.npy") != std::string::npos;
+  });
+  EXPECT_GT(outputs, 0) << "no bias-after term in the set: the test cannot fail";
+  auto resume = options(cf, dir + "/a");
+  resume.resume = true;
+  auto b = generate::generate(resume, log);
+  ASSERT_TRUE(b) << b.message();
+  EXPECT_EQ(b->cases_resumed, 8);
+  EXPECT_EQ(listed(), before);
+  auto rep = cases::verify_set(dir + "/a");
+  ASSERT_TRUE(rep) << rep.message();
+  EXPECT_TRUE(rep->ok());
+}

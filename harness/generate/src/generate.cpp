@@ -67,6 +67,17 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, u[i]);
 }
 
+// Whether generate writes op's bias-after term (torch_scales.cpp): an op with a bias input whose
+// reference was computed in float32 (a bfloat16/float16 case on the CPU; its metadata says so).
+bool bias_after_expected(const cases::Case& c, cases::Op op, const Json& meta) {
+  const auto ts = c.tensors(op);
+  const bool bias = std::any_of(ts.begin(), ts.end(), [](const cases::TensorInfo& t) {
+    return t.name == "bias" && t.role == cases::Role::input;
+  });
+  const Json* cd = find_path(meta, {"compute", cases::op_name(op), "compute_dtype"});
+  return bias && cd && cd->is_string() && cd->get<std::string>() == "float32";
+}
+
 // --resume: a case is kept when its metadata exists (written only after all its tensors) and
 // every tensor it lists is on disk with the value hash the metadata records.
 bool adopt_finished_case(const cases::Case& c, const std::string& root, const std::string& dir, SetWriter& writer) {
@@ -126,6 +137,15 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (t.role == cases::Role::grad && c.dtype != DType::float32 && !user &&
           !(sj.contains("choice") && keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)))
         return false;
+      // A bfloat16/float16 output's bias-after term: kept when listed; a case that should have it
+      // (a bias, the reference computed in float32 on the CPU) and does not is redone.
+      if (t.role == cases::Role::output && c.dtype != DType::float32 && !user) {
+        if (sj.contains("choice")) {
+          if (!keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)) return false;
+        } else if (bias_after_expected(c, op, *meta)) {
+          return false;
+        }
+      }
     }
   }
   auto mh = sha256_file(root + "/" + meta_rel);
