@@ -77,7 +77,7 @@ double rounding_floor(DType d, double n) {
 // the addition; not with the stored bias-after term, which holds that route instead), and the
 // underflow floor eta.
 // `blanket`: with the noise model's term for the bias added after even where a stored term holds
-// that route (the cap of that term: after_cap).
+// that route (the bound that term is capped at).
 struct StoredRounding {
   double per_abs_y, constant;
   explicit StoredRounding(const BoundOptions& o, bool blanket = false)

@@ -76,8 +76,9 @@ struct BoundOptions {
   // other route stores, round(round(s) + bias), lies from the reference's round(s + bias), plus
   // ULP(round(s)) + ULP of that output where s lies near enough to a rounding boundary of the case
   // dtype for another stack's round(s) to differ. It replaces added_after: two correct stacks differ
-  // by at most max(the fused route's bound, W); with an oracle, a run farther from the exact value
-  // than the reference by at most W more (docs/compare.md, "The bias added after the sum, stored").
+  // by at most max(the fused route's bound, W), W capped at the bound with added_after (a stored
+  // term never loosens the gate); with an oracle, a run farther from the exact value than the
+  // reference by at most W more (docs/compare.md, "The bias added after the sum, stored").
   // Not for a run whose output is another algorithm's or whose operands are rounded, nor at
   // lambda > 8: the flips were bounded with the direct sum's float32 error at lambda 8.
   const ArrayView* after = nullptr;
@@ -94,7 +95,8 @@ double side_bound(double y, double rho, const BoundOptions& o);
 double two_stack_bound(double y, double rho, const BoundOptions& o);
 // The same at element i of a tensor whose options carry a stored dL/dy choice (o.choice): the
 // smaller of that and the choice's bound, as the gate takes it; with a stored bias-after term
-// (o.after), the larger of that term and the fused route's bound.
+// (o.after), the larger of the fused route's bound and that term capped at the bound with
+// added_after.
 double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i);
 // The stored bias-after term W at element i (o.after), 0 without one and where it is not a finite
 // value >= 0 (the fused route's bound then stands alone: a broken term never loosens the gate). The
