@@ -187,12 +187,14 @@ bool stored_choice_applies(const Entry& e, const AlgorithmBound& alg, const Boun
   return e.role == ops::Role::output && o.added_after > 0 && alg.extra.empty() && o.lambda <= kStoredChoiceLambda;
 }
 
+void set_stored_term(ops::Role role, const ArrayView& stored, double unit, BoundOptions& o) {
+  if (role == ops::Role::output) o.after = &stored, o.after_unit = unit;
+  else o.choice = &stored, o.choice_unit = unit;
+}
+
 void use_stored_choice(Entry& e, const ArrayView& stored, double unit, BoundOptions& o) {
-  if (e.role == ops::Role::output) {
-    o.after = &stored, o.after_unit = unit, e.bound_model += kBiasAfterModelSuffix;
-  } else {
-    o.choice = &stored, o.choice_unit = unit, e.bound_model += kChoiceModelSuffix;
-  }
+  set_stored_term(*e.role, stored, unit, o);
+  e.bound_model += e.role == ops::Role::output ? kBiasAfterModelSuffix : kChoiceModelSuffix;
   e.bound_used_choice = true;
 }
 

@@ -49,10 +49,7 @@ Diagnosis Comparer::run_diagnosis(const PairItem& it, const Entry& e, const Mapp
         if (auto ch = open_choice(it, e.op_name(), it.tensor, e.shape, *e.role); ch && *ch) {
           choice = std::move(**ch);
           choice_view = choice->map.view();
-          if (*e.role == ops::Role::output)
-            in.bound->options.after = &choice_view, in.bound->options.after_unit = choice->unit;
-          else
-            in.bound->options.choice = &choice_view, in.bound->options.choice_unit = choice->unit;
+          set_stored_term(*e.role, choice_view, choice->unit, in.bound->options);
         }
     }
   if (floor <= 0) {  // shape mismatch: no metric pass ran

@@ -86,7 +86,10 @@ struct AlgorithmBound;
 // direct sum's, an output with a bias whose run declares the direct sum (or split-K) at lambda <= 8,
 // neither with rounded operands.
 bool stored_choice_applies(const Entry& e, const AlgorithmBound& alg, const BoundOptions& o);
-// Puts the stored term into `o` (BoundOptions::choice or ::after) and names it in e's bound model.
+// Puts the stored term of a tensor of `role` into `o`: an output's as BoundOptions::after, a
+// gradient's as BoundOptions::choice.
+void set_stored_term(ops::Role role, const ArrayView& stored, double unit, BoundOptions& o);
+// The same for `e`'s gate, and names the term in e's bound model.
 void use_stored_choice(Entry& e, const ArrayView& stored, double unit, BoundOptions& o);
 // The options of `e`'s error-bound gate with its scale (bound_options, the scale's unit, and a
 // gradient scale split into its two parts when its quantity says so): what check_bounds and the

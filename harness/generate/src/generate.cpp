@@ -133,18 +133,14 @@ bool adopt_finished_case(const cases::Case& c, const std::string& root, const st
       if (cases::has_partial_sums(c, op, t) &&
           !(sj.contains("partial_sums") && sj["partial_sums"] == cases::partial_sums_mark()))
         return false;
-      // A bfloat16/float16 gradient's dL/dy choice term (a case made before it: redo it).
-      if (t.role == cases::Role::grad && c.dtype != DType::float32 && !user &&
-          !(sj.contains("choice") && keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)))
-        return false;
-      // A bfloat16/float16 output's bias-after term: kept when listed; a case that should have it
-      // (a bias, the reference computed in float32 on the CPU) and does not is redone.
-      if (t.role == cases::Role::output && c.dtype != DType::float32 && !user) {
-        if (sj.contains("choice")) {
-          if (!keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)) return false;
-        } else if (bias_after_expected(c, op, *meta)) {
+      // A bfloat16/float16 gradient's dL/dy choice term, or an output's bias-after term: kept when
+      // listed; a case that should have it and does not (made before it) is redone. Every such
+      // gradient has one; an output, where it has a bias and its reference was computed in float32.
+      if ((t.role == cases::Role::grad || t.role == cases::Role::output) && c.dtype != DType::float32 && !user) {
+        const bool wanted = t.role == cases::Role::grad || bias_after_expected(c, op, *meta);
+        if (sj.contains("choice") ? !keep_scale(dir + "/" + c.file_name(op, t.name + "_choice"), sj["choice"], t.shape)
+                                  : wanted)
           return false;
-        }
       }
     }
   }

@@ -301,6 +301,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     const double stat = a * ya + c * rho, side = stat + hu;
     const double extra = o.run_extra ? o.run_extra[i] : 0.0;
     const double run_side = side + extra;
+    const double w = o.after ? after_term(o, i) : 0.0;  // the stored bias-after term
     double err, bound;
     std::optional<double> x;
     if (exact) {
@@ -321,7 +322,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
         // The other route's output lies within W of the reference's, so within W + |ref - exact|
         // of the exact value, and within that route's noise-model bound (the cap).
         if (o.after)
-          bound = std::max(bound, std::min(after_term(o, i) + std::fabs(av - *x), stat + k.ud_b * ya + k.eta_b + extra));
+          bound = std::max(bound, std::min(w + std::fabs(av - *x), stat + k.ud_b * ya + k.eta_b + extra));
         const double apart = std::fabs(bv - av);
         if (o.choice && err > std::fabs(av - *x)) {
           const double tight = choice_bound(*o.choice, i, o, a * ya, hu, extra);
@@ -337,13 +338,13 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
       if (o.choice) bound = std::min(bound, choice_bound(*o.choice, i, o, a * ya, hu, extra));
       // The bias added after the stored sum: the other route's stored output, W from the
       // reference's, never more than that route's noise-model bound.
-      if (o.after) bound = std::max(bound, std::min(after_term(o, i), two * stat + 2 * (k.ud_b * ya + k.eta_b) + extra));
+      if (o.after) bound = std::max(bound, std::min(w, two * stat + 2 * (k.ud_b * ya + k.eta_b) + extra));
     }
     ++r.checked;
     const double over = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0);
     if (over > r.max_over) r.max_over = over;
     double wc = sides * (gamma * (ya + ra * rho) + up * rn * rho + hu) + (run_side - side);
-    if (o.after) wc = std::max(wc, after_term(o, i) + (x ? std::fabs(av - *x) : 0.0));
+    if (o.after) wc = std::max(wc, w + (x ? std::fabs(av - *x) : 0.0));
     if (wc > 0 && err / wc > r.max_worst_case_over) r.max_worst_case_over = err / wc;
     if (err <= bound) continue;
     ++r.beyond;
