@@ -20,6 +20,7 @@ Usage: panel_algorithms.py DIR VARIANT
   split_k  every GEMM (conv2d and matmul, forward and backward) with its reduction split into
            S = 8 slices, each a float32 GEMM, the 8 partial results then added in float32 in order.
 """
+import functools
 import os
 import sys
 from fractions import Fraction
@@ -32,6 +33,7 @@ from panel_numpy import env_int, fail, load, round_to, save  # noqa: E402
 VARIANTS = ("winograd_f2", "winograd_f4", "winograd_f6", "fft", "split_k")
 SPLIT = 8
 F32 = np.float32
+CHUNK = 1 << 18  # complex64 values per block of planes in fft2 (2 MiB)
 
 
 # ---- Winograd F(m, 3) -------------------------------------------------------------------------
@@ -109,18 +111,27 @@ def winograd_conv(x, w, pad, m):
 
 # ---- FFT in complex64 -------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def bit_reversal(L):
+    bits = L.bit_length() - 1
+    return np.array([int(format(i, f"0{bits}b")[::-1], 2) for i in range(L)]) if bits else np.arange(1)
+
+
+@functools.lru_cache(maxsize=None)
+def twiddles(s, inverse):
+    sign = 1 if inverse else -1
+    return np.exp(sign * 2j * np.pi * np.arange(s // 2) / s).astype(np.complex64)
+
+
 def fft_last(x, inverse=False):
     """Radix-2 decimation-in-time FFT along the last axis, every operation in complex64 (twiddles
     computed in float64 and rounded once)."""
     L = x.shape[-1]
-    bits = L.bit_length() - 1
-    rev = np.array([int(format(i, f"0{bits}b")[::-1], 2) for i in range(L)]) if bits else np.arange(1)
-    x = x[..., rev].astype(np.complex64)
+    x = x[..., bit_reversal(L)].astype(np.complex64)
     s = 2
-    sign = 1 if inverse else -1
     while s <= L:
         half = s // 2
-        tw = np.exp(sign * 2j * np.pi * np.arange(half) / s).astype(np.complex64)
+        tw = twiddles(s, inverse)
         x = x.reshape(*x.shape[:-1], L // s, s)
         even, odd = x[..., :half], x[..., half:] * tw
         x = np.concatenate([even + odd, even - odd], axis=-1).reshape(*x.shape[:-2], L)
@@ -128,19 +139,28 @@ def fft_last(x, inverse=False):
     return x
 
 
-def fft2(x, inverse=False):
-    y = fft_last(x, inverse)
-    y = fft_last(np.swapaxes(y, -1, -2), inverse)
-    y = np.swapaxes(y, -1, -2)
+def fft2(x, L, inverse=False, cols=None):
+    """2-D FFT (W axis first, then H) of the planes x[..., h, w], zero-padded to L x L (a power of
+    two), in complex64. Only the padded plane's first h rows are nonzero, so the W pass transforms
+    those alone (the others transform to zero); with `cols`, only the result's first `cols` columns
+    are wanted, so the H pass transforms those alone. Either way every value kept is the one the
+    whole transform gives. The planes go through in blocks of CHUNK values: each stage then runs
+    in cache."""
+    *lead, h, w = x.shape
+    cols = L if cols is None else cols
+    flat = x.reshape(-1, h, w)
+    out = np.empty((flat.shape[0], L, cols), dtype=np.complex64)
+    step = max(1, CHUNK // (L * L))
+    for i in range(0, flat.shape[0], step):
+        blk = flat[i:i + step]
+        y = np.zeros((blk.shape[0], L, L), dtype=np.complex64)
+        y[:, :h, :w] = blk
+        y[:, :h] = fft_last(y[:, :h], inverse)
+        y = fft_last(np.swapaxes(y[:, :, :cols], -1, -2), inverse)
+        out[i:i + step] = np.swapaxes(y, -1, -2)
     if inverse:
-        y = y * np.complex64(1.0 / (x.shape[-1] * x.shape[-2]))  # a power of two: exact
-    return y
-
-
-def plane(x, L):
-    out = np.zeros((*x.shape[:-2], L, L), dtype=np.complex64)
-    out[..., :x.shape[-2], :x.shape[-1]] = x
-    return out
+        out *= np.complex64(1.0 / (L * L))  # a power of two: exact
+    return out.reshape(*lead, L, cols)
 
 
 def fft_size(*extents):
@@ -157,6 +177,18 @@ def freq_matmul(a, b):
     return out
 
 
+def weight_spectra(w, L):
+    """conj(FFT2(w)) of every (output, input) channel pair as [L, L, C, O], made one block of
+    input channels at a time: no whole [O, C, L, L] temporary or transposed copy of it (8.6 GB
+    each at 8192 channels)."""
+    O, C = w.shape[:2]
+    out = np.empty((L, L, C, O), dtype=np.complex64)
+    step = max(1, CHUNK // (O * L * L))
+    for c0 in range(0, C, step):
+        out[:, :, c0:c0 + step] = np.conj(fft2(w[:, c0:c0 + step], L)).transpose(2, 3, 1, 0)
+    return out
+
+
 def fft_conv(x, w, pad):
     """Cross-correlation y = x (*) w, x [N, C, H, W], w [O, C, KH, KW], stride 1, through FFTs:
     y[i, j] = IFFT(FFT(xp) conj(FFT(w)))[i, j], no wrap-around when L >= the padded extent."""
@@ -166,10 +198,9 @@ def fft_conv(x, w, pad):
     L = fft_size(Hp, Wp)
     xp = np.zeros((N, C, Hp, Wp), dtype=F32)
     xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = x
-    X = fft2(plane(xp, L)).transpose(2, 3, 0, 1)                 # [L, L, N, C]
-    Wf = np.conj(fft2(plane(w.astype(F32), L))).transpose(2, 3, 1, 0)  # [L, L, C, O]
-    Y = freq_matmul(np.ascontiguousarray(X), np.ascontiguousarray(Wf)).transpose(2, 3, 0, 1)
-    y = fft2(Y, inverse=True).real
+    X = np.ascontiguousarray(fft2(xp, L).transpose(2, 3, 0, 1))     # [L, L, N, C]
+    Y = freq_matmul(X, weight_spectra(w.astype(F32), L)).transpose(2, 3, 0, 1)
+    y = fft2(Y, L, inverse=True, cols=Wp - KW + 1).real
     assert y.dtype == np.float32
     return y[:, :, :Hp - KH + 1, :Wp - KW + 1]
 
@@ -182,15 +213,16 @@ def fft_grad_weight(x, dy, pad, KH, KW):
     L = fft_size(Hp, Wp)
     xp = np.zeros((N, C, Hp, Wp), dtype=F32)
     xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = x
-    D = np.ascontiguousarray(np.conj(fft2(plane(dy.astype(F32), L))).transpose(2, 3, 0, 1))  # [L, L, N, O]
-    # Channels in blocks: the O x C spectra of a block are O * C * L^2 complex64 values (8.6 GB for
-    # 8192 channels at L = 64 whole); every plane's transforms and products are the same either way.
+    D = np.ascontiguousarray(np.conj(fft2(dy.astype(F32), L)).transpose(2, 3, 0, 1))  # [L, L, N, O]
+    # Channels in blocks of about 2 MiB of spectra (O x c x L^2 complex64 values): each block's
+    # arrays are reused from the allocator rather than mapped afresh (8.6 GB for 8192 channels
+    # at L = 64 whole); every plane's transforms and products are the same either way.
     out = np.empty((dy.shape[1], C, KH, KW), dtype=F32)
-    step = max(1, (1 << 26) // (dy.shape[1] * L * L))
+    step = max(1, CHUNK // (dy.shape[1] * L * L))
     for c0 in range(0, C, step):
-        X = fft2(plane(xp[:, c0:c0 + step], L)).transpose(2, 3, 1, 0)   # [L, L, c, N]
+        X = fft2(xp[:, c0:c0 + step], L).transpose(2, 3, 1, 0)         # [L, L, c, N]
         G = freq_matmul(np.ascontiguousarray(X), D).transpose(3, 2, 0, 1)  # [O, c, L, L]
-        out[:, c0:c0 + step] = fft2(G, inverse=True).real[:, :, :KH, :KW]
+        out[:, c0:c0 + step] = fft2(G, L, inverse=True, cols=KW).real[:, :, :KH, :KW]
     return out
 
 
