@@ -16,7 +16,9 @@ Usage: panel_algorithms.py DIR VARIANT
   fft      conv2d's output, grad_input and grad_weight through a 2-D FFT of the whole (padded)
            plane, in complex64 throughout: a radix-2 FFT written here (numpy.fft computes in
            float64 before numpy 2.0), the channel sums as complex64 GEMMs per frequency. Stride 1
-           and dilation 1 only (cuDNN's FFT has the same limit); others im2col.
+           and dilation 1 only (cuDNN's FFT has the same limit); others im2col. Pruned as FFT
+           convolutions are: the padding's rows of zeros and the result's unwanted columns are not
+           transformed (every value kept is the whole transform's, to the bit).
   split_k  every GEMM (conv2d and matmul, forward and backward) with its reduction split into
            S = 8 slices, each a float32 GEMM, the 8 partial results then added in float32 in order.
 """

@@ -44,8 +44,7 @@ BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
   t.unit = b.options.scale_unit;
   // The linear terms serve the scaled values (scaled()), which no stored term describes: an
   // output's bias-after route keeps its noise-model term there.
-  BoundOptions linear = b.options;
-  linear.after = nullptr;
+  const BoundOptions linear = without_after(b.options);
   const double c = two_stack_bound(0, 0, linear);
   t.constant = c;
   t.per_ref = two_stack_bound(1, 0, linear) - c;

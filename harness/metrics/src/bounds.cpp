@@ -266,13 +266,15 @@ double after_term(const BoundOptions& o, std::int64_t i) {
   return w >= 0 && std::isfinite(w) ? w : 0.0;
 }
 
+BoundOptions without_after(BoundOptions o) {
+  o.after = nullptr;
+  return o;
+}
+
 double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i) {
   const double noise = two_stack_bound(y, rho, o);
-  if (o.after && !o.per_lambda) {
-    BoundOptions blanket = o;
-    blanket.after = nullptr;
-    return std::max(noise, std::min(after_term(o, i), two_stack_bound(y, rho, blanket)));
-  }
+  if (o.after && !o.per_lambda)
+    return std::max(noise, std::min(after_term(o, i), two_stack_bound(y, rho, without_after(o))));
   if (!o.choice || o.per_lambda) return noise;
   const SideParts p = side_parts(y, rho, o), at_zero = side_parts(0, rho, o);
   const double acc_y = o.lambda * (p.statistical - at_zero.statistical);  // lambda u sqrt(n) |y|

@@ -102,6 +102,10 @@ double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int6
 // value >= 0 (the fused route's bound then stands alone: a broken term never loosens the gate). The
 // worst case of that route is W itself: the gate's worst-case figure is raised to it.
 double after_term(const BoundOptions& o, std::int64_t i);
+// The options without the stored bias-after term: the fused route's noise-model bound, at which
+// the term is capped (and which a diagnosis's linear terms use: no stored term describes a
+// rescaled value).
+BoundOptions without_after(BoundOptions o);
 // side_bound = lambda * statistical + deterministic: the many accumulation and product roundings
 // (their root-sum-square per unit lambda) and the one or two roundings of the stored result.
 struct SideParts {
