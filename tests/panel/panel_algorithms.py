@@ -179,6 +179,14 @@ def freq_matmul(a, b):
     return out
 
 
+def padded(x, pad):
+    """x [N, C, H, W] zero-padded by pad = (rows, columns) on each side, float32."""
+    N, C, H, W = x.shape
+    xp = np.zeros((N, C, H + 2 * pad[0], W + 2 * pad[1]), dtype=F32)
+    xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = x
+    return xp
+
+
 def weight_spectra(w, L):
     """conj(FFT2(w)) of every (output, input) channel pair as [L, L, C, O], made one block of
     input channels at a time: no whole [O, C, L, L] temporary or transposed copy of it (8.6 GB
@@ -194,12 +202,10 @@ def weight_spectra(w, L):
 def fft_conv(x, w, pad):
     """Cross-correlation y = x (*) w, x [N, C, H, W], w [O, C, KH, KW], stride 1, through FFTs:
     y[i, j] = IFFT(FFT(xp) conj(FFT(w)))[i, j], no wrap-around when L >= the padded extent."""
-    N, C, H, W = x.shape
     O, _, KH, KW = w.shape
-    Hp, Wp = H + 2 * pad[0], W + 2 * pad[1]
+    xp = padded(x, pad)
+    Hp, Wp = xp.shape[-2:]
     L = fft_size(Hp, Wp)
-    xp = np.zeros((N, C, Hp, Wp), dtype=F32)
-    xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = x
     X = np.ascontiguousarray(fft2(xp, L).transpose(2, 3, 0, 1))     # [L, L, N, C]
     Y = freq_matmul(X, weight_spectra(w.astype(F32), L)).transpose(2, 3, 0, 1)
     y = fft2(Y, L, inverse=True, cols=Wp - KW + 1).real
@@ -210,11 +216,9 @@ def fft_conv(x, w, pad):
 def fft_grad_weight(x, dy, pad, KH, KW):
     """dW[o, c, kh, kw] = sum_n sum_ij xp[n, c, i + kh, j + kw] dy[n, o, i, j]: the correlation of
     xp with dy, the sum over n taken per frequency."""
-    N, C, H, W = x.shape
-    Hp, Wp = H + 2 * pad[0], W + 2 * pad[1]
+    xp = padded(x, pad)
+    C, Hp, Wp = xp.shape[1:]
     L = fft_size(Hp, Wp)
-    xp = np.zeros((N, C, Hp, Wp), dtype=F32)
-    xp[:, :, pad[0]:pad[0] + H, pad[1]:pad[1] + W] = x
     D = np.ascontiguousarray(np.conj(fft2(dy.astype(F32), L)).transpose(2, 3, 0, 1))  # [L, L, N, O]
     # Channels in blocks of about 2 MiB of spectra (O x c x L^2 complex64 values): each block's
     # arrays are reused from the allocator rather than mapped afresh (8.6 GB for 8192 channels
@@ -338,30 +342,32 @@ def conv2d(d, dtype, variant):
     w = load(d, "weight").astype(F32)       # [O, KH, KW, Cg]
     t = load(d, "target")
     split = SPLIT if variant == "split_k" else 0
-    y, xp, groups = conv_gemm_parts(x, w, g, split)
     wino = variant.startswith("winograd") and g.winograd()
     fft = variant == "fft" and g.fast()
     w_oihw = np.ascontiguousarray(w.transpose(0, 3, 1, 2))
     # w flipped and with its channel axes swapped: the kernel of grad_input as a forward conv
     w_back = np.ascontiguousarray(w_oihw[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
     pad_back = (g.KH - 1 - g.PH, g.KW - 1 - g.PW)
+    if fft:  # output and both gradients by FFTs: no im2col GEMM at all
+        y = nhwc(per_group(lambda a, b: fft_conv(a, b, (g.PH, g.PW)), nchw(x), w_oihw, g, 1, 0))
+    else:  # Winograd's grad_weight is im2col's
+        y, xp, groups = conv_gemm_parts(x, w, g, split)
     if wino:
         m = int(variant[-1])
         y = nhwc(per_group(lambda a, b: winograd_conv(a, b, (g.PH, g.PW), m), nchw(x), w_oihw, g, 1, 0))
-    elif fft:
-        y = nhwc(per_group(lambda a, b: fft_conv(a, b, (g.PH, g.PW)), nchw(x), w_oihw, g, 1, 0))
     if g.BIAS:
         y = y + load(d, "bias").astype(F32)
     loss, dy = loss_and_dy(y, t, dtype)
-    gx, gw = conv_gemm_backward(dy, xp, groups, g, split)
-    if wino:
-        m = int(variant[-1])
-        gx = nhwc(per_group(lambda a, b: winograd_conv(a, b, pad_back, m), nchw(dy), w_back, g, 1, 1))
-    elif fft:
+    if fft:
         gx = nhwc(per_group(lambda a, b: fft_conv(a, b, pad_back), nchw(dy), w_back, g, 1, 1))
         gw_oihw = per_group(lambda a, b: fft_grad_weight(a, b, (g.PH, g.PW), g.KH, g.KW).transpose(1, 0, 2, 3),
                             nchw(x), nchw(dy), g, 1, 1)
         gw = np.ascontiguousarray(gw_oihw.transpose(1, 0, 2, 3).transpose(0, 2, 3, 1))
+    else:
+        gx, gw = conv_gemm_backward(dy, xp, groups, g, split)
+    if wino:
+        m = int(variant[-1])
+        gx = nhwc(per_group(lambda a, b: winograd_conv(a, b, pad_back, m), nchw(dy), w_back, g, 1, 1))
     save(d, "output", y, dtype)
     np.save(os.path.join(d, "loss.npy"), np.array(round_to(loss, "float32"), dtype=np.float32))
     save(d, "grad_input", gx, dtype)

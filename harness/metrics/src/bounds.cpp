@@ -303,7 +303,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
     const double stat = a * ya + c * rho, side = stat + hu;
     const double extra = o.run_extra ? o.run_extra[i] : 0.0;
     const double run_side = side + extra;
-    const double w = o.after ? after_term(o, i) : 0.0;  // the stored bias-after term
+    const double w = after_term(o, i);  // the stored bias-after term (0 without one)
     double err, bound;
     std::optional<double> x;
     if (exact) {
