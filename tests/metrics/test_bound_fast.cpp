@@ -33,14 +33,22 @@ Expected bf_definition(const std::vector<float>& ref, const std::vector<float>& 
   const double up = o.gradient ? ud : kU, rn = std::sqrt(o.n), ra = rn;
   const double a = o.lambda * kU * rn, c = o.lambda * up + a;
   const double nu = o.n * kU, gamma = nu / (1 - nu), two = kSqrt2;
-  const double z_unit = o.choice_unit * std::max(1.0, o.lambda / 8) * (1 + ud);
+  const double z_unit = o.choice_unit * std::max(1.0, o.lambda / 8);
+  // Half the dtype's spacing at |v| (bfloat16: 8 bits, float32: 24; both from 2^-126 down to subnormals).
+  const int bits = bf16 ? 8 : 24;
+  auto half_ulp = [&](double v) {
+    int e = 0;
+    if (v != 0) std::frexp(v, &e);
+    return std::ldexp(1.0, std::max(e - 1, -126) - bits);
+  };
   Expected e;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double av = ref[i], bv = run[i], rho = scale[i] * o.scale_unit, ya = std::fabs(av);
     const double hu = ud * ya + eta;
     double bound = two * (a * ya + c * rho) + 2 * hu;
     if (choice) {
-      const double z = (*choice)[i] * z_unit, tight = z + kSqrt2 * a * ya + 2 * hu;
+      const double z = (*choice)[i] * z_unit,
+                   tight = z + kSqrt2 * a * ya + ((half_ulp(av) + half_ulp(bv)) + 2 * o.n * 0x1p-150);
       bound = z >= 0 && tight < bound ? tight : bound;
     }
     const double wc = 2 * (gamma * (ya + ra * rho) + up * rn * rho + hu);

@@ -82,9 +82,10 @@ TEST(Bounds, ASplitGradientScaleTakesTheProductTermAloneByHand) {
 }
 
 // A bfloat16 gradient with a stored dL/dy choice term Z (docs/compare.md, "dL/dy's rounding,
-// stored"): two stacks are held to min(noise model, Z max(1, lambda/8) (1 + u_d) + sqrt(2) lambda u
-// sqrt(n) |g| + 2 (u_d |g| + eta)); a Z above the noise model, negative or NaN changes nothing; with an oracle a
-// run farther from exact than the reference must also be within it of the reference.
+// stored"): two stacks are held to min(noise model, Z max(1, lambda/8) + sqrt(2) lambda u sqrt(n) |g| +
+// half a ULP of each stored value + 2 n 2^-150); a Z above the noise model, negative or NaN changes
+// nothing; with an oracle a run farther from exact than the reference must also be within it of the
+// reference.
 TEST(Bounds, AStoredChoiceTermTightensABfloat16GradientAndNeverLoosensIt) {
   const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 64 * std::ldexp(1.0, -150);
   BoundOptions o;
@@ -95,7 +96,9 @@ TEST(Bounds, AStoredChoiceTermTightensABfloat16GradientAndNeverLoosensIt) {
   // |g| = 0.5, S = 4: noise model sqrt(2) 8 (u 8 0.5 + ud 4) + 2 (ud 0.5 + eta), about 0.185.
   const double noise = std::sqrt(2.0) * 8 * (u * 8 * 0.5 + ud * 4) + 2 * (ud * 0.5 + eta);
   EXPECT_DOUBLE_EQ(two_stack_bound(0.5, 4, o), noise);
-  const double z = static_cast<float>(0.01), tight = z * (1 + ud) + std::sqrt(2.0) * 8 * u * 8 * 0.5 + 2 * (ud * 0.5 + eta);  // about 0.0139
+  // Every value here lies in [0.5, 1), where bfloat16's spacing is 2^-8: half of it per side.
+  const double stored = std::ldexp(1.0, -8) + 2 * 64 * std::ldexp(1.0, -150);
+  const double z = static_cast<float>(0.01), tight = z + std::sqrt(2.0) * 8 * u * 8 * 0.5 + stored;  // about 0.0139
   const std::vector<float> ref(5, 0.5f), scale(5, 4.0f);
   const std::vector<float> run{static_cast<float>(0.5 + 0.9 * tight), static_cast<float>(0.5 + 1.2 * tight), 0.6f, 0.6f, 0.6f};
   const std::vector<float> choice{static_cast<float>(z), static_cast<float>(z), static_cast<float>(z), 1.0f, -1.0f};
@@ -118,7 +121,7 @@ TEST(Bounds, AStoredChoiceTermTightensABfloat16GradientAndNeverLoosensIt) {
   auto wide = check_bounds(view(ref), view(run), view(scale), nullptr, o);
   ASSERT_TRUE(wide);
   EXPECT_EQ(wide->beyond, 1);  // element 2 only: 0.1 > 2 z + ... = 0.0239
-  EXPECT_NEAR(wide->worst[0].bound, 2 * z * (1 + ud) + std::sqrt(2.0) * 16 * u * 8 * 0.5 + 2 * (ud * 0.5 + eta), 1e-12);
+  EXPECT_NEAR(wide->worst[0].bound, 2 * z + std::sqrt(2.0) * 16 * u * 8 * 0.5 + stored, 1e-12);
   // With an oracle: element 2 is farther from exact (0.5) than the reference (exact): it fails
   // against the choice bound; a run nearer the exact value than the reference never does.
   o.lambda = 8;
@@ -136,21 +139,23 @@ TEST(Bounds, AStoredChoiceTermTightensABfloat16GradientAndNeverLoosensIt) {
   EXPECT_EQ(nearer->beyond, 0);
 }
 
-// The run's value may sit Z from the reference's, and it is stored rounded to bfloat16 relative to
-// its own magnitude: on a gradient near zero (reference -3.4e-6, a grad_A of heavy-tailed data) the
-// run's rounding, up to u_d Z, is far above 2 u_d |g|. The choice bound carries it.
+// The run's value may sit Z from the reference's, and it is stored rounded to bfloat16 at its own
+// magnitude: on a gradient near zero (reference -3.368e-6, a grad_A of heavy-tailed data) the run's
+// rounding, up to half a ULP at 3.7e-5 (2^-23), is 16 times the reference's (2^-27). The choice bound
+// carries each side's own half ULP.
 TEST(Bounds, AChoiceBoundCoversTheRunsRoundingAtItsOwnMagnitude) {
-  const double u = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -8), eta = std::ldexp(1.0, -134) + 6 * std::ldexp(1.0, -150);
+  const double u = std::ldexp(1.0, -24);
   BoundOptions o;
   o.dtype = DType::bfloat16;
   o.gradient = true;
   o.split_gradient = true;
   o.n = 6;
-  const double g = -3.368e-6, z = 4.0e-5;
-  // The run's route moves the gradient by exactly Z; the run then rounds up by u_d of its value.
-  const double route = g + z, run = route * (1 + ud);
-  const double without = z + std::sqrt(2.0) * 8 * u * std::sqrt(6.0) * std::fabs(g) + 2 * (ud * std::fabs(g) + eta);
-  ASSERT_GT(run - g, without);  // beyond the bound without u_d Z
+  const double g = -3.368e-6, z = 4.0e-5;  // g in [2^-19, 2^-18): spacing 2^-26
+  // The run's route moves the gradient by exactly Z, to 3.66e-5 in [2^-15, 2^-14) (spacing 2^-22);
+  // its stored rounding then moves it by just under half that spacing.
+  const double route = g + z, run = route + 0.499 * std::ldexp(1.0, -22);
+  const double acc = std::sqrt(2.0) * 8 * u * std::sqrt(6.0) * std::fabs(g);
+  ASSERT_GT(run - g, z + acc + std::ldexp(1.0, -26) + 12 * std::ldexp(1.0, -150));  // beyond it with the reference's ULP twice
   const std::vector<float> ref{static_cast<float>(g)}, runv{static_cast<float>(run)}, scale{1.0f}, choice{static_cast<float>(z)};
   const ArrayView cv = view(choice);
   o.choice = &cv;
@@ -158,7 +163,8 @@ TEST(Bounds, AChoiceBoundCoversTheRunsRoundingAtItsOwnMagnitude) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->beyond, 0);
   EXPECT_LT(r->max_over, 1.0);
-  EXPECT_GT(r->max_over, 0.99);  // the bound is no wider than that term
+  EXPECT_GT(r->max_over, 0.99);  // the bound is no wider than those terms
+  EXPECT_DOUBLE_EQ(stored_roundings(g, run, o), std::ldexp(1.0, -27) + std::ldexp(1.0, -23) + 12 * std::ldexp(1.0, -150));
 }
 
 // A split gradient scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) already carries sqrt(n) of its
@@ -348,10 +354,10 @@ TEST(Bounds, AStoredBiasAfterTermHoldsThatRouteInsteadOfTheBlanketTerm) {
   const ArrayView wv = view(w);
   o.after = &wv;
   EXPECT_DOUBLE_EQ(two_stack_bound(y, 1, o), fused);  // the blanket term is gone
-  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 2), 2 * step);
-  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 3), fused);
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 2, y), 2 * step);
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 3, y), fused);
   EXPECT_DOUBLE_EQ(after_term(o, 4), 0.0);
-  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 5), blanket);
+  EXPECT_DOUBLE_EQ(two_stack_bound_at(y, 1, o, 5, y), blanket);
   auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o, 5);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->beyond, 2);  // element 1: two ULPs where neither route moves the output; 5

@@ -34,7 +34,7 @@ bool ElementTest::beyond(float r, float x) const {
 bool ElementTest::beyond_at(std::int64_t p, float r, float x) const {
   if (beyond(r, x)) return true;
   if (!bound || !std::isfinite(r) || !std::isfinite(x)) return false;  // beyond() judged these
-  return std::fabs(static_cast<double>(x) - static_cast<double>(r)) > bound->at(p, r);
+  return std::fabs(static_cast<double>(x) - static_cast<double>(r)) > bound->at(p, r, x);
 }
 
 BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
@@ -53,10 +53,10 @@ BoundTest BoundTest::of(const DiagnosisInput::ElementBound& b) {
   return t;
 }
 
-double BoundTest::at(std::int64_t p, double r) const {
+double BoundTest::at(std::int64_t p, double r, double x) const {
   double rho = static_cast<double>(read_value(scale, p)) * unit;
   if (!std::isfinite(rho)) rho = 0;
-  if (choice) return two_stack_bound_at(r, rho, *choice, p);
+  if (choice) return two_stack_bound_at(r, rho, *choice, p, x);
   return per_ref * std::fabs(r) + per_scale * rho + constant;
 }
 
@@ -404,7 +404,7 @@ bool DeclaredRecompute::coincides(std::size_t count, const std::function<Predict
     const double d = at(h.at), diff = std::fabs(h.value - d);
     if (!std::isfinite(diff)) return false;
     largest = std::max(largest, std::fabs(d));
-    const double within = bound_ ? bound_->at(h.at, d) : 0;
+    const double within = bound_ ? bound_->at(h.at, d, h.value) : 0;
     worst_excess = std::max(worst_excess, diff - within);
   }
   return worst_excess <= 1e-12 * largest;

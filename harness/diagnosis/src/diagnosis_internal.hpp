@@ -59,7 +59,8 @@ struct BoundTest {
   // bound at p is the smaller of the linear one and the choice's. Null once scaled.
   std::optional<BoundOptions> choice;
   static BoundTest of(const DiagnosisInput::ElementBound& b);
-  double at(std::int64_t p, double r) const;
+  // The bound at p of reference value r against value x (the choice's counts x's own rounding).
+  double at(std::int64_t p, double r, double x) const;
   BoundTest scaled(double f) const;
 };
 

@@ -141,7 +141,7 @@ nlohmann::json failure_profile(const DiagnosisInput& in) {
     if (bounded) {
       double s = static_cast<double>(read_value(in.bound->scale, p)) * in.bound->options.scale_unit;
       if (!std::isfinite(s)) s = 0;
-      const double two_sides = two_stack_bound_at(a, s, in.bound->options, p);
+      const double two_sides = two_stack_bound_at(a, s, in.bound->options, p, b);
       unit = two_sides;
       const double worst = std::max(2 * worst_case_bound(a, s, in.bound->options), after_term(in.bound->options, p));
       max_worst = std::max(max_worst, ae / worst);

@@ -72,6 +72,10 @@ double rounding_floor(DType d, double n) {
   return half_sub + n * 0x1p-150;
 }
 
+double stored_roundings(double ref, double run, const BoundOptions& o) {
+  return (0.5 * dtype_ulp(ref, o.dtype) + 0.5 * dtype_ulp(run, o.dtype)) + 2 * o.n * 0x1p-150;
+}
+
 // The roundings of the stored result that no lambda scales, as per_abs_y |y| + constant: u_d |y|
 // (the result), with a bias added after the sum u_d (|y| + max |bias|) more (the sum stored before
 // the addition; not with the stored bias-after term, which holds that route instead), and the
@@ -241,21 +245,19 @@ struct BoundConstants {
 };
 
 // The two-stack bound of a gradient with a stored dL/dy choice term Z (BoundOptions::choice) at
-// element i: Z max(1, lambda / 8) (1 + u_d) + sqrt(2) lambda u sqrt(n) |g| (acc_y) + both sides'
-// stored roundings (hu each, at |g|) + the run's algorithm term. The run's value may sit Z from
-// the reference's, and its stored rounding is relative to its own magnitude: u_d Z more (on a
-// near-zero gradient that term is most of the run's rounding). Infinite where Z is not a value
-// >= 0, so the noise-model bound stands: a stored term never loosens it.
-// What one stored unit of Z stands for in that bound: choice_unit max(1, lambda / 8) (1 + u_d).
+// element i: Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| (acc_y) + both sides' stored
+// roundings (stored_roundings) + the run's algorithm term. Infinite where Z is not a value >= 0, so
+// the noise-model bound stands: a stored term never loosens it.
+// What one stored unit of Z stands for in that bound: choice_unit max(1, lambda / 8).
 double choice_factor(const BoundOptions& o) {
-  return o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda) * (1 + unit_roundoff(o.dtype));
+  return o.choice_unit * std::max(1.0, o.lambda / kChoiceLambda);
 }
 
-double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions& o, double acc_y, double hu,
-                    double extra) {
+double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions& o, double acc_y, double ref,
+                    double run, double extra) {
   const double z = array_element(choice, i);
   if (!(z >= 0) || !std::isfinite(z)) return std::numeric_limits<double>::infinity();
-  return z * choice_factor(o) + kSqrt2 * acc_y + 2 * hu + extra;
+  return z * choice_factor(o) + kSqrt2 * acc_y + stored_roundings(ref, run, o) + extra;
 }
 
 }  // namespace
@@ -271,14 +273,14 @@ BoundOptions without_after(BoundOptions o) {
   return o;
 }
 
-double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i) {
+double two_stack_bound_at(double y, double rho, const BoundOptions& o, std::int64_t i, double run) {
   const double noise = two_stack_bound(y, rho, o);
   if (o.after && !o.per_lambda)
     return std::max(noise, std::min(after_term(o, i), two_stack_bound(y, rho, without_after(o))));
   if (!o.choice || o.per_lambda) return noise;
   const SideParts p = side_parts(y, rho, o), at_zero = side_parts(0, rho, o);
   const double acc_y = o.lambda * (p.statistical - at_zero.statistical);  // lambda u sqrt(n) |y|
-  return std::min(noise, choice_bound(*o.choice, i, o, acc_y, p.deterministic, 0.0));
+  return std::min(noise, choice_bound(*o.choice, i, o, acc_y, y, run, 0.0));
 }
 
 namespace {
@@ -327,7 +329,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
           bound = std::max(bound, std::min(w + std::fabs(av - *x), stat + k.ud_b * ya + k.eta_b + extra));
         const double apart = std::fabs(bv - av);
         if (o.choice && err > std::fabs(av - *x)) {
-          const double tight = choice_bound(*o.choice, i, o, a * ya, hu, extra);
+          const double tight = choice_bound(*o.choice, i, o, a * ya, av, bv, extra);
           if (apart > tight) bound = std::min(bound, tight * err / apart);  // over: apart / tight
         }
       }
@@ -337,7 +339,7 @@ void bound_pass(Ref ref, Run run, Scale scale, const ArrayView* exact, const Bou
       // between them); a stored choice term, when smaller, instead.
       err = std::fabs(bv - av);
       bound = two * stat + 2 * hu + extra;
-      if (o.choice) bound = std::min(bound, choice_bound(*o.choice, i, o, a * ya, hu, extra));
+      if (o.choice) bound = std::min(bound, choice_bound(*o.choice, i, o, a * ya, av, bv, extra));
       // The bias added after the stored sum: the other route's stored output, W from the
       // reference's, never more than that route's noise-model bound.
       if (o.after) bound = std::max(bound, std::min(w, two * stat + 2 * (k.ud_b * ya + k.eta_b) + extra));
@@ -384,6 +386,10 @@ bool fast_pass(const float* pr, const float* pu, const float* ps, const float* p
   detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
                             k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
   if (o.after) p.z_unit = o.after_unit, p.z_floor = true, p.ud_b = k.ud_b, p.eta_b = k.eta_b;
+  if (o.choice) {  // stored_roundings, from each value's exponent bits
+    const double low = dtype_ulp(0, o.dtype);  // the subnormal spacing
+    p.half_scale = 0.5 * dtype_ulp(1, o.dtype), p.min_half = 0.5 * low, p.eta2 = 2 * o.n * 0x1p-150;
+  }
   detail::BoundFastOut out;
   detail::kernels().bound_fast(pr, pu, ps, pz, px, n, p, out);
   if (out.beyond || !out.finite) return false;

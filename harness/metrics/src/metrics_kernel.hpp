@@ -87,6 +87,10 @@ struct BoundFastParams {
   double ud, up_rn, ra, a, c, eta, gamma, two, unit, z_unit, sqrt2_a;
   bool z_floor = false;
   double ud_b = 0, eta_b = 0;
+  // A stored dL/dy choice's stored roundings (bounds.hpp, stored_roundings): half a ULP of each
+  // value, the power of two of its binade times half_scale (2^-p) and at least min_half (half the
+  // subnormal spacing), plus eta2 (both sides' float32 underflow).
+  double half_scale = 0, min_half = 0, eta2 = 0;
 };
 struct BoundFastOut {
   double max_over = 0, max_wc = 0;
