@@ -47,8 +47,9 @@ Expected bf_definition(const std::vector<float>& ref, const std::vector<float>& 
     const double hu = ud * ya + eta;
     double bound = two * (a * ya + c * rho) + 2 * hu;
     if (choice) {
-      const double z = (*choice)[i] * z_unit,
-                   tight = z + kSqrt2 * a * ya + ((half_ulp(av) + half_ulp(bv)) + 2 * o.n * 0x1p-150);
+      const double z = (*choice)[i] * z_unit, reach = z + kSqrt2 * a * ya;
+      const double hr = half_ulp(av), hx = std::min(half_ulp(bv), half_ulp(ya + hr + reach));
+      const double tight = reach + ((hr + hx) + 2 * o.n * 0x1p-150);
       bound = z >= 0 && tight < bound ? tight : bound;
     }
     const double wc = 2 * (gamma * (ya + ra * rho) + up * rn * rho + hu);

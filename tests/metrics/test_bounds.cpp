@@ -164,7 +164,10 @@ TEST(Bounds, AChoiceBoundCoversTheRunsRoundingAtItsOwnMagnitude) {
   EXPECT_EQ(r->beyond, 0);
   EXPECT_LT(r->max_over, 1.0);
   EXPECT_GT(r->max_over, 0.99);  // the bound is no wider than those terms
-  EXPECT_DOUBLE_EQ(stored_roundings(g, run, o), std::ldexp(1.0, -27) + std::ldexp(1.0, -23) + 12 * std::ldexp(1.0, -150));
+  EXPECT_DOUBLE_EQ(stored_roundings(g, run, z + acc, o), std::ldexp(1.0, -27) + std::ldexp(1.0, -23) + 12 * std::ldexp(1.0, -150));
+  // A run far off gains nothing from its own size: at 1.0 its half ULP would be 2^-8, but a correct
+  // run lies within |g| + 2^-27 + reach of zero, where the spacing is 2^-22.
+  EXPECT_DOUBLE_EQ(stored_roundings(g, 1.0, z + acc, o), std::ldexp(1.0, -27) + std::ldexp(1.0, -23) + 12 * std::ldexp(1.0, -150));
 }
 
 // A split gradient scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) already carries sqrt(n) of its

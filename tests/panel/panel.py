@@ -277,11 +277,19 @@ def wrong_gradient(args, reports):
     print(f"panel.py: {args.variant}: fails as it must")
 
 
+def bound_use(entries, role):
+    """The largest error_bound check value (error / bound) over the entries of `role`: how close the
+    stack came to its gate; '-' when none has one."""
+    vals = [c["value"] for e in entries if e.get("role") == role
+            for c in e.get("checks", []) if c.get("name") == "error_bound"]
+    return f"{max(vals):.3g}" if vals else "-"
+
+
 def sweep(args):
     """Rows are printed as each variant finishes, so a long sweep's table grows as it goes."""
     names = args.variants or list(CORRECT) + list(WRONG)
-    print("| variant | mode | dtype | passed | failed | failing checks |")
-    print("|---|---|---|---:|---:|---|", flush=True)
+    print("| variant | mode | dtype | passed | failed | largest error / bound (outputs, gradients) | failing checks |")
+    print("|---|---|---|---:|---:|---|---|", flush=True)
     cells, seconds_of = [], {}
     for name in names:
         program, arg = CORRECT[name] if name in CORRECT else WRONG[name][0]
@@ -294,7 +302,8 @@ def sweep(args):
                 text = "; ".join(f"{'/'.join(i.split('/')[1:])} [{failed[i]}]" for i in bad)
                 if len(text) > 400:
                     text = text[:400] + " …"
-                print(f"| {name} | {mode} | {dtype} | {len(entries) - len(bad)} | {len(bad)} | {text} |", flush=True)
+                print(f"| {name} | {mode} | {dtype} | {len(entries) - len(bad)} | {len(bad)} | "
+                      f"{bound_use(entries, 'output')}, {bound_use(entries, 'grad')} | {text} |", flush=True)
                 if name in CORRECT and bad:
                     cells.append((name, mode, dtype))
     print()

@@ -72,8 +72,10 @@ double rounding_floor(DType d, double n) {
   return half_sub + n * 0x1p-150;
 }
 
-double stored_roundings(double ref, double run, const BoundOptions& o) {
-  return (0.5 * dtype_ulp(ref, o.dtype) + 0.5 * dtype_ulp(run, o.dtype)) + 2 * o.n * 0x1p-150;
+double stored_roundings(double ref, double run, double reach, const BoundOptions& o) {
+  const double hr = 0.5 * dtype_ulp(ref, o.dtype);
+  const double hx = std::min(0.5 * dtype_ulp(run, o.dtype), 0.5 * dtype_ulp(std::fabs(ref) + hr + reach, o.dtype));
+  return (hr + hx) + 2 * o.n * 0x1p-150;
 }
 
 // The roundings of the stored result that no lambda scales, as per_abs_y |y| + constant: u_d |y|
@@ -257,7 +259,8 @@ double choice_bound(const ArrayView& choice, std::int64_t i, const BoundOptions&
                     double run, double extra) {
   const double z = array_element(choice, i);
   if (!(z >= 0) || !std::isfinite(z)) return std::numeric_limits<double>::infinity();
-  return z * choice_factor(o) + kSqrt2 * acc_y + stored_roundings(ref, run, o) + extra;
+  const double reach = z * choice_factor(o) + kSqrt2 * acc_y + extra;
+  return reach + stored_roundings(ref, run, reach, o);
 }
 
 }  // namespace

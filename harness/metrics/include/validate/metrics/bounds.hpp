@@ -63,8 +63,8 @@ struct BoundOptions {
   const double* run_extra = nullptr;
   // A bfloat16/float16 gradient's stored dL/dy choice term Z (the set's "<grad>_choice", float16
   // times choice_unit; generate computes it at lambda 8): two correct stacks differ by at most
-  // Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| + stored_roundings(ref, run) (+ the run's
-  // algorithm term). Without an oracle the element is held to the smaller of that and the noise-model bound
+  // R + stored_roundings(ref, run, R), R = Z max(1, lambda / 8) + sqrt(2) lambda u sqrt(n) |g| (+ the
+  // run's algorithm term). Without an oracle the element is held to the smaller of that and the noise-model bound
   // (both sound: docs/compare.md, "dL/dy's rounding, stored"); with one, a run farther from the
   // exact value than the reference must also be within it of the reference. Null: the noise model
   // alone. Not for a run whose output is another algorithm's or whose operands are rounded (TF32):
@@ -116,14 +116,16 @@ SideParts side_parts(double y, double rho, const BoundOptions& o);
 double worst_case_bound(double y, double rho, const BoundOptions& o);
 // The spacing of the case dtype at |v| (its subnormal spacing below the normal range).
 double dtype_ulp(double v, DType d);
-// The two stored roundings of one element, each side's exactly as its stored value shows it: a value
-// v of the case dtype rounded from a float32 sum x is within half the spacing at |x| of it, which is
-// at most the spacing at |v| (rounding to nearest never leaves x's binade downward, and x below a
-// power of two that rounds up to it had the finer spacing), so 0.5 dtype_ulp(ref) + 0.5
-// dtype_ulp(run), plus n half float32 subnormal spacings per side (the partial sums' underflow). At
-// most the noise model's 2 (u_d |g| + eta) near g, up to one ULP tighter: u_d |g| is half a ULP only
-// at the bottom of a binade.
-double stored_roundings(double ref, double run, const BoundOptions& o);
+// The two stored roundings of one element held to a stored choice, each side's as its stored value
+// shows it: a value v of the case dtype rounded to nearest from a float32 sum x is within half the
+// spacing at |x| of it, which is at most the spacing at |v| (rounding never leaves x's binade
+// downward, and an x below a power of two that rounds up to it had the finer spacing). The run's x
+// also lies within `reach` (what the bound allows besides the roundings) of the reference's, so
+// its spacing is at most that at |ref| + half its spacing + reach: a run far off gains no allowance
+// from its own size. Plus n half float32 subnormal spacings per side (the partial sums' underflow).
+// At most the noise model's 2 (u_d |g| + eta) near g, up to one ULP tighter: u_d |g| is half a ULP
+// only at the bottom of a binade.
+double stored_roundings(double ref, double run, double reach, const BoundOptions& o);
 // The unit roundoff of a dtype (float32 2^-24, bfloat16 2^-8, float16 2^-11, float64 2^-53).
 double unit_roundoff(DType d);
 // Element i of a float64, float32 or float16 array, as double (a float64 oracle keeps its digits).
