@@ -170,6 +170,36 @@ TEST(Bounds, AChoiceBoundCoversTheRunsRoundingAtItsOwnMagnitude) {
   EXPECT_DOUBLE_EQ(stored_roundings(g, 1.0, z + acc, o), std::ldexp(1.0, -27) + std::ldexp(1.0, -23) + 12 * std::ldexp(1.0, -150));
 }
 
+// Near the top of a binade u_d |g| is almost a whole ULP, so counting each side's stored rounding
+// as u_d |g| let a bfloat16 gradient two ULPs off pass. Counted as half a ULP of each stored value,
+// with the choice moving it by 0.3 ULP, a correct stack may store the reference's neighbour (one
+// ULP) and nothing farther: two ULPs fail.
+TEST(Bounds, AChoiceBoundCountsEachStoredRoundingAsHalfAUlp) {
+  BoundOptions o;
+  o.dtype = DType::bfloat16;
+  o.gradient = true;
+  o.split_gradient = true;
+  o.n = 64;
+  const double ulp = std::ldexp(1.0, -13);           // bfloat16's spacing in [2^-6, 2^-5)
+  const double g = std::ldexp(1.0, -5) - ulp;         // the binade's largest bfloat16 value
+  const std::vector<float> ref(3, static_cast<float>(g)), scale(3, 0.01f);
+  const std::vector<float> run{static_cast<float>(g + ulp), static_cast<float>(g - ulp), static_cast<float>(g - 2 * ulp)};
+  const std::vector<float> choice(3, static_cast<float>(0.3 * ulp));
+  const ArrayView cv = view(choice);
+  o.choice = &cv;
+  auto r = check_bounds(view(ref), view(run), view(scale), nullptr, o, 5);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->beyond, 1);
+  EXPECT_EQ(r->worst[0].index, 2);
+  // 0.3 ULP + half a ULP each side (g + ulp = 2^-5 has twice the spacing, but a correct run lies
+  // within 0.8 ULP of g, below 2^-5) + sqrt(2) 8 u 8 |g|: about 1.3 ULP.
+  const double acc = std::sqrt(2.0) * 8 * std::ldexp(1.0, -24) * 8 * g;
+  const double z = static_cast<float>(0.3 * ulp);  // as stored
+  EXPECT_NEAR(r->worst[0].bound, z + ulp + acc + 128 * std::ldexp(1.0, -150), 1e-12 * ulp);
+  // The same element under the noise model's stored roundings, 2 u_d |g| = 1.99 ULP, passed it.
+  EXPECT_GT(0.3 * ulp + acc + 2 * std::ldexp(1.0, -8) * g, 2 * ulp);
+}
+
 // A split gradient scale S = sqrt(n (u/u_d)^2 rho_a^2 + rho_p^2) already carries sqrt(n) of its
 // accumulated products: their sum |a_i b_i| is at most min(sqrt(n) (1 + u_d), u_d / u) S, S itself
 // in float32. sqrt(n) S made the float32 worst case 32x too wide at n = 1024, wide enough to call a
