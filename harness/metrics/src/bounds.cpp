@@ -385,7 +385,9 @@ const float* scale_floats(const ArrayView& scale, std::int64_t lo, std::int64_t 
 bool fast_pass(const float* pr, const float* pu, const float* ps, const float* pz, const double* px, std::int64_t n,
                const BoundOptions& o, BoundResult& r) {
   const BoundConstants k(o);
-  // choice_bound's sqrt(2) a |y| and the worst case's up rn rho, as the scalar bound forms them.
+  // The worst case's up rn rho as the scalar bound forms it; choice_bound's sqrt(2) a |y| as
+  // (sqrt(2) a) |y|, which may differ from bound_pass's sqrt(2) (a |y|) in the last bit: the fast
+  // pass answers only for a chunk with no element beyond its bound, and never reports a bound.
   detail::BoundFastParams p{k.ud, k.up * k.rn, k.ra, k.a,           k.c,          k.eta,
                             k.gamma, k.two,   o.scale_unit, choice_factor(o), kSqrt2 * k.a};
   if (o.after) p.z_unit = o.after_unit, p.z_floor = true, p.ud_b = k.ud_b, p.eta_b = k.eta_b;

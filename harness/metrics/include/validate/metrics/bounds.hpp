@@ -118,13 +118,13 @@ double worst_case_bound(double y, double rho, const BoundOptions& o);
 double dtype_ulp(double v, DType d);
 // The two stored roundings of one element held to a stored choice, each side's as its stored value
 // shows it: a value v of the case dtype rounded to nearest from a float32 sum x is within half the
-// spacing at |x| of it, which is at most the spacing at |v| (rounding never leaves x's binade
-// downward, and an x below a power of two that rounds up to it had the finer spacing). The run's x
-// also lies within `reach` (what the bound allows besides the roundings) of the reference's, so
-// its spacing is at most that at |ref| + half its spacing + reach: a run far off gains no allowance
-// from its own size. Plus n half float32 subnormal spacings per side (the partial sums' underflow).
-// At most the noise model's 2 (u_d |g| + eta) near g, up to one ULP tighter: u_d |g| is half a ULP
-// only at the bottom of a binade.
+// spacing at |x| of it, and the spacing at |x| is at most the spacing at |v| (rounding never leaves
+// x's binade downward, and an x below a power of two that rounds up to it had the finer spacing).
+// The run's x also lies within `reach` (what the bound allows besides the roundings) of the
+// reference's r, so its spacing is at most that at |ref| + half its spacing + reach: a run far off
+// gains no allowance from its own size. Plus n half float32 subnormal spacings per side (the
+// partial sums' underflow). For a run in the reference's binade, up to one ULP below the noise
+// model's 2 (u_d |g| + eta): u_d |g| is half a ULP only at the bottom of a binade.
 double stored_roundings(double ref, double run, double reach, const BoundOptions& o);
 // The unit roundoff of a dtype (float32 2^-24, bfloat16 2^-8, float16 2^-11, float64 2^-53).
 double unit_roundoff(DType d);
