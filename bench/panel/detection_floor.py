@@ -108,8 +108,10 @@ def main():
                 zi = float(z[i]) * 2.0 ** choice["unit_log2"]
                 reach = math.floor(zi / u) + 1
                 eps = floor_eps(float(clean[i]), ref[i], reach, dtype, args.steps)
-                print(f"| {dtype} | {case} | {op} | {t} | {ref[i]:.4g} | {u / abs(ref[i]):.4f} | {zi / u:.2f} | "
-                      f"{reach} | {eps:.2g} | {seen.get((dtype, case, op, t), '')} |", flush=True)
+                shown = f"{eps:.2g}" if eps is not None else "> 1"  # no eps up to 1 plants beyond the reach
+                rel = f"{u / abs(ref[i]):.4f}" if ref[i] != 0 else "-"
+                print(f"| {dtype} | {case} | {op} | {t} | {ref[i]:.4g} | {rel} | {zi / u:.2f} | "
+                      f"{reach} | {shown} | {seen.get((dtype, case, op, t), '')} |", flush=True)
         shutil.rmtree(run, ignore_errors=True)
 
 
