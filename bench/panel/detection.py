@@ -42,12 +42,20 @@ FORMATS = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14)}
 MODES = ("elem_max", "elem_median", "row", "tensor")
 
 
-def round_to(x, dtype):
-    """Nearest value of the dtype, ties to even (as tests/panel/panel_numpy.py)."""
+def spacing(x, dtype):
+    """The spacing of the dtype's values at |x| (the larger one at a power of two; the subnormal
+    spacing below the normal range)."""
     p, emin = FORMATS[dtype]
     x = np.asarray(x, dtype=np.float64)
     _, e = np.frexp(x)
-    q = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
+    e = np.where(x == 0, emin + 1, e)  # frexp gives 0 an exponent of 0
+    return np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
+
+
+def round_to(x, dtype):
+    """Nearest value of the dtype, ties to even (as tests/panel/panel_numpy.py)."""
+    x = np.asarray(x, dtype=np.float64)
+    q = spacing(x, dtype)
     return np.rint(x / q) * q
 
 
@@ -59,6 +67,22 @@ def die(message):
 def sh(*argv, log):
     with open(log, "w") as f:
         return subprocess.run(list(argv), stdout=f, stderr=subprocess.STDOUT).returncode
+
+
+def set_cells(ref, pattern):
+    """The dtype/case cells of the reference set `ref` whose name matches `pattern`."""
+    manifest = json.load(open(os.path.join(ref, "manifest.json")))
+    cells = sorted({os.path.dirname(f) + "/" + re.sub(r"_metadata\.json$", "", os.path.basename(f))
+                    for f in manifest["files"] if f.endswith("_metadata.json")})
+    return [c for c in cells if re.search(pattern, c)]
+
+
+def oracle_run(validate, ref, out, cell):
+    """A clean run of one cell by the float64 oracle into `out` (replaced); dies naming its log."""
+    shutil.rmtree(out, ignore_errors=True)
+    if sh(validate, "run", "--backend", "oracle", "--progress", "0", "--ref", ref, "--out", out,
+          "--only", f"^{cell}$", log=out + ".log"):
+        die(f"oracle run of {cell} failed: {open(out + '.log').read()[-1500:]}")
 
 
 def rehash(run, rel):
@@ -106,10 +130,7 @@ def main():
     args = ap.parse_args()
     algorithms = parse_declare(args.declare)
     tensors, ops = args.tensors.split(","), args.ops.split(",")
-    manifest = json.load(open(os.path.join(args.ref, "manifest.json")))
-    cells = sorted({os.path.dirname(f) + "/" + re.sub(r"_metadata\.json$", "", os.path.basename(f))
-                    for f in manifest["files"] if f.endswith("_metadata.json")})
-    cells = [c for c in cells if re.search(args.cases, c)]
+    cells = set_cells(args.ref, args.cases)
     if not cells:
         die(f"no case of {args.ref} matches {args.cases!r}")
     os.makedirs(args.work, exist_ok=True)
@@ -121,10 +142,7 @@ def main():
         dtype, case = cell.split("/")
         meta = json.load(open(os.path.join(args.ref, dtype, case + "_metadata.json")))
         run = os.path.join(args.work, "clean")
-        shutil.rmtree(run, ignore_errors=True)
-        if sh(args.validate, "run", "--backend", "oracle", "--progress", "0", "--ref", args.ref, "--out", run,
-              "--only", f"^{dtype}/{case}$", log=run + ".log"):
-            die(f"oracle run of {cell} failed: {open(run + '.log').read()[-1500:]}")
+        oracle_run(args.validate, args.ref, run, cell)
         if algorithms:
             declare(run, f"{dtype}/{case}_run.json", algorithms)
         for op in ops:

@@ -25,29 +25,20 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
-from detection import FORMATS, round_to
+from detection import FORMATS, oracle_run, round_to, set_cells, spacing
 
 GRADIENTS = ("grad_input", "grad_weight", "grad_bias", "grad_A", "grad_B")
-
-
-def ulp_of(v, dtype):
-    """The spacing of the dtype's values at |v| (the larger one at a power of two)."""
-    p, emin = FORMATS[dtype]
-    _, e = math.frexp(abs(v))
-    return math.ldexp(1.0, max(e - 1, emin) - (p - 1))
 
 
 def floor_eps(clean, ref, reach, dtype, steps):
     """The smallest eps of detection.py's grid (10^(-9 + 9 k / 2^steps)) whose planted value
     round(clean * (1 + eps)) lies more than `reach` ULPs of ref from ref."""
-    u = ulp_of(ref, dtype)
+    u = float(spacing(ref, dtype))
     n = 2 ** steps
     for k in range(n + 1):
         eps = 10 ** (-9 + 9 * k / n)
@@ -76,10 +67,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8, help="detection.py's bisection steps (its eps grid)")
     args = ap.parse_args()
     seen = measured(args.table) if args.table else {}
-    manifest = json.load(open(os.path.join(args.ref, "manifest.json")))
-    cells = sorted({os.path.dirname(f) + "/" + re.sub(r"_metadata\.json$", "", os.path.basename(f))
-                    for f in manifest["files"] if f.endswith("_metadata.json")})
-    cells = [c for c in cells if re.search(args.cases, c) and c.split("/")[0] in ("bfloat16", "float16")]
+    cells = [c for c in set_cells(args.ref, args.cases) if c.split("/")[0] in ("bfloat16", "float16")]
     if not cells:
         sys.exit(f"detection_floor.py: no bfloat16 or float16 case of {args.ref} matches {args.cases!r}")
     os.makedirs(args.work, exist_ok=True)
@@ -90,11 +78,7 @@ def main():
         dtype, case = cell.split("/")
         meta = json.load(open(os.path.join(args.ref, dtype, case + "_metadata.json")))
         run = os.path.join(args.work, "clean")
-        shutil.rmtree(run, ignore_errors=True)
-        with open(run + ".log", "w") as log:
-            if subprocess.call([args.validate, "run", "--backend", "oracle", "--progress", "0", "--ref", args.ref,
-                                "--out", run, "--only", f"^{dtype}/{case}$"], stdout=log, stderr=subprocess.STDOUT):
-                sys.exit(f"detection_floor.py: oracle run of {cell} failed (log {run}.log)")
+        oracle_run(args.validate, args.ref, run, cell)
         for op, entry in sorted(meta.get("ops", {}).items()):
             for t in GRADIENTS:
                 choice = entry.get("scales", {}).get(t, {}).get("choice")
@@ -104,7 +88,7 @@ def main():
                 clean = np.load(os.path.join(run, dtype, f"{case}_{op}_{t}.npy")).astype(np.float64).ravel()
                 z = np.load(os.path.join(args.ref, dtype, choice["file"])).astype(np.float64).ravel()
                 i = int(np.argmax(np.abs(ref)))
-                u = ulp_of(ref[i], dtype)
+                u = float(spacing(ref[i], dtype))
                 zi = float(z[i]) * 2.0 ** choice["unit_log2"]
                 reach = math.floor(zi / u) + 1
                 eps = floor_eps(float(clean[i]), ref[i], reach, dtype, args.steps)

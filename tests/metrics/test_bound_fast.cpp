@@ -38,7 +38,7 @@ Expected bf_definition(const std::vector<float>& ref, const std::vector<float>& 
   // spacing is the subnormal one).
   const int bits = bf16 ? 8 : o.dtype == DType::float16 ? 11 : 24, emin = o.dtype == DType::float16 ? -14 : -126;
   auto half_ulp = [&](double v) {
-    int e = 0;
+    int e = emin + 1;  // zero: the subnormal spacing
     if (v != 0) std::frexp(v, &e);
     return std::ldexp(1.0, std::max(e - 1, emin) - bits);
   };
