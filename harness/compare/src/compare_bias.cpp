@@ -54,8 +54,8 @@ std::future<RoundingBiasCheck> start_rounding_bias_check(const PairItem& it, con
                                                          const BoundOptions& o) {
   // What correct stacks may share, and what a correct in-order sum of same-sign terms may lean on
   // its own (accumulation_bias: positive operands spanning 8 decades lean 3e-6 toward zero at n = 4608).
-  // The estimate's sums and the accumulation's are sequential chains over the same elements: one
-  // pass takes them side by side.
+  // The estimate's sums and the accumulation's run over the same elements: one pass takes them
+  // side by side.
   return std::async(std::launch::async, [group = grouping(it, e), shape = e.shape, ref, run, scale, o] {
     if (!group) return RoundingBiasCheck{std::nullopt, allowed_bias(o) + accumulation_bias(ref, scale, o)};
     const auto both = rounding_bias_and_accumulation(ref, run, scale, o, shape, *group ? &**group : nullptr, INFINITY);

@@ -110,6 +110,14 @@ using BoundFastFn = void (*)(const float* pr, const float* pu, const float* ps, 
 using BiasTermsFn = void (*)(const float* r, const float* x, const float* s, int n, double per, double unit,
                              double* e, double* a, double* t, double* m, std::int64_t* counts);
 
+// rounding_bias.cpp's sums of those terms in kBiasLanes lanes (lane l of a sum: the elements whose
+// index is l mod 8, in index order), the terms never stored: n elements, the first in lane lane0.
+// sum[16]: the lanes of sum e, then of sum |r|; sq[24]: e e, e |r|, r r; acc[16] (null, or s null:
+// none): t, m. The bits of adding bias_terms' outputs one by one into their lanes.
+constexpr int kBiasLanes = 8;
+using BiasLanesFn = void (*)(const float* r, const float* x, const float* s, int n, int lane0, double per,
+                             double unit, double* sum, double* sq, double* acc, std::int64_t* counts);
+
 struct KernelTable {
   const char* isa;
   BlockFn block[3];  // logical float32, bfloat16, float16
@@ -117,6 +125,7 @@ struct KernelTable {
   HalfToFloatFn half_to_float;
   BoundFastFn bound_fast;
   BiasTermsFn bias_terms;
+  BiasLanesFn bias_lanes;
 };
 
 const KernelTable& kernels_generic();

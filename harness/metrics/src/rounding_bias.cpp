@@ -13,19 +13,36 @@ namespace validate::compare {
 
 namespace {
 
-// The sums are sequential (each added in element order, as the estimate has always been defined:
-// the report prints them to the last digit), so their speed is bounded by the latency of one
-// addition per element. A chunk's terms are computed first, in a loop the compiler vectorizes
-// (selects, not branches: the sign of an error is a coin toss a branch predictor loses half the
-// time); the chains then only add them. An element the estimate leaves out has the terms +0.0,
-// which leave every sum as it is (a sum that starts at +0.0 is never -0.0).
+// Every sum is taken in eight lanes (rounding_bias.hpp): element i of the tensor goes to lane
+// i mod 8, each lane adds its elements in index order, and the sum is the lanes added in a fixed
+// tree. The report prints the figures to the last digit: they are the same at any thread count and
+// in every ISA, and eight additions run at once where one chain waited an addition's latency per
+// element. With a float32 reference and run the terms are computed and added in one vectorized loop
+// (metrics_kernel.hpp, bias_lanes); otherwise a chunk's terms first, in a loop the compiler
+// vectorizes (selects, not branches: the sign of an error is a coin toss a branch predictor loses
+// half the time), then their lanes. An element the estimate leaves out has the terms +0.0, which
+// leave every sum as it is (a sum that starts at +0.0 is never -0.0). Chunks start at multiples of
+// kChunk, so an element's lane is its place in its chunk mod 8.
 constexpr int kChunk = 4096;
+constexpr int kLanes = detail::kBiasLanes;
 
-// The sums of rounding_bias: sum e, sum |r| and, over independent elements, sum e^2, sum e |r|,
-// sum r^2 (e = sign(r) (x - r)), so that sum (e - beta |r|)^2 = see - 2 beta ser + beta^2 srr needs
-// no second pass; and the counts.
+// A sum from its lanes.
+inline double lanes_total(const double* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+// p[k, end) added to `lanes`, p[q] into lane q mod 8 (p: a chunk's terms; a chunk starts in lane 0).
+inline void add_run(double* __restrict lanes, const double* __restrict p, int k, int end) {
+  for (; k < end && k % kLanes != 0; ++k) lanes[k % kLanes] += p[k];
+  for (; k + kLanes <= end; k += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += p[k + l];
+  for (; k < end; ++k) lanes[k % kLanes] += p[k];
+}
+inline void add_lanes(double* lanes, const double* p, int n) { add_run(lanes, p, 0, n); }
+
+// The sums of rounding_bias, in lanes: sum e, sum |r| and, over independent elements, sum e^2,
+// sum e |r|, sum r^2 (e = sign(r) (x - r)), so that sum (e - beta |r|)^2 = see - 2 beta ser +
+// beta^2 srr needs no second pass; and the counts.
 struct Sums {
-  double se = 0, sr = 0, see = 0, ser = 0, srr = 0;
+  double sum[2 * kLanes] = {};  // e, then |r|
+  double sq[3 * kLanes] = {};   // e^2, e |r|, r^2
   std::int64_t n = 0, toward = 0, away = 0;
 };
 
@@ -116,9 +133,9 @@ inline double masked(double v, bool keep) {
   return v;
 }
 
-// accumulation_bias's two sums, when they are carried beside the estimate's.
+// accumulation_bias's two sums (t, then m), in lanes, when they are carried beside the estimate's.
 struct AccSums {
-  double acc = 0, mass = 0;
+  double lanes[2 * kLanes] = {};
 };
 
 // A chunk's terms: the estimate's (e, a) and, given a scale, accumulation_bias's (t, m) from the
@@ -150,6 +167,29 @@ class Terms {
   }
   std::vector<double> e = std::vector<double>(kChunk), a = std::vector<double>(kChunk);
 
+  // Whether lanes() takes this tensor: float32 reference and run (and scale, if any, as fused()).
+  bool fused_lanes() const {
+    return ref_.storage == DType::float32 && run_.storage == DType::float32 && ref_.numel == run_.numel &&
+           (!scale_ || fused(ref_, run_, *scale_));
+  }
+  // Elements [begin, begin + n) (n <= kChunk) added to the lanes of sum (e, |r|), sq and, given a
+  // scale, acc (unless null), their terms never stored; the counts into s.
+  void lanes(std::int64_t begin, int n, double* sum, double* sq, double* acc, Sums& s) {
+    const float* sp = nullptr;
+    if (scale_ && acc) {
+      sp = reinterpret_cast<const float*>(scale_->data) + begin;
+      if (scale_->storage == DType::float16) {
+        detail::kernels().half_to_float(reinterpret_cast<const std::uint16_t*>(scale_->data) + begin, sf_.data(), n);
+        sp = sf_.data();
+      }
+    }
+    std::int64_t c[3] = {0, 0, 0};
+    detail::kernels().bias_lanes(reinterpret_cast<const float*>(ref_.data) + begin,
+                                 reinterpret_cast<const float*>(run_.data) + begin, sp, n,
+                                 static_cast<int>(begin % kLanes), per_, unit_, sum, sq, sp ? acc : nullptr, c);
+    s.n += c[0], s.toward += c[1], s.away += c[2];
+  }
+
  private:
   ArrayView ref_, run_;
   const ArrayView* scale_ = nullptr;
@@ -162,26 +202,29 @@ class Terms {
   std::vector<float> sf_;
 };
 
-// A chunk's terms added to the estimate's five sums and, with Acc, accumulation_bias's two, each in
-// element order (independent chains: their additions' latencies overlap). A function of its own,
-// so that every chain stays in a register (inlined into the loop over chunks, one was kept in
-// memory, a store and a load inside its chain).
+// A chunk's stored terms added to the lanes of the estimate's five sums and, with Acc,
+// accumulation_bias's two.
 template <bool Acc>
-__attribute__((noinline)) void add_chunk(const double* e, const double* a, const double* t, const double* m, int n,
-                                         Sums& s, AccSums& acc) {
-  double se = s.se, sr = s.sr, see = s.see, ser = s.ser, srr = s.srr, ac = acc.acc, ma = acc.mass;
-  for (int k = 0; k < n; ++k) {
-    const double ek = e[k], ak = a[k];
-    se += ek, sr += ak, see += ek * ek, ser += ek * ak, srr += ak * ak;
-    if constexpr (Acc) ac += t[k], ma += m[k];
-  }
-  s.se = se, s.sr = sr, s.see = see, s.ser = ser, s.srr = srr, acc.acc = ac, acc.mass = ma;
+void add_chunk(const double* e, const double* a, const double* t, const double* m, int n, Sums& s, AccSums& acc) {
+  add_lanes(s.sum, e, n), add_lanes(s.sum + kLanes, a, n);
+  thread_local std::vector<double> p(kChunk);  // one product per element, added as the terms are
+  for (int k = 0; k < n; ++k) p[static_cast<std::size_t>(k)] = e[k] * e[k];
+  add_lanes(s.sq, p.data(), n);
+  for (int k = 0; k < n; ++k) p[static_cast<std::size_t>(k)] = e[k] * a[k];
+  add_lanes(s.sq + kLanes, p.data(), n);
+  for (int k = 0; k < n; ++k) p[static_cast<std::size_t>(k)] = a[k] * a[k];
+  add_lanes(s.sq + 2 * kLanes, p.data(), n);
+  if constexpr (Acc) add_lanes(acc.lanes, t, n), add_lanes(acc.lanes + kLanes, m, n);
 }
 
-// The estimate's sums over independent elements, in element order; with Acc, accumulation_bias's
-// two chains beside them.
+// The estimate's sums over independent elements; with Acc, accumulation_bias's two beside them.
 template <bool Acc>
 void independent_sums(Terms& tm, std::int64_t numel, Sums& s, AccSums& acc) {
+  if (tm.fused_lanes()) {
+    for (std::int64_t i = 0; i < numel; i += kChunk)
+      tm.lanes(i, static_cast<int>(std::min<std::int64_t>(kChunk, numel - i)), s.sum, s.sq, Acc ? acc.lanes : nullptr, s);
+    return;
+  }
   for (std::int64_t i = 0; i < numel; i += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
     tm.chunk(i, n, s);
@@ -192,10 +235,12 @@ void independent_sums(Terms& tm, std::int64_t numel, Sums& s, AccSums& acc) {
 RoundingBias independent_estimate(const Sums& s, double allowed) {
   RoundingBias b;
   b.elements = s.n, b.toward_zero = s.toward, b.away_from_zero = s.away;
-  if (s.n < 2 || s.sr <= 0) return b;
-  b.relative = s.se / s.sr;
-  const double spread = std::max(0.0, s.see - 2 * b.relative * s.ser + b.relative * b.relative * s.srr);
-  b.se = std::sqrt(spread) / s.sr;
+  const double se = lanes_total(s.sum), sr = lanes_total(s.sum + kLanes);
+  if (s.n < 2 || sr <= 0) return b;
+  b.relative = se / sr;
+  const double see = lanes_total(s.sq), ser = lanes_total(s.sq + kLanes), srr = lanes_total(s.sq + 2 * kLanes);
+  const double spread = std::max(0.0, see - 2 * b.relative * ser + b.relative * b.relative * srr);
+  b.se = std::sqrt(spread) / sr;
   const double excess = std::fabs(b.relative) - allowed;
   if (excess > 0) b.z = b.se > 0 ? excess / b.se : INFINITY;
   return b;
@@ -289,7 +334,7 @@ struct BlockSums {
   std::int64_t n = 0, toward = 0, away = 0;
 };
 
-// With Acc, accumulation_bias's two chains are carried in the same loops, in element order.
+// With Acc, accumulation_bias's two sums are carried in the same loops.
 template <bool Acc>
 BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const BiasBlocks& bl, AccSums& acc) {
   BlockSums s;
@@ -305,9 +350,12 @@ BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const Bi
   if (numel == 0) return s;
   // The elements as [outer][j][inner]: j the last block axis, inner every axis after it (a run of
   // consecutive elements in one block), outer every axis before it (an odometer over those gives
-  // the block of j = 0). Each block's two sums take its elements in index order, as one pass
-  // adding to the block of each element in turn does; the current block's are held in registers
-  // over a run. The counts do not depend on the order: chunk_terms keeps them.
+  // the block of j = 0). Each block's two sums are lanes of their own (`lanes`: a block's e lanes,
+  // then its |r| lanes), taken a run at a time: runs of a few hundred elements and more take their
+  // terms and sums in one loop (Terms::lanes, its squares unused), shorter ones (a run may be one
+  // element long, where a call per run costs more than it saves) add a chunk's stored terms. The
+  // counts do not depend on the order.
+  std::vector<double> lanes(2 * kLanes * static_cast<std::size_t>(count), 0);
   std::size_t last = 0;
   for (int a : bl.axes) last = std::max(last, static_cast<std::size_t>(a));
   std::int64_t inner = 1;
@@ -315,43 +363,51 @@ BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const Bi
   const std::int64_t J = shape[last], wj = w[last];
   std::vector<std::int64_t> idx(last, 0);
   std::int64_t b0 = 0, j = 0, left = inner;  // the block base of the current outer index, j, elements left in its run
-  double held_e = 0, held_r = 0;             // the current block's sums
-  auto block = [&] { return static_cast<std::size_t>(b0 + j * wj); };
+  auto block = [&] { return &lanes[2 * kLanes * static_cast<std::size_t>(b0 + j * wj)]; };
+  const bool fused = tm.fused_lanes() && inner >= 256;
   Sums counts;
-  double ac = acc.acc, ma = acc.mass;
+  double squares[3 * kLanes] = {};  // Terms::lanes' squares, which blocks do not use
   for (std::int64_t i = 0; i < numel; i += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
-    tm.chunk(i, n, counts);
-    const double *e = tm.e.data(), *a = tm.a.data(), *t = tm.t.data(), *am = tm.m.data();
-    for (int k = 0; k < n;) {
-      // The rest of the current run, or of the chunk: one block's chain.
-      const int m = static_cast<int>(std::min<std::int64_t>(left, n - k));
-      double he = held_e, hr = held_r, a1 = ac, m1 = ma;  // short-lived copies: registers
-      for (int q = k; q < k + m; ++q) {
-        he += e[q], hr += a[q];
-        if constexpr (Acc) a1 += t[q], m1 += am[q];
-      }
-      held_e = he, held_r = hr, ac = a1, ma = m1;
-      k += m, left -= m;
-      if (left > 0) continue;
-      // The run is over: its block's sums go back, and the next run's block is taken up.
-      s.e[block()] = held_e, s.r[block()] = held_r;
+    if (!fused) {
+      tm.chunk(i, n, counts);
+      if constexpr (Acc) add_lanes(acc.lanes, tm.t.data(), n), add_lanes(acc.lanes + kLanes, tm.m.data(), n);
+    }
+    const double *e = tm.e.data(), *a = tm.a.data();
+    // The run is over: the next run's block is taken up.
+    auto next_run = [&] {
       left = inner;
-      if (++j == J) {
-        j = 0;
-        for (std::size_t ax = last; ax-- > 0;) {
-          if (++idx[ax] < shape[ax]) {
-            b0 += w[ax];
-            break;
-          }
-          b0 -= w[ax] * (shape[ax] - 1), idx[ax] = 0;
+      if (++j < J) return;
+      j = 0;
+      for (std::size_t ax = last; ax-- > 0;) {
+        if (++idx[ax] < shape[ax]) {
+          b0 += w[ax];
+          return;
         }
+        b0 -= w[ax] * (shape[ax] - 1), idx[ax] = 0;
       }
-      held_e = s.e[block()], held_r = s.r[block()];
+    };
+    if (inner == 1) {  // every element a run of its own (grad_B by column)
+      for (int k = 0; k < n; ++k) {
+        double* bl_lanes = block();
+        bl_lanes[k % kLanes] += e[k], bl_lanes[kLanes + k % kLanes] += a[k];
+        next_run();
+      }
+      continue;
+    }
+    for (int k = 0; k < n;) {
+      // The rest of the current run, or of the chunk: one block's elements.
+      const int m = static_cast<int>(std::min<std::int64_t>(left, n - k));
+      double* bl_lanes = block();
+      if (fused) tm.lanes(i + k, m, bl_lanes, squares, Acc ? acc.lanes : nullptr, counts);
+      else add_run(bl_lanes, e, k, k + m), add_run(bl_lanes + kLanes, a, k, k + m);
+      k += m, left -= m;
+      if (left == 0) next_run();
     }
   }
+  for (std::size_t b = 0; b < s.e.size(); ++b)
+    s.e[b] = lanes_total(&lanes[2 * kLanes * b]), s.r[b] = lanes_total(&lanes[2 * kLanes * b + kLanes]);
   s.n = counts.n, s.toward = counts.toward, s.away = counts.away;
-  acc.acc = ac, acc.mass = ma;
   return s;
 }
 
@@ -421,7 +477,8 @@ BiasAndAccumulation rounding_bias_and_accumulation(const ArrayView& ref, const A
     independent_sums<true>(tm, ref.numel, s, acc);
     out.bias = independent_estimate(s, allowed);
   }
-  out.accumulated = acc.mass > 0 ? acc.acc / acc.mass : 0;
+  const double mass = lanes_total(acc.lanes + kLanes);
+  out.accumulated = mass > 0 ? lanes_total(acc.lanes) / mass : 0;
   return out;
 }
 
@@ -438,9 +495,9 @@ RoundingBias with_allowance(RoundingBias b, double allowed) {
 double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const BoundOptions& o) {
   if (ref.numel != scale.numel) return 0;
   const double per = 0x1p-24 * std::sqrt(o.n), unit = o.scale_unit;
-  double acc = 0, mass = 0;
-  // Sequential sums, as rounding_bias's: a chunk's terms first (vectorized, masks for the elements
-  // left out, which add +0.0), then the two chains.
+  double acc[kLanes] = {}, mass[kLanes] = {};
+  // Sums in lanes, as rounding_bias's: a chunk's terms first (vectorized, masks for the elements
+  // left out, which add +0.0), then their lanes.
   thread_local std::vector<double> rb(kChunk), sb(kChunk), tb(kChunk), ab(kChunk);
   thread_local std::vector<float> scratch(kChunk), sf(kChunk);
   const v2l abs_mask = v2l{} + 0x7fffffffffffffffLL;
@@ -462,9 +519,7 @@ double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const Bou
       const double t = per * (ar + masked(rho, std::fabs(rho) < INFINITY));
       tb[static_cast<std::size_t>(i)] = masked(t, ok), ab[static_cast<std::size_t>(i)] = masked(ar, ok);
     }
-    double ac = acc, ma = mass;
-    for (int k = 0; k < n; ++k) ac += tb[static_cast<std::size_t>(k)], ma += ab[static_cast<std::size_t>(k)];
-    acc = ac, mass = ma;
+    add_lanes(acc, tb.data(), n), add_lanes(mass, ab.data(), n);
   };
   for (std::int64_t i = 0; i < ref.numel; i += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, ref.numel - i));
@@ -477,7 +532,8 @@ double accumulation_bias(const ArrayView& ref, const ArrayView& scale, const Bou
     read_chunk(scale, i, n, sb.data(), scratch.data());
     terms(rb.data(), sb.data(), n);
   }
-  return mass > 0 ? acc / mass : 0;
+  const double m = lanes_total(mass);
+  return m > 0 ? lanes_total(acc) / m : 0;
 }
 
 }  // namespace validate::compare

@@ -8,7 +8,10 @@
 // that best explains the signed errors, dominated by the large elements, so no division by a value
 // near zero), its standard error se = sqrt(sum d_i^2) / sum |ref_i| with d_i = sign(ref_i)
 // (run_i - ref_i) - beta |ref_i| (independent elements), and the excess over the bias a correct
-// stack may have, z = (|beta| - allowed) / se.
+// stack may have, z = (|beta| - allowed) / se. Every sum over elements is taken in float64 in eight
+// lanes, element i into lane i mod 8 in index order, the lanes added as ((l0 + l1) + (l2 + l3)) +
+// ((l4 + l5) + (l6 + l7)): the figures are the same to the last bit at any thread count and in every
+// ISA.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -90,7 +93,7 @@ RoundingBias rounding_bias(const ArrayView& ref, const ArrayView& run, const Sha
                            double allowed);
 // rounding_bias (over `blocks` when given, else over independent elements) and accumulation_bias of
 // one tensor, their sums taken in one pass over it where the storages allow (float32 reference and
-// run, a float32 or float16 scale): the same sums, each in element order, so the same figures as the
+// run, a float32 or float16 scale): the same sums in the same order, so the same figures as the
 // two functions.
 struct BiasAndAccumulation {
   RoundingBias bias;
