@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "validate/metrics/metrics.hpp"
+#include "validate/metrics/rounding_bias.hpp"
 
 using namespace validate;
 
@@ -69,8 +70,38 @@ void BM_RefScan(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(d.ref.size()) * 4);
 }
 
+// The rounding-bias estimate with its accumulation allowance, as compare takes it beside the metrics
+// (one thread), on the default sweep's shapes at 2^24 elements: over independent elements (an
+// output), and over the blocks of a gradient: a matmul grad_A [1024, 16384] by row (runs of 16384),
+// its grad_B [524288, 32] by column (runs of one element) and a conv2d grad_input [1, 16384, 32, 32]
+// by (N, H) (runs of 32, lag 2).
+void BM_RoundingBias(benchmark::State& state) {
+  const Data& d = data();
+  static const std::vector<std::uint16_t> scale(d.ref.size(), float_to_float16_bits(0.01f));
+  const auto n = static_cast<std::int64_t>(d.ref.size());
+  const compare::ArrayView r{reinterpret_cast<const std::byte*>(d.ref.data()), DType::float32, n, false};
+  const compare::ArrayView x{reinterpret_cast<const std::byte*>(d.run.data()), DType::float32, n, false};
+  const compare::ArrayView s{reinterpret_cast<const std::byte*>(scale.data()), DType::float16, n, false};
+  compare::BoundOptions o;
+  o.n = 4608, o.scale_unit = 1;
+  struct Layout {
+    Shape shape;
+    compare::BiasBlocks blocks;
+  };
+  static const Layout layouts[] = {{{1024, 16384}, {{0}, 0}}, {{524288, 32}, {{1}, 0}}, {{1, 16384, 32, 32}, {{0, 2}, 2}}};
+  const auto k = state.range(0);
+  const Shape shape = k == 0 ? Shape{n} : layouts[k - 1].shape;
+  const compare::BiasBlocks* blocks = k == 0 ? nullptr : &layouts[k - 1].blocks;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(compare::rounding_bias_and_accumulation(r, x, s, o, shape, blocks, 1e-6));
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * n * 10);
+  state.SetLabel(k == 0 ? "output" : k == 1 ? "grad_A" : k == 2 ? "grad_B" : "grad_input");
+}
+
 }  // namespace
 
+BENCHMARK(BM_RoundingBias)->ArgName("layout")->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Metrics)
     ->ArgNames({"dtype", "threads"})
     ->Args({static_cast<int>(DType::float32), 1})
