@@ -261,8 +261,9 @@ std::optional<Diagnosis> Comparer::check_error_bound(const PairItem& it, Entry& 
   }
   const ArrayView cv = choice ? choice->map.view() : ArrayView{};
   if (choice) use_stored_choice(e, cv, choice->unit, o);
-  // The rounding-bias estimate is a sequential sum over the tensor (its figures are defined by that
-  // order), one core's work: started beside the metrics when it could be, else beside the bound pass.
+  // The rounding-bias estimate is one pass over the tensor in a fixed order (its figures are defined
+  // by that order), one core's work: started beside the metrics when it could be, else beside the
+  // bound pass.
   std::future<RoundingBiasCheck> bias_pass;
   const bool started = pending && same_bias_inputs(pending->o, o);
   if (!started) bias_pass = start_rounding_bias_check(it, e, ref.view(), run.view(), scale.map.view(), o);

@@ -104,7 +104,7 @@ struct RoundingBiasCheck {
   std::optional<RoundingBias> estimate;
   double allowed = 0;
 };
-// The estimate, on a thread of its own: its sums are sequential chains, one core's work for as long
+// The estimate, on a thread of its own: its sums are in a fixed order, one core's work for as long
 // as the metric and bound passes take on all of them. `it` and the three views must outlive the
 // result; what it needs of `e` is copied.
 std::future<RoundingBiasCheck> start_rounding_bias_check(const PairItem& it, const Entry& e, const ArrayView& ref,
