@@ -207,7 +207,9 @@ class Terms {
 template <bool Acc>
 void add_chunk(const double* e, const double* a, const double* t, const double* m, int n, Sums& s, AccSums& acc) {
   add_lanes(s.sum, e, n), add_lanes(s.sum + kLanes, a, n);
-  thread_local std::vector<double> p(kChunk);  // one product per element, added as the terms are
+  // One product per element, stored before it is added (as the kernels' products are): no
+  // contraction can fuse a product into its addition and change the sum's bits.
+  thread_local std::vector<double> p(kChunk);
   for (int k = 0; k < n; ++k) p[static_cast<std::size_t>(k)] = e[k] * e[k];
   add_lanes(s.sq, p.data(), n);
   for (int k = 0; k < n; ++k) p[static_cast<std::size_t>(k)] = e[k] * a[k];
@@ -367,6 +369,19 @@ BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const Bi
   const bool fused = tm.fused_lanes() && inner >= 256;
   Sums counts;
   double squares[3 * kLanes] = {};  // Terms::lanes' squares, which blocks do not use
+  // The run is over: the next run's block is taken up.
+  auto next_run = [&] {
+    left = inner;
+    if (++j < J) return;
+    j = 0;
+    for (std::size_t ax = last; ax-- > 0;) {
+      if (++idx[ax] < shape[ax]) {
+        b0 += w[ax];
+        return;
+      }
+      b0 -= w[ax] * (shape[ax] - 1), idx[ax] = 0;
+    }
+  };
   for (std::int64_t i = 0; i < numel; i += kChunk) {
     const int n = static_cast<int>(std::min<std::int64_t>(kChunk, numel - i));
     if (!fused) {
@@ -374,19 +389,6 @@ BlockSums block_sums(Terms& tm, std::int64_t numel, const Shape& shape, const Bi
       if constexpr (Acc) add_lanes(acc.lanes, tm.t.data(), n), add_lanes(acc.lanes + kLanes, tm.m.data(), n);
     }
     const double *e = tm.e.data(), *a = tm.a.data();
-    // The run is over: the next run's block is taken up.
-    auto next_run = [&] {
-      left = inner;
-      if (++j < J) return;
-      j = 0;
-      for (std::size_t ax = last; ax-- > 0;) {
-        if (++idx[ax] < shape[ax]) {
-          b0 += w[ax];
-          return;
-        }
-        b0 -= w[ax] * (shape[ax] - 1), idx[ax] = 0;
-      }
-    };
     if (inner == 1) {  // every element a run of its own (grad_B by column)
       for (int k = 0; k < n; ++k) {
         double* bl_lanes = block();
